@@ -1,0 +1,92 @@
+"""The Algorithm contract (DESIGN section 3): the trainer owns the loop, an algorithm owns the maths.
+
+An algorithm turns a batch of examples into an ``Experience`` (rollouts, rewards, advantages, masks,
+old/reference log-likelihoods) and an ``Experience`` micro-batch into a loss. It never touches the
+DeepSpeed engine, the optimizer, checkpoints or logging sinks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+import torch
+
+from posttrain.registry import Registry
+
+if TYPE_CHECKING:
+    from posttrain.config import TrainConfig
+    from posttrain.metrics import PhaseTimer
+    from posttrain.rollout.base import RolloutEngine
+    from posttrain.tasks.base import Example, RewardFn
+
+
+@dataclass
+class Experience:
+    """A batch of training samples: every tensor shares the leading batch dimension."""
+
+    tensors: dict[str, torch.Tensor]
+
+    def __len__(self) -> int:
+        return next(iter(self.tensors.values())).shape[0]
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self.tensors[key]
+
+    def split(self, micro_batch_size: int) -> list["Experience"]:
+        n = len(self)
+        return [
+            Experience({k: v[i : i + micro_batch_size] for k, v in self.tensors.items()})
+            for i in range(0, n, micro_batch_size)
+        ]
+
+    def to(self, device: torch.device | str) -> "Experience":
+        return Experience({k: v.to(device) for k, v in self.tensors.items()})
+
+
+@dataclass
+class AlgoContext:
+    """What the trainer lends an algorithm to build experience. Nothing here is owned by the algorithm."""
+
+    tokenizer: Any
+    reward_fn: "RewardFn"
+    is_correct: Callable[[str, "Example"], bool]
+    rollout: "RolloutEngine | None"
+    reference: torch.nn.Module | None
+    timer: "PhaseTimer"
+    device: torch.device
+    rank: int = 0
+    world_size: int = 1
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Algorithm(ABC):
+    """Base class of every ``--algo``. Subclasses set ``config_class`` and register themselves."""
+
+    config_class: ClassVar[type["TrainConfig"]]
+
+    def __init__(self, config: "TrainConfig", ctx: AlgoContext) -> None:
+        self.config = config
+        self.ctx = ctx
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether the trainer must build a frozen reference model."""
+        return False
+
+    @property
+    def needs_rollout(self) -> bool:
+        """Whether the trainer must build a rollout engine and sync weights into it."""
+        return True
+
+    @abstractmethod
+    def make_experience(self, examples: list["Example"], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+        """Roll out, score and prepare one step's samples (this rank's share); returns metrics too."""
+
+    @abstractmethod
+    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        """Loss of one micro-batch (already on the policy's device) and its metrics."""
+
+
+ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")

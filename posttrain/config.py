@@ -1,0 +1,266 @@
+"""Typed run configuration: dataclasses with a one-line doc per field, YAML + CLI overrides, validation.
+
+Every algorithm has a config dataclass extending ``TrainConfig``. A field is declared with ``opt``:
+its ``help`` is what ``--help`` prints, its ``choices`` are checked at start-up. Precedence, lowest
+first: dataclass defaults, ``--config run.yaml``, ``--key value`` flags on the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad configuration value: the message names the field, the value and what is allowed."""
+
+    def __init__(self, name: str, value: Any, allowed: str) -> None:
+        super().__init__(f"config field '{name}' = {value!r} is invalid: {allowed}")
+        self.field_name = name
+
+
+def opt(default: Any, help: str, choices: Sequence[Any] | None = None) -> Any:
+    """Declare a documented config field (mutable defaults are copied per instance)."""
+    meta = {"help": help, "choices": tuple(choices) if choices else None}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class TrainConfig:
+    """Options shared by every algorithm."""
+
+    # --- what to train -------------------------------------------------------------------------
+    algo: str = opt("grpo", "Algorithm to run (see `posttrain train --help`).")
+    model: str | None = opt(None, "Model path or hub id; unset = the embedded tiny model for the task.")
+    task: str = opt("arithmetic", "Built-in task (arithmetic, countdown, sudoku) or 'dataset' to use --dataset.")
+    dataset: str | None = opt(None, "JSONL file or Hugging Face dataset id; used when --task dataset.")
+    prompt_column: str = opt("prompt", "Dataset column holding the prompt.")
+    answer_column: str = opt("answer", "Dataset column holding the reference answer.")
+    test_fraction: float = opt(0.1, "Held-out fraction of a --dataset without a test split.")
+    reward: str | None = opt(None, "Reward: unset = the task's verifier; or 'module:function' (TRL signature).")
+    system_prompt: str | None = opt(None, "Optional system message put in front of every prompt.")
+    # --- output and run control ----------------------------------------------------------------
+    output_dir: str = opt("outputs/run", "Where checkpoints, metrics and the resolved config go.")
+    seed: int = opt(0, "Seed for data order, sampling and initialisation.")
+    steps: int = opt(40, "Number of optimizer steps (each from one batch of rollouts).")
+    resume: str | None = opt(None, "'auto' = latest checkpoint in output_dir, or a checkpoint path.")
+    save_every: int = opt(20, "Save a checkpoint every N steps (and at the end); 0 = only at the end.")
+    keep_last: int = opt(2, "Keep only the newest N checkpoints.", None)
+    eval_every: int = opt(10, "Evaluate on the held-out split every N steps (and at start and end); 0 = never.")
+    eval_examples: int = opt(128, "Held-out examples per evaluation (0 = all).")
+    pass_k: int = opt(4, "k for pass@k at evaluation (sampled at the rollout temperature); 1 = off.")
+    log_every: int = opt(1, "Write metrics every N steps.")
+    report_to: str = opt("jsonl,tensorboard", "Comma list of metric sinks: jsonl, tensorboard, wandb.")
+    progress: bool = opt(True, "Show a progress bar on rank 0.")
+    # --- batch shape ---------------------------------------------------------------------------
+    prompts_per_step: int = opt(16, "Prompts per optimizer step across all ranks.")
+    group_size: int = opt(8, "Completions sampled per prompt (G).")
+    micro_batch_size: int = opt(32, "Samples per forward/backward on one rank.")
+    mu: int = opt(1, "Inner iterations (optimizer steps) over each batch of rollouts.")
+    # --- optimisation --------------------------------------------------------------------------
+    lr: float = opt(2e-4, "Peak learning rate (AdamW).")
+    weight_decay: float = opt(0.0, "AdamW weight decay.")
+    warmup_steps: int = opt(0, "Linear warm-up steps.")
+    lr_scheduler: str = opt("constant", "Learning-rate schedule after warm-up.", ["constant", "linear", "cosine"])
+    max_grad_norm: float = opt(1.0, "Gradient clipping norm; 0 = off.")
+    zero_stage: int = opt(0, "DeepSpeed ZeRO stage.", [0, 1, 2, 3])
+    precision: str = opt("fp32", "Training precision.", ["fp32", "bf16"])
+    gradient_checkpointing: bool = opt(False, "Recompute activations in backward to save memory.")
+    lora_r: int = opt(0, "LoRA rank via peft; 0 = full fine-tuning.")
+    lora_alpha: int = opt(16, "LoRA alpha.")
+    # --- sampling ------------------------------------------------------------------------------
+    rollout: str = opt("hf", "Rollout engine.", ["hf", "vllm"])
+    max_prompt_tokens: int = opt(256, "Prompts longer than this are rejected with an error.")
+    max_new_tokens: int = opt(16, "Maximum completion length in tokens.")
+    temperature: float = opt(1.0, "Sampling temperature for rollouts.")
+    top_p: float = opt(1.0, "Nucleus sampling threshold for rollouts.")
+    top_k: int = opt(0, "Top-k sampling for rollouts; 0 = off.")
+
+    # -- derived values --------------------------------------------------------------------------
+    def per_rank_prompts(self, world_size: int) -> int:
+        return self.prompts_per_step // world_size
+
+    def per_rank_samples(self, world_size: int) -> int:
+        return self.per_rank_prompts(world_size) * self.group_size
+
+    def grad_accum_steps(self, world_size: int) -> int:
+        return max(1, self.per_rank_samples(world_size) // self.micro_batch_size)
+
+    # -- validation ------------------------------------------------------------------------------
+    def validate(self, world_size: int = 1) -> None:
+        """Fail with the field, the value and what is allowed; called before anything is built."""
+        for f in dataclasses.fields(self):
+            choices = f.metadata.get("choices")
+            value = getattr(self, f.name)
+            if choices and value not in choices:
+                raise ConfigError(f.name, value, f"choose one of {list(choices)}")
+        positive = ["steps", "prompts_per_step", "group_size", "micro_batch_size", "mu", "max_new_tokens",
+                    "max_prompt_tokens", "log_every", "pass_k"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(name, getattr(self, name), "must be >= 1")
+        for name in ["save_every", "eval_every", "eval_examples", "keep_last", "warmup_steps", "lora_r"]:
+            if getattr(self, name) < 0:
+                raise ConfigError(name, getattr(self, name), "must be >= 0")
+        if self.lr <= 0:
+            raise ConfigError("lr", self.lr, "must be > 0")
+        if self.temperature <= 0:
+            raise ConfigError("temperature", self.temperature, "rollouts need a temperature > 0")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError("top_p", self.top_p, "must be in (0, 1]")
+        if not 0 < self.test_fraction < 1:
+            raise ConfigError("test_fraction", self.test_fraction, "must be in (0, 1)")
+        if self.task == "dataset" and not self.dataset:
+            raise ConfigError("dataset", self.dataset, "--task dataset needs --dataset PATH_OR_ID")
+        if self.resume not in (None, "auto") and not Path(self.resume).exists():
+            raise ConfigError("resume", self.resume, "use 'auto' or an existing checkpoint directory")
+        if self.prompts_per_step % world_size:
+            valid = [n for n in range(world_size, 4 * max(self.prompts_per_step, world_size) + 1, world_size)][:6]
+            raise ConfigError("prompts_per_step", self.prompts_per_step,
+                              f"must divide by the {world_size} ranks so each rank holds whole groups; "
+                              f"valid values include {valid}")
+        per_rank = self.per_rank_samples(world_size)
+        if per_rank % self.micro_batch_size and self.micro_batch_size < per_rank:
+            valid = [d for d in range(1, per_rank + 1) if per_rank % d == 0]
+            raise ConfigError("micro_batch_size", self.micro_batch_size,
+                              f"each rank holds {per_rank} samples per step "
+                              f"(prompts_per_step {self.prompts_per_step} / {world_size} ranks x group_size "
+                              f"{self.group_size}); valid micro-batch sizes: {valid}")
+        for reason in self.incompatibilities():
+            raise ConfigError(*reason)
+
+    def incompatibilities(self) -> list[tuple[str, Any, str]]:
+        """Algorithm-specific checks; subclasses return (field, value, allowed) triples."""
+        return []
+
+    # -- I/O ---------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write the resolved config as YAML next to the checkpoints (atomically)."""
+        path = Path(directory) / "config.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        os.replace(tmp, path)
+        return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------------------------------
+
+def _field_type(cls: type, f: dataclasses.Field) -> Any:
+    hints = typing.get_type_hints(cls)
+    return hints[f.name]
+
+
+def _coerce(name: str, raw: Any, annotation: Any) -> Any:
+    """Turn a CLI string (or a YAML value) into the field's type, naming the field on failure."""
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
+    if optional:
+        if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null", "")):
+            return None
+        annotation = args[0]
+    if not isinstance(raw, str):
+        if annotation is float and isinstance(raw, int) and not isinstance(raw, bool):
+            return float(raw)
+        if annotation in (int, float, str, bool) and not isinstance(raw, annotation):
+            raise ConfigError(name, raw, f"expected a {annotation.__name__}")
+        return raw
+    try:
+        if annotation is bool:
+            lowered = raw.lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if annotation is int:
+            return int(raw)
+        if annotation is float:
+            return float(raw)
+    except ValueError:
+        raise ConfigError(name, raw, f"expected a {annotation.__name__}") from None
+    return raw
+
+
+def _split_overrides(argv: Sequence[str]) -> list[tuple[str, str | None]]:
+    pairs: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("--"):
+            raise ConfigError(token, token, "expected --key value")
+        key = token[2:]
+        if "=" in key:
+            key, value = key.split("=", 1)
+            pairs.append((key, value))
+            i += 1
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            pairs.append((key, argv[i + 1]))
+            i += 2
+        else:
+            pairs.append((key, None))  # bare flag: true for bools
+            i += 1
+    return pairs
+
+
+def build_config(cls: type[TrainConfig], argv: Sequence[str]) -> TrainConfig:
+    """Build ``cls`` from ``--config FILE`` and ``--key value`` overrides (no validation yet)."""
+    pairs = _split_overrides(argv)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in pairs:
+        if key == "config":
+            if value is None or not Path(value).is_file():
+                raise ConfigError("config", value, "must be an existing YAML file")
+            loaded = yaml.safe_load(Path(value).read_text()) or {}
+            if not isinstance(loaded, dict):
+                raise ConfigError("config", value, "the YAML file must hold a mapping of field: value")
+            for k, v in loaded.items():
+                values[k.replace("-", "_")] = ("yaml", v)
+    for key, value in pairs:
+        if key in ("config", "local_rank"):
+            continue
+        values[key.replace("-", "_")] = ("cli", value)
+    kwargs: dict[str, Any] = {}
+    for key, (_, value) in values.items():
+        if key not in fields:
+            close = [n for n in fields if n.startswith(key[:4])]
+            hint = f"; did you mean {close}?" if close else "; see --help"
+            raise ConfigError(key, value, f"unknown option for --algo {cls.__name__}{hint}")
+        annotation = _field_type(cls, fields[key])
+        if value is None:
+            if annotation is not bool:
+                raise ConfigError(key, value, "needs a value")
+            value = True
+        kwargs[key] = _coerce(key, value, annotation)
+    return cls(**kwargs)
+
+
+def help_text(cls: type[TrainConfig]) -> str:
+    """Every field with its type, default, choices and one-line doc, for ``--help``."""
+    lines = [f"Options for {cls.__name__} (--key value, or a YAML file with --config):", ""]
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        annotation = _field_type(cls, f)
+        type_name = getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
+        choices = f.metadata.get("choices")
+        extra = f" {{{', '.join(map(str, choices))}}}" if choices else ""
+        lines.append(f"  --{f.name} ({type_name}{extra}, default {json.dumps(default)})")
+        lines.append(f"      {f.metadata.get('help', '')}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Model loading, likelihoods, and the embedded tiny-model factory."""

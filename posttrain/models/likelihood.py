@@ -1,0 +1,46 @@
+"""Token log-likelihoods of causal LMs: the one place that turns logits into per-token log-probs.
+
+Diffusion models plug in their own estimators (ELBO, mean-field) with the same output shape, so
+GRPO-style code never needs to know which kind of model it holds.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def logprobs_from_logits(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log softmax(logits / T)[target] per position, computed in float32 for stability."""
+    logits = logits.float()
+    if temperature != 1.0 and temperature > 0:
+        logits = logits / temperature
+    return torch.gather(F.log_softmax(logits, dim=-1), -1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the softmax distribution at each position (float32)."""
+    logp = F.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def causal_token_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-prob of every token given its prefix: output[:, t] = log p(input_ids[:, t+1] | input_ids[:, :t+1]).
+
+    Returns ``(logprobs [B, T-1], entropy [B, T-1] or None)``. Position ids follow the attention mask
+    so left-padded batches give the same numbers as unpadded sequences.
+    """
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+    logits = logits[:, :-1]
+    if temperature != 1.0 and temperature > 0:
+        logits = logits.float() / temperature
+    logprobs = logprobs_from_logits(logits, input_ids[:, 1:])
+    entropy = entropy_from_logits(logits) if with_entropy else None
+    return logprobs, entropy

@@ -1,0 +1,1 @@
+"""Rollout engines: one generation core per backend behind the RolloutEngine protocol."""

@@ -1,0 +1,1 @@
+"""Verifiable tasks (built-in and from JSONL / Hugging Face datasets) with their rewards."""

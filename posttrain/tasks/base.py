@@ -1,0 +1,47 @@
+"""The Task contract: fixed train/test splits of examples plus a TRL-style reward function.
+
+A reward function has TRL's signature, ``fn(prompts, completions, **columns) -> list[float | None]``,
+where ``columns`` holds one list per dataset column (``answer`` always among them). ``None`` marks a
+sample whose reward could not be computed; the trainer masks it out of the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from posttrain.registry import Registry
+
+RewardFn = Callable[..., list[float | None]]
+
+
+@dataclass(frozen=True)
+class Example:
+    """One prompt with its reference answer and any extra dataset columns."""
+
+    prompt: str
+    answer: str
+    columns: dict[str, Any] = field(default_factory=dict)
+
+
+class Task(Protocol):
+    """A verifiable task. ``split`` is deterministic: the same name gives the same examples."""
+
+    name: str
+
+    def split(self, name: str) -> list[Example]: ...
+
+    def reward(self, prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]: ...
+
+    def is_correct(self, completion: str, example: Example) -> bool: ...
+
+
+TASKS: Registry[Callable[..., Task]] = Registry("task")
+
+
+def reward_columns(examples: list[Example]) -> dict[str, list[Any]]:
+    """Columns for a reward call: ``answer`` plus every extra column, one list entry per example."""
+    columns: dict[str, list[Any]] = {"answer": [e.answer for e in examples]}
+    for key in sorted({k for e in examples for k in e.columns}):
+        columns[key] = [e.columns.get(key) for e in examples]
+    return columns
