@@ -50,7 +50,7 @@ class TrainConfig:
     reward: str | None = opt(None, "Reward: unset = the task's verifier; or 'module:function' (TRL signature).")
     system_prompt: str | None = opt(None, "Optional system message put in front of every prompt.")
     # --- output and run control ----------------------------------------------------------------
-    output_dir: str = opt("outputs/run", "Where checkpoints, metrics and the resolved config go.")
+    output_dir: str = opt("", "Where checkpoints, metrics and the resolved config go; empty = outputs/<algo>-<task>.")
     seed: int = opt(0, "Seed for data order, sampling and initialisation.")
     steps: int = opt(40, "Number of optimizer steps (each from one batch of rollouts).")
     resume: str | None = opt(None, "'auto' = latest checkpoint in output_dir, or a checkpoint path.")
@@ -62,6 +62,7 @@ class TrainConfig:
     log_every: int = opt(1, "Write metrics every N steps.")
     report_to: str = opt("jsonl,tensorboard", "Comma list of metric sinks: jsonl, tensorboard, wandb.")
     progress: bool = opt(True, "Show a progress bar on rank 0.")
+    num_threads: int = opt(0, "torch CPU threads per rank; 0 = $OMP_NUM_THREADS if set, else cores / local ranks.")
     # --- batch shape ---------------------------------------------------------------------------
     prompts_per_step: int = opt(16, "Prompts per optimizer step across all ranks.")
     group_size: int = opt(8, "Completions sampled per prompt (G).")
@@ -86,6 +87,10 @@ class TrainConfig:
     top_p: float = opt(1.0, "Nucleus sampling threshold for rollouts.")
     top_k: int = opt(0, "Top-k sampling for rollouts; 0 = off.")
 
+    def __post_init__(self) -> None:
+        if not self.output_dir:
+            self.output_dir = f"outputs/{self.algo}-{self.task}"
+
     # -- derived values --------------------------------------------------------------------------
     def per_rank_prompts(self, world_size: int) -> int:
         return self.prompts_per_step // world_size
@@ -109,7 +114,7 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(name, getattr(self, name), "must be >= 1")
-        for name in ["save_every", "eval_every", "eval_examples", "keep_last", "warmup_steps", "lora_r"]:
+        for name in ["save_every", "eval_every", "eval_examples", "keep_last", "warmup_steps", "lora_r", "num_threads"]:
             if getattr(self, name) < 0:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
         if self.lr <= 0:

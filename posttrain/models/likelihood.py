@@ -30,15 +30,20 @@ def causal_token_logprobs(
     attention_mask: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    last: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of every token given its prefix: output[:, t] = log p(input_ids[:, t+1] | input_ids[:, :t+1]).
 
-    Returns ``(logprobs [B, T-1], entropy [B, T-1] or None)``. Position ids follow the attention mask
-    so left-padded batches give the same numbers as unpadded sequences.
+    Returns ``(logprobs [B, T-1], entropy [B, T-1] or None)``; with ``last=C`` only the log-probs of the
+    final C tokens (``[B, C]``), and the model computes logits for those positions only. Position ids
+    follow the attention mask so left-padded batches give the same numbers as unpadded sequences.
     """
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+    kwargs = {"logits_to_keep": last + 1} if last else {}
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs).logits
     logits = logits[:, :-1]
+    if last:
+        input_ids = input_ids[:, -(last + 1):]
     if temperature != 1.0 and temperature > 0:
         logits = logits.float() / temperature
     logprobs = logprobs_from_logits(logits, input_ids[:, 1:])

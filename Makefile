@@ -1,0 +1,34 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Each creates .venv and installs what is missing (idempotent: re-runs only when pyproject.toml changes).
+# torch is pinned to the CPU wheel first so pip never pulls a multi-GB CUDA build as a dependency.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-all lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job: GRPO on the embedded tiny model and task (no download, 2 CPU cores, minutes).
+demo: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH deepspeed posttrain/train.py --algo grpo
+
+## The test suite CI runs (everything that does not need a GPU).
+test: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh
+
+lint: $(STAMP)
+	$(BIN)/ruff check posttrain rewards data_pipelines tests benchmarks
+
+clean:
+	rm -rf $(VENV) outputs

@@ -1,0 +1,117 @@
+"""Rollout throughput: our HFRolloutEngine vs Hugging Face ``model.generate`` on the same tiny model.
+
+The peer is what a trainer would otherwise run: ``generate(do_sample=True, output_scores=True)`` plus
+``compute_transition_scores`` to get the sampling log-probs. Both sample from the plain distribution
+(T=1, no top-k / top-p) on the same left-padded prompts; runs alternate, the median of the repeats is
+reported, and generated tokens are counted from the outputs (rows may stop early at eos).
+
+    PYTHONPATH=. python benchmarks/bench_rollout.py --out benchmarks/results/rollout_hf.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import transformers
+
+from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+from posttrain.rollout.base import SamplingParams
+from posttrain.rollout.hf import HFRolloutEngine
+
+
+def make_prompts(tokenizer: transformers.PreTrainedTokenizerBase, count: int, seed: int) -> list[list[int]]:
+    """``count`` arithmetic prompts of varied length, e.g. ``"What is 413+27? "``."""
+    generator = torch.Generator().manual_seed(seed)
+    a, b = torch.randint(1, 10**4, (2, count), generator=generator).tolist()
+    return [tokenizer(f"What is {x}+{y}? ", add_special_tokens=False)["input_ids"] for x, y in zip(a, b)]
+
+
+def run_ours(engine: HFRolloutEngine, prompts: list[list[int]], new_tokens: int, seed: int) -> int:
+    out = engine.generate(prompts, SamplingParams(max_new_tokens=new_tokens, seed=seed))
+    return sum(len(c) for c in out.completion_ids)
+
+
+def run_hf(model: transformers.PreTrainedModel, tokenizer: transformers.PreTrainedTokenizerBase,
+           prompts: list[list[int]], new_tokens: int) -> int:
+    batch = tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")  # left padding
+    with torch.inference_mode():
+        out = model.generate(**batch, do_sample=True, max_new_tokens=new_tokens, temperature=1.0, top_k=0,
+                             top_p=1.0, output_scores=True, return_dict_in_generate=True)
+        logprobs = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+    completions = out.sequences[:, batch["input_ids"].size(1):]
+    is_eos = (completions == tokenizer.eos_token_id).long()
+    generated = (is_eos.cumsum(-1) - is_eos) == 0  # up to and including the first eos
+    if not torch.isfinite(logprobs[generated]).all():
+        raise RuntimeError("HF peer produced non-finite log-probs for generated tokens")
+    return int(generated.sum())
+
+
+def timed(fn: Callable[[int], int], seed: int) -> tuple[float, int]:
+    start = time.perf_counter()
+    tokens = fn(seed)
+    return time.perf_counter() - start, tokens
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", default="causal-arithmetic", help="Tiny recipe whose architecture to use.")
+    parser.add_argument("--batch-size", type=int, default=64, help="Prompts per generate call.")
+    parser.add_argument("--new-tokens", type=int, default=16, help="max_new_tokens.")
+    parser.add_argument("--repeats", type=int, default=3, help="Timed runs of each side (after one warm-up).")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads for both sides.")
+    parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    tokenizer = build_tokenizer()
+    model = build_model(RECIPES.get(args.recipe), tokenizer).eval()  # random init: speed only
+    engine = HFRolloutEngine(build_model(RECIPES.get(args.recipe), tokenizer), tokenizer,
+                             max_batch_size=args.batch_size)
+    prompts = make_prompts(tokenizer, args.batch_size, seed=0)
+
+    sides: dict[str, Callable[[int], int]] = {
+        "ours": lambda r: run_ours(engine, prompts, args.new_tokens, seed=r),
+        "hf_generate": lambda r: run_hf(model, tokenizer, prompts, args.new_tokens),
+    }
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    for name, fn in sides.items():
+        fn(args.repeats)  # warm-up, with a seed the timed runs do not use
+    for repeat in range(args.repeats):
+        for name, fn in sides.items():
+            seconds, tokens = timed(fn, repeat)
+            runs[name].append({"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds})
+    summary = {name: statistics.median(r["tokens_per_s"] for r in rs) for name, rs in runs.items()}
+    result = {
+        "command": " ".join([sys.executable, *sys.argv]),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "platform": platform.platform(),
+        "threads": args.threads,
+        "recipe": args.recipe,
+        "batch_size": args.batch_size,
+        "new_tokens": args.new_tokens,
+        "runs": runs,
+        "median_tokens_per_s": summary,
+        "ratio_ours_over_hf": summary["ours"] / summary["hf_generate"],
+    }
+    print(json.dumps({k: result[k] for k in ("median_tokens_per_s", "ratio_ours_over_hf")}, indent=2))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=args.out.parent, delete=False, suffix=".tmp") as handle:
+            json.dump(result, handle, indent=2)
+        os.replace(handle.name, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Supervised fine-tuning on (prompt, target) pairs: mean token NLL of the target given the prompt.
+
+The target is the example's ``target`` column when the dataset has one, else its ``answer``; the
+tokenizer's eos token is appended so the model learns to stop. Prompt tokens are never trained on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
+from posttrain.algos.core import sft_loss
+from posttrain.algos.sequences import pack_sequences
+from posttrain.config import TrainConfig, opt
+from posttrain.models.likelihood import causal_token_logprobs
+from posttrain.tasks.base import Example
+from posttrain.tasks.prompts import encode_prompts
+
+
+def sft_target(example: Example) -> str:
+    return str(example.columns.get("target", example.answer))
+
+
+@dataclass
+class SFTConfig(TrainConfig):
+    """Supervised fine-tuning: every step trains on ``prompts_per_step`` (prompt, target) pairs."""
+
+    group_size: int = opt(1, "Must be 1 for SFT (no sampling).")
+    lr: float = opt(1e-3, "Peak learning rate (AdamW).")
+    max_target_tokens: int = opt(256, "Targets longer than this are rejected with an error.")
+
+    def incompatibilities(self) -> list[tuple[str, Any, str]]:
+        return [("group_size", self.group_size, "must be 1 for sft")] if self.group_size != 1 else []
+
+
+@ALGORITHMS.register("sft")
+class SFT(Algorithm):
+    config_class = SFTConfig
+    config: SFTConfig
+
+    @property
+    def needs_rollout(self) -> bool:
+        return False
+
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+        cfg, tokenizer = self.config, self.ctx.tokenizer
+        prompt_ids = encode_prompts(tokenizer, examples, cfg.system_prompt, cfg.max_prompt_tokens)
+        targets = []
+        for index, example in enumerate(examples):
+            ids = tokenizer(sft_target(example), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            if len(ids) > cfg.max_target_tokens:
+                raise ValueError(f"example {index} ({example.prompt[:40]!r}...): target has {len(ids)} tokens, "
+                                 f"over max_target_tokens={cfg.max_target_tokens}")
+            targets.append(ids)
+        tensors = pack_sequences(prompt_ids, targets, tokenizer.pad_token_id)
+        return Experience(tensors), {"train/target_tokens": float(tensors["completion_mask"].sum())}
+
+    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        mask = batch["completion_mask"]
+        logp, _ = causal_token_logprobs(policy, batch["input_ids"], batch["attention_mask"], last=mask.shape[1])
+        loss = sft_loss(logp.float(), mask)
+        return loss, {"nll": float(loss.detach())}

@@ -1,0 +1,147 @@
+"""Checkpoints: save and resume everything a run needs to continue exactly where it stopped.
+
+Layout of ``<output_dir>/checkpoints/step_<N>/``:
+  hf/                 the policy in Hugging Face format (safetensors + tokenizer), loadable on its own
+  ds/                 DeepSpeed engine state: weights, optimizer, LR scheduler (every rank writes its part)
+  rng_rank<r>.pt      every RNG of rank r (python, numpy, torch) and the trainer's generators
+  trainer_state.json  step, data position and anything an algorithm keeps between steps
+  COMPLETE            written last; a directory without it is an interrupted save and is ignored
+
+A save goes to ``step_<N>.partial`` and is renamed once every rank has finished, so a run killed
+mid-save never leaves a checkpoint that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from posttrain.dist import DistInfo, barrier, gathered_named_parameters
+
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def checkpoint_root(output_dir: str | os.PathLike) -> Path:
+    return Path(output_dir) / "checkpoints"
+
+
+def list_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    root = checkpoint_root(output_dir)
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)) and (p / "COMPLETE").exists()]
+    return [p for _, p in sorted(found)]
+
+
+def resolve_resume(resume: str | None, output_dir: str | os.PathLike) -> Path | None:
+    """'auto' -> newest complete checkpoint (or None for a fresh run); a path -> that checkpoint."""
+    if resume is None:
+        return None
+    if resume == "auto":
+        found = list_checkpoints(output_dir)
+        return found[-1] if found else None
+    path = Path(resume)
+    if not (path / "COMPLETE").exists():
+        raise FileNotFoundError(f"--resume {resume}: not a complete checkpoint (no COMPLETE marker)")
+    return path
+
+
+def _rng_state(generators: dict[str, torch.Generator]) -> dict[str, Any]:
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "generators": {k: g.get_state() for k, g in generators.items()},
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _restore_rng(state: dict[str, Any], generators: dict[str, torch.Generator]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    for key, gen_state in state["generators"].items():
+        generators[key].set_state(gen_state)
+
+
+def export_hf(engine: Any, tokenizer: Any, directory: Path, zero_stage: int, is_main: bool) -> None:
+    """Write the policy as a standalone Hugging Face checkpoint (LoRA adapters merged)."""
+    module = engine.module
+    merged = hasattr(module, "merge_and_unload")
+    state: dict[str, torch.Tensor] = {}
+    for name, tensor in gathered_named_parameters(module, zero_stage):
+        if is_main:
+            state[name] = tensor.clone()
+    if not is_main:
+        return
+    if merged:
+        import copy
+
+        base = copy.deepcopy(module).merge_and_unload()
+        base.save_pretrained(directory, safe_serialization=True)
+    else:
+        base = module
+        base.save_pretrained(directory, state_dict=state, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+
+
+def save_checkpoint(
+    engine: Any,
+    tokenizer: Any,
+    output_dir: str | os.PathLike,
+    step: int,
+    trainer_state: dict[str, Any],
+    generators: dict[str, torch.Generator],
+    info: DistInfo,
+    zero_stage: int,
+    keep_last: int,
+) -> Path:
+    root = checkpoint_root(output_dir)
+    final = root / f"step_{step}"
+    partial = root / f"step_{step}.partial"
+    if info.is_main:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+    barrier(info.world_size)
+    engine.save_checkpoint(str(partial / "ds"), tag="state")
+    torch.save(_rng_state(generators), partial / f"rng_rank{info.rank}.pt")
+    export_hf(engine, tokenizer, partial / "hf", zero_stage, info.is_main)
+    barrier(info.world_size)
+    if info.is_main:
+        (partial / "trainer_state.json").write_text(json.dumps(trainer_state, indent=2))
+        (partial / "COMPLETE").write_text(str(step))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+        if keep_last:
+            for old in list_checkpoints(output_dir)[:-keep_last]:
+                shutil.rmtree(old, ignore_errors=True)
+    barrier(info.world_size)
+    return final
+
+
+def load_checkpoint(
+    engine: Any, path: Path, generators: dict[str, torch.Generator], info: DistInfo
+) -> dict[str, Any]:
+    """Restore engine, optimizer, scheduler and RNGs in place; returns the trainer state."""
+    load_path, _ = engine.load_checkpoint(str(path / "ds"), tag="state", load_optimizer_states=True,
+                                          load_lr_scheduler_states=True)
+    if load_path is None:
+        raise RuntimeError(f"DeepSpeed could not load the checkpoint in {path / 'ds'}")
+    rng_file = path / f"rng_rank{info.rank}.pt"
+    if not rng_file.exists():
+        raise FileNotFoundError(f"{rng_file} is missing: was the checkpoint written with a different world size?")
+    _restore_rng(torch.load(rng_file, weights_only=False), generators)
+    return json.loads((path / "trainer_state.json").read_text())

@@ -1,0 +1,42 @@
+"""The ``posttrain`` command: train | tiny | data | serve | gpo-control.
+
+Each subcommand forwards its arguments to the module that owns it, so ``posttrain train ...`` and
+``deepspeed posttrain/train.py ...`` parse exactly the same options.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> ("module:function taking argv and returning an exit code", one-line description)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("posttrain.train:main", "post-train a model (one process; use `deepspeed posttrain/train.py` for ranks)"),
+    "tiny": ("posttrain.models.tiny:tiny_main", "build or list the embedded tiny models"),
+    "data": ("data_pipelines.cli:data_main", "run a data pipeline (entropylong, dmap)"),
+    "serve": ("rewards.server.cli:serve_main", "serve a reward model and an OpenAI-compatible API"),
+    "gpo-control": ("posttrain.algos.gpo.control.cli:gpo_control_main", "GPO in partially observable control"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: posttrain <command> [options]   (posttrain <command> --help for its options)", "", "commands:"]
+    lines += [f"  {name:<12} {desc}" for name, (_, desc) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in SUBCOMMANDS:
+        print(f"error: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, function_name = SUBCOMMANDS[command][0].split(":")
+    return int(getattr(importlib.import_module(module_name), function_name)(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

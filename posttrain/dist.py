@@ -1,0 +1,164 @@
+"""DeepSpeed and torch.distributed set-up: process group, ZeRO config, engine construction.
+
+Works the same under the ``deepspeed`` launcher (which sets RANK/WORLD_SIZE/LOCAL_RANK and passes
+``--local_rank``) and as a plain single process (``python posttrain/train.py``): the defaults below
+make a world of one. On CPU the process group uses gloo; on CUDA, NCCL.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.distributed as torch_dist
+
+from posttrain.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed() -> DistInfo:
+    """Join (or create) the process group; idempotent."""
+    import deepspeed
+
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = str(_free_port())
+    cuda = torch.cuda.is_available()
+    if not torch_dist.is_initialized():
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", verbose=False)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if cuda:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    return DistInfo(torch_dist.get_rank(), torch_dist.get_world_size(), local_rank, device)
+
+
+def set_cpu_threads(requested: int) -> int:
+    """Intra-op threads for this rank: explicit, else $OMP_NUM_THREADS, else an even share of the cores.
+
+    Tiny models issue many microsecond-sized ops; oversubscribed thread pools (more threads than
+    free cores) make each of them orders of magnitude slower, so ranks split the cores evenly.
+    """
+    if requested <= 0:
+        env = os.environ.get("OMP_NUM_THREADS", "")
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+        requested = int(env) if env.isdigit() and int(env) > 0 else max(1, (os.cpu_count() or 1) // local_ranks)
+    torch.set_num_threads(requested)
+    return requested
+
+
+def deepspeed_config(config: TrainConfig, world_size: int) -> dict[str, Any]:
+    """The DeepSpeed JSON config implied by a TrainConfig."""
+    micro = min(config.micro_batch_size, config.per_rank_samples(world_size))
+    ds: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_accumulation_steps": config.grad_accum_steps(world_size),
+        "gradient_clipping": config.max_grad_norm,
+        "zero_optimization": {"stage": config.zero_stage},
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if config.precision == "bf16":
+        ds["bf16"] = {"enabled": True}
+    if config.zero_stage == 3:
+        ds["zero_optimization"].update({"stage3_param_persistence_threshold": 0,
+                                        "stage3_gather_16bit_weights_on_model_save": True})
+    return ds
+
+
+def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
+    """Multiplier of the peak learning rate at optimizer step ``s`` (warm-up, then the schedule)."""
+    import math
+
+    total = config.steps * config.mu
+
+    def factor(s: int) -> float:
+        if config.warmup_steps and s < config.warmup_steps:
+            return (s + 1) / config.warmup_steps
+        progress = (s - config.warmup_steps) / max(1, total - config.warmup_steps)
+        if config.lr_scheduler == "linear":
+            return max(0.0, 1.0 - progress)
+        if config.lr_scheduler == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+def initialize_engine(model: torch.nn.Module, config: TrainConfig, world_size: int) -> Any:
+    """Wrap ``model`` in a DeepSpeed engine with AdamW and the LR schedule.
+
+    A plain torch AdamW is passed in so nothing has to be JIT-compiled on CPU; DeepSpeed keeps its
+    state in checkpoints like its own optimizers.
+    """
+    import deepspeed
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay, foreach=False)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, optimizer=optimizer, lr_scheduler=scheduler, config=deepspeed_config(config, world_size)
+    )
+    return engine
+
+
+def gathered_named_parameters(model: torch.nn.Module, zero_stage: int) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield full (un-partitioned) parameters one at a time; under ZeRO-3 each is gathered in turn."""
+    if zero_stage != 3:
+        for name, param in model.named_parameters():
+            yield name, param.detach()
+        return
+    import deepspeed
+
+    for name, param in model.named_parameters():
+        with deepspeed.zero.GatheredParameters([param], modifier_rank=None):
+            yield name, param.detach()
+
+
+def all_reduce_mean(values: dict[str, float], world_size: int) -> dict[str, float]:
+    """Average scalar metrics over ranks (every rank must pass the same keys)."""
+    if world_size == 1 or not values:
+        return values
+    keys = sorted(values)
+    tensor = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
+    torch_dist.all_reduce(tensor)
+    return {k: v / world_size for k, v in zip(keys, tensor.tolist())}
+
+
+def all_reduce_sum(values: list[float], world_size: int) -> list[float]:
+    if world_size == 1:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64)
+    torch_dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def barrier(world_size: int) -> None:
+    if world_size > 1:
+        torch_dist.barrier()

@@ -1,0 +1,212 @@
+"""Rollouts from any Hugging Face causal LM with our own KV-cached decoding loop (CPU or GPU).
+
+We do not call ``model.generate``: owning the loop lets us record the log-prob of every sampled token
+under exactly the distribution it was drawn from, and drive all randomness from one explicit
+``torch.Generator``.
+
+Conventions (shared with ``posttrain.models.likelihood.causal_token_logprobs``, so rollout and training
+log-probs agree): prompts are left-padded, positions are ``cumsum(attention_mask) - 1``.
+
+- Processed distribution: ``logits / T``, then top-k, then top-p (nucleus, the most likely token is
+  always kept); the recorded log-prob is that of the sampled token under it, in float32.
+- ``temperature == 0`` is greedy decoding; its recorded log-prob is that of the argmax token under the
+  *unscaled* model distribution (``log_softmax(logits)``), since the processed one is a point mass.
+- A row stops at the tokenizer's eos or any ``SamplingParams.stop_token_ids`` (the stop token is kept in
+  ``completion_ids``; finish reason ``"stop"``), otherwise after ``max_new_tokens`` (``"length"``).
+  Finished rows stay in the batch and are fed pad tokens with attention mask 0; the loop ends when all
+  rows are done.
+- Reproducibility: the same seed, inputs, ``max_batch_size``, model and device give identical outputs
+  (on CPU; GPU kernels may add their own nondeterminism).
+  Outputs *do* depend on batch composition: one generator is shared by all rows and chunks (a row's draws
+  depend on which rows precede it), and the padding width can change low-order bits of the logits.
+  ``seed=None`` draws a fresh non-deterministic seed; global RNG state is never read or reseeded.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.rollout.weights import WeightReceiver
+
+
+def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Float32 logits of the sampling distribution: ``/T``, then top-k, then top-p; removed tokens are
+    ``-inf``. Not defined for ``temperature == 0`` (greedy), which needs no processing."""
+    if params.temperature == 0:
+        raise ValueError("process_logits is for sampling; temperature 0 means greedy decoding")
+    logits = logits.float() / params.temperature
+    if 0 < params.top_k < logits.size(-1):
+        kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        sorted_probs = sorted_logits.softmax(-1)
+        mass_before = sorted_probs.cumsum(-1) - sorted_probs
+        remove_sorted = mass_before >= params.top_p  # the first token has mass_before 0: always kept
+        remove = remove_sorted.scatter(-1, order, remove_sorted)
+        logits = logits.masked_fill(remove, float("-inf"))
+    return logits
+
+
+def sample_tokens(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next tokens ``[B]`` and their float32 log-probs ``[B]`` from last-position logits ``[B, V]``."""
+    if params.temperature == 0:
+        tokens = logits.argmax(-1)
+        logprobs = F.log_softmax(logits.float(), dim=-1)
+    else:
+        logprobs = F.log_softmax(process_logits(logits, params), dim=-1)
+        tokens = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(-1)
+    return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+@dataclass
+class _Completion:
+    ids: list[int]
+    logprobs: list[float]
+    finish_reason: str
+
+
+class HFRolloutEngine:
+    """A ``RolloutEngine`` over a Hugging Face causal LM.
+
+    ``model`` must be the engine's own module, separate from the one being trained (it may have another
+    dtype, e.g. bf16 rollouts from an fp32 trainer); the engine puts it in eval mode on ``device`` and
+    changes its weights only through ``update_weights``.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_batch_size: int = 64,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        # Any id works as padding (it is masked out); prefer the tokenizer's own pad, then eos.
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_token_id: int = 0 if pad is None else int(pad)
+        self._weights = WeightReceiver(self.model)
+        forward_params = inspect.signature(model.forward).parameters
+        self._logits_to_keep = "logits_to_keep" in forward_params
+        # transformers >= 5.2x renamed ``past_key_values`` to ``cache`` (the old name warns, then goes).
+        self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+
+    @torch.inference_mode()
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        """One completion per prompt, in input order, generated ``max_batch_size`` prompts at a time."""
+        self._weights.check_complete()
+        for i, prompt in enumerate(prompt_ids):
+            if len(prompt) == 0:
+                raise ValueError(f"prompt {i} is empty; every prompt needs at least one token")
+        generator = torch.Generator(device=self.device)
+        if params.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(params.seed)
+        completions: list[_Completion] = []
+        for start in range(0, len(prompt_ids), self.max_batch_size):
+            chunk = prompt_ids[start : start + self.max_batch_size]
+            completions.extend(self._generate_batch(chunk, params, generator))
+        return Rollouts(
+            prompt_ids=[list(p) for p in prompt_ids],
+            completion_ids=[c.ids for c in completions],
+            texts=self.tokenizer.batch_decode([c.ids for c in completions], skip_special_tokens=True),
+            logprobs=[c.logprobs for c in completions],
+            finish_reasons=[c.finish_reason for c in completions],
+        )
+
+    def _stop_ids(self, params: SamplingParams) -> torch.Tensor:
+        ids = set(params.stop_token_ids)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        return torch.tensor(sorted(ids), dtype=torch.long, device=self.device)
+
+    def _generate_batch(
+        self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator
+    ) -> list[_Completion]:
+        batch, width = len(prompts), max(len(p) for p in prompts)
+        input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((batch, width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            mask[row, width - len(prompt) :] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        stop_ids = self._stop_ids(params)
+
+        cache = DynamicCache(config=self.model.config)  # grows in place on every forward
+        extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
+        logits = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+            use_cache=True,
+            **{self._cache_kwarg: cache},
+            **extra,
+        ).logits[:, -1]
+        next_position = mask.sum(-1)
+        done = torch.zeros(batch, dtype=torch.bool, device=self.device)
+        lengths = torch.full((batch,), params.max_new_tokens, dtype=torch.long, device=self.device)
+        steps_tokens: list[torch.Tensor] = []
+        steps_logprobs: list[torch.Tensor] = []
+        for step in range(params.max_new_tokens):
+            tokens, logprobs = sample_tokens(logits, params, generator)
+            tokens = tokens.masked_fill(done, self.pad_token_id)
+            steps_tokens.append(tokens)
+            steps_logprobs.append(logprobs)
+            stopped = ~done & torch.isin(tokens, stop_ids)
+            lengths = torch.where(stopped, step + 1, lengths)
+            done = done | stopped
+            if step + 1 == params.max_new_tokens or bool(done.all()):
+                break
+            live = (~done).long()
+            mask = torch.cat([mask, live.unsqueeze(-1)], dim=-1)
+            logits = self.model(
+                input_ids=tokens.unsqueeze(-1),
+                attention_mask=mask,
+                position_ids=next_position.unsqueeze(-1),
+                use_cache=True,
+                **{self._cache_kwarg: cache},
+            ).logits[:, -1]
+            next_position = next_position + live
+
+        all_tokens = torch.stack(steps_tokens, dim=1).tolist()
+        all_logprobs = torch.stack(steps_logprobs, dim=1).tolist()
+        stopped_rows = done.tolist()
+        return [
+            _Completion(
+                ids=all_tokens[row][:n],
+                logprobs=all_logprobs[row][:n],
+                finish_reason="stop" if stopped_rows[row] else "length",
+            )
+            for row, n in enumerate(lengths.tolist())
+        ]
+
+    @property
+    def weight_version(self) -> int:
+        """Number of successful ``update_weights`` calls."""
+        return self._weights.version
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy new policy weights into the engine's model in place (see ``weights.WeightReceiver``).
+
+        Names go through ``weights.canonical_name`` (DeepSpeed / DDP ``module.`` and PEFT prefixes
+        stripped); LoRA adapter tensors are skipped, so PEFT callers merge their adapters first
+        (``merge_adapter()``) and send the merged base weights. A failed update raises naming the
+        parameter, and if it had already copied part of the state ``generate`` refuses to run until an
+        update succeeds.
+        """
+        self._weights.update(named_tensors)

@@ -1,0 +1,211 @@
+"""The training loop. It knows no algorithm: it builds models, engines and data, then repeats
+rollout -> reward -> experience (all inside ``Algorithm.make_experience``) -> ``mu`` passes of
+micro-batched loss and optimizer steps -> weight sync -> eval, logging and checkpoints.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from typing import Any
+
+import torch
+
+from posttrain.algos import get_algorithm
+from posttrain.algos.base import AlgoContext, Algorithm
+from posttrain.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from posttrain.config import TrainConfig
+from posttrain.dist import DistInfo, all_reduce_mean, gathered_named_parameters, init_distributed, initialize_engine, set_cpu_threads
+from posttrain.evaluation import evaluate
+from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
+from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
+from posttrain.rollout.registry import build_rollout_engine
+from posttrain.sampler import EpochSampler
+from posttrain.tasks import load_reward, load_task
+
+log = logging.getLogger("posttrain")
+
+
+def _load_policy(path: str, kind: str, dtype: torch.dtype) -> torch.nn.Module:
+    if kind == "diffusion":
+        from posttrain.models.diffusion import load_diffusion_lm
+
+        return load_diffusion_lm(path, dtype=dtype)
+    return load_causal_lm(path, dtype=dtype)
+
+
+def _apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
+    return get_peft_model(model, lora)
+
+
+class Trainer:
+    """Builds everything from a validated config and runs ``fit``."""
+
+    def __init__(self, config: TrainConfig, info: DistInfo | None = None) -> None:
+        self.info = info or init_distributed()
+        config.validate(self.info.world_size)
+        self.config = config
+        set_cpu_threads(config.num_threads)
+        algo_cls: type[Algorithm] = get_algorithm(config.algo)
+        torch.manual_seed(config.seed)  # model-construction randomness (e.g. LoRA init), same on every rank
+
+        self.task = load_task(config)
+        self.train_examples = self.task.split("train")
+        eval_examples = self.task.split("test")
+        self.eval_examples = eval_examples[: config.eval_examples] if config.eval_examples else eval_examples
+        reward_fn = load_reward(config.reward, self.task)
+
+        model_path = resolve_model_path(config, kind=algo_cls.model_kind)
+        self.tokenizer = load_tokenizer(model_path)
+        dtype = torch.bfloat16 if config.precision == "bf16" else torch.float32
+        policy = _load_policy(model_path, algo_cls.model_kind, dtype)
+        if config.gradient_checkpointing:
+            policy.gradient_checkpointing_enable()
+            policy.config.use_cache = False
+        rollout_model = copy.deepcopy(policy).eval().requires_grad_(False)
+        reference = None
+        if config.lora_r:
+            policy = _apply_lora(policy, config)
+
+        self.timer = PhaseTimer()
+        self.ctx = AlgoContext(
+            tokenizer=self.tokenizer, reward_fn=reward_fn, is_correct=self.task.is_correct, rollout=None,
+            reference=None, timer=self.timer, device=self.info.device, rank=self.info.rank,
+            world_size=self.info.world_size,
+        )
+        self.algo = algo_cls(config, self.ctx)
+        if self.algo.needs_reference:
+            reference = copy.deepcopy(rollout_model).to(self.info.device)
+            self.ctx.reference = reference
+        if self.algo.needs_rollout or config.eval_every:
+            self.rollout = build_rollout_engine(config.rollout, model=rollout_model.to(self.info.device),
+                                                tokenizer=self.tokenizer, device=self.info.device,
+                                                **self.algo.rollout_options())
+            self.ctx.rollout = self.rollout
+        self.engine = initialize_engine(policy, config, self.info.world_size)
+        self.sampler = EpochSampler(self.train_examples, config.prompts_per_step, config.seed)
+        self.generators: dict[str, torch.Generator] = {"algo": self.algo.generator}
+        self.logger = MetricsLogger(config.output_dir, config.report_to, self.info.rank,
+                                    run_name=f"{config.algo}-{config.task}", config=config.to_dict())
+        if self.info.is_main:
+            config.save(config.output_dir)
+
+    # ------------------------------------------------------------------------------------------
+    def _sync_weights(self) -> None:
+        module = self.engine.module
+        merged = hasattr(module, "merge_adapter")
+        if merged:
+            module.merge_adapter()
+        try:
+            named = ((n, t) for n, t in gathered_named_parameters(module, self.config.zero_stage)
+                     if "lora_" not in n)
+            self.rollout.update_weights(named)
+        finally:
+            if merged:
+                module.unmerge_adapter()
+
+    def _evaluate(self, step: int) -> dict[str, float]:
+        with self.timer.phase("eval"):
+            return evaluate(self.rollout, self.tokenizer, self.task, self.eval_examples, self.config, self.info, step)
+
+    def _resume(self) -> int:
+        path = resolve_resume(self.config.resume, self.config.output_dir)
+        if path is None:
+            return 0
+        state = load_checkpoint(self.engine, path, self.generators, self.info)
+        self.sampler.load_state_dict(state["sampler"])
+        self.algo.load_state_dict(state.get("algo", {}))
+        self.logger.truncate_after(state["step"])
+        if hasattr(self, "rollout"):
+            self._sync_weights()
+        log.info("resumed from %s at step %d", path, state["step"])
+        return int(state["step"])
+
+    def _save(self, step: int) -> None:
+        with self.timer.phase("checkpoint"):
+            state = {"step": step, "sampler": self.sampler.state_dict(), "algo": self.algo.state_dict()}
+            save_checkpoint(self.engine, self.tokenizer, self.config.output_dir, step, state, self.generators,
+                            self.info, self.config.zero_stage, self.config.keep_last)
+
+    def _train_on(self, experience: Any) -> dict[str, float]:
+        sums: dict[str, float] = {}
+        count = 0
+        micro = min(self.config.micro_batch_size, len(experience))
+        for _ in range(self.config.mu):
+            for batch in experience.split(micro):
+                loss, metrics = self.algo.loss(self.engine, batch.to(self.info.device))
+                self.engine.backward(loss)
+                self.engine.step()
+                metrics["loss"] = float(loss.detach())
+                for k, v in metrics.items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                count += 1
+        out = {f"train/{k}": v / count for k, v in sums.items()}
+        out["train/lr"] = self.engine.get_lr()[0]
+        grad_norm = self.engine.get_global_grad_norm()
+        if grad_norm is not None:
+            out["train/grad_norm"] = float(grad_norm)
+        return out
+
+    def _one_step(self, step: int) -> dict[str, float]:
+        cfg, info = self.config, self.info
+        start = time.perf_counter()
+        batch = self.sampler.next_batch()
+        per_rank = cfg.per_rank_prompts(info.world_size)
+        local = batch[info.rank * per_rank : (info.rank + 1) * per_rank]
+        self.algo.step = step
+        self.engine.module.eval()  # no dropout while scoring rollouts
+        experience, metrics = self.algo.make_experience(local, self.engine.module)
+        self.engine.module.train()
+        with self.timer.phase("train"):
+            metrics.update(self._train_on(experience))
+        if self.algo.needs_rollout:
+            with self.timer.phase("sync"):
+                self._sync_weights()
+        elapsed = time.perf_counter() - start
+        metrics.update(self.timer.pop())
+        tokens = float(experience["attention_mask"].sum()) if "attention_mask" in experience.tensors else 0.0
+        metrics["perf/tokens_per_s"] = tokens * info.world_size / max(elapsed, 1e-9)
+        metrics["perf/step_seconds"] = elapsed
+        metrics = all_reduce_mean(metrics, info.world_size)
+        metrics["perf/peak_memory_mb"] = peak_memory_mb(info.device)
+        metrics["data/epoch"] = self.sampler.epoch
+        return metrics
+
+    def fit(self) -> dict[str, float]:
+        """Train to ``config.steps``; returns the last evaluation's metrics."""
+        cfg = self.config
+        start_step = self._resume()
+        if start_step == 0:
+            self.logger.truncate_after(-1)  # a fresh run into a used output_dir starts a fresh metrics file
+        last_eval: dict[str, float] = {}
+        if start_step == 0 and cfg.eval_every:
+            last_eval = self._evaluate(0)
+            self.logger.log(0, last_eval)
+            if self.info.is_main:
+                log.info("step 0 eval: %s", _fmt(last_eval))
+        bar = ProgressBar(total=cfg.steps, initial=start_step, enabled=cfg.progress and self.info.is_main)
+        for step in range(start_step + 1, cfg.steps + 1):
+            metrics = self._one_step(step)
+            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                last_eval = self._evaluate(step)
+                metrics.update(last_eval)
+                metrics.update(self.timer.pop())
+            if step % cfg.log_every == 0 or step == cfg.steps or last_eval is metrics:
+                self.logger.log(step, metrics)
+            bar.update({k.split("/")[-1]: metrics[k] for k in ("reward/mean", "eval/accuracy") if k in metrics})
+            if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.steps:
+                self._save(step)
+        bar.close()
+        self.logger.close()
+        if self.info.is_main and last_eval:
+            log.info("final eval: %s", _fmt(last_eval))
+        return last_eval
+
+
+def _fmt(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))

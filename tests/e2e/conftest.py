@@ -1,0 +1,31 @@
+"""Fixtures for end-to-end runs: one quickly warm-started tiny model per test session."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def tiny_arithmetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The causal-arithmetic recipe with a short warm start (tests need a model, not a good one)."""
+    from posttrain.models.tiny import RECIPES, build_recipe
+
+    recipe = dataclasses.replace(RECIPES.get("causal-arithmetic"), warm_start_steps=30)
+    return build_recipe(recipe, cache_dir=tmp_path_factory.mktemp("tiny-cache"))
+
+
+def run_entry(args: list[str], launcher: list[str] | None = None, timeout: float = 600,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``posttrain/train.py`` as a user would: under the deepspeed launcher or plain python."""
+    cmd = (launcher or [sys.executable]) + [str(REPO / "posttrain" / "train.py")] + args
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+    full_env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + full_env.get("PATH", "")
+    return subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)

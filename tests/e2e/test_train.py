@@ -1,0 +1,106 @@
+"""End-to-end runs through the real entry point: ``deepspeed posttrain/train.py`` and plain python."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from tests.e2e.conftest import run_entry
+
+SMALL = ["--steps", "2", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "8",
+         "--eval_every", "2", "--eval_examples", "16", "--pass_k", "2", "--max_new_tokens", "8", "--progress", "false"]
+
+
+def read_metrics(output_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def check_run(result, output_dir: Path, steps: int = 2) -> list[dict]:
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = read_metrics(output_dir)
+    assert rows[0]["step"] == 0 and "eval/accuracy" in rows[0]
+    assert rows[-1]["step"] == steps
+    train_rows = [r for r in rows if r["step"] > 0]
+    for key in ("reward/mean", "train/loss", "time/generate", "time/train", "perf/tokens_per_s", "train/entropy"):
+        assert key in train_rows[0], key
+    assert all(torch.isfinite(torch.tensor(r["train/loss"])) for r in train_rows)
+    final = output_dir / "checkpoints" / f"step_{steps}"
+    assert (final / "COMPLETE").exists() and (output_dir / "config.yaml").exists()
+    model = AutoModelForCausalLM.from_pretrained(final / "hf")
+    assert sum(p.numel() for p in model.parameters()) > 0
+    return rows
+
+
+def weights_changed(model_dir: Path, output_dir: Path, steps: int) -> bool:
+    before = load_file(model_dir / "model.safetensors")
+    after = load_file(output_dir / "checkpoints" / f"step_{steps}" / "hf" / "model.safetensors")
+    return any(not torch.equal(before[k], after[k]) for k in before if k in after)
+
+
+@pytest.mark.distributed
+def test_grpo_one_rank_deepspeed_launcher(tiny_arithmetic: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = run_entry(["--algo", "grpo", "--model", str(tiny_arithmetic), "--output_dir", str(out), *SMALL],
+                       launcher=["deepspeed", "--num_gpus", "1"])
+    check_run(result, out)
+    assert weights_changed(tiny_arithmetic, out, 2)
+
+
+@pytest.mark.distributed
+def test_grpo_two_ranks_zero3(tiny_arithmetic: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = run_entry(["--algo", "grpo", "--model", str(tiny_arithmetic), "--output_dir", str(out),
+                        "--zero_stage", "3", "--kl_coef", "0.05", *SMALL],
+                       launcher=["deepspeed", "--num_gpus", "2"])
+    rows = check_run(result, out)
+    assert "train/kl" in rows[1]
+    assert weights_changed(tiny_arithmetic, out, 2)
+
+
+@pytest.mark.parametrize("algo,extra", [
+    ("rloo", ["--mu", "2", "--zero_stage", "2", "--loss_agg", "seq-mean"]),
+    ("sft", ["--group_size", "1", "--micro_batch_size", "2"]),
+])
+def test_other_algorithms_plain_python(tiny_arithmetic: Path, tmp_path: Path, algo: str, extra: list[str]) -> None:
+    out = tmp_path / algo
+    args = [a for a in SMALL]
+    args[args.index("--group_size") + 1] = "4"
+    result = run_entry(["--algo", algo, "--model", str(tiny_arithmetic), "--output_dir", str(out), *args, *extra])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert weights_changed(tiny_arithmetic, out, 2)
+
+
+def test_bad_config_names_field_and_valid_values(tmp_path: Path) -> None:
+    result = run_entry(["--algo", "grpo", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "5",
+                        "--output_dir", str(tmp_path)])
+    assert result.returncode == 2
+    assert "micro_batch_size" in result.stderr and "[1, 2, 4, 8, 16]" in result.stderr
+    result = run_entry(["--algo", "grpo", "--loss_agg", "mean", "--output_dir", str(tmp_path)])
+    assert result.returncode == 2 and "loss_agg" in result.stderr and "token-mean" in result.stderr
+    result = run_entry(["--algo", "grpo", "--lerning_rate", "1", "--output_dir", str(tmp_path)])
+    assert result.returncode == 2 and "lerning_rate" in result.stderr
+    result = run_entry(["--algo", "nope"])
+    assert result.returncode == 2 and "grpo" in result.stderr
+
+
+def test_help_lists_documented_fields() -> None:
+    result = run_entry(["--algo", "grpo", "--help"])
+    assert result.returncode == 0
+    assert "--group_size" in result.stdout and "Completions sampled per prompt" in result.stdout
+    assert "--kl_estimator" in result.stdout
+
+
+def test_bad_dataset_row_names_file_row_and_field(tiny_arithmetic: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"prompt": "1+1", "answer": "2"}\n{"prompt": "2+2"}\n')
+    result = run_entry(["--algo", "grpo", "--model", str(tiny_arithmetic), "--task", "dataset", "--dataset", str(data),
+                        "--output_dir", str(tmp_path / "out"), *SMALL])
+    assert result.returncode != 0
+    message = result.stderr
+    assert str(data) in message and "2" in message and "answer" in message
