@@ -13,6 +13,7 @@ mid-save never leaves a checkpoint that looks complete.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -78,24 +79,20 @@ def _restore_rng(state: dict[str, Any], generators: dict[str, torch.Generator]) 
 
 
 def export_hf(engine: Any, tokenizer: Any, directory: Path, zero_stage: int, is_main: bool) -> None:
-    """Write the policy as a standalone Hugging Face checkpoint (LoRA adapters merged)."""
+    """Write the policy as a standalone Hugging Face checkpoint (LoRA adapters merged into a copy)."""
     module = engine.module
-    merged = hasattr(module, "merge_and_unload")
+    if hasattr(module, "merge_and_unload"):  # PEFT; LoRA with ZeRO-3 is rejected at start-up
+        if is_main:
+            copy.deepcopy(module).merge_and_unload().save_pretrained(directory, safe_serialization=True)
+            tokenizer.save_pretrained(directory)
+        return
     state: dict[str, torch.Tensor] = {}
-    for name, tensor in gathered_named_parameters(module, zero_stage):
+    for name, tensor in gathered_named_parameters(module, zero_stage):  # every rank joins each gather
         if is_main:
             state[name] = tensor.clone()
-    if not is_main:
-        return
-    if merged:
-        import copy
-
-        base = copy.deepcopy(module).merge_and_unload()
-        base.save_pretrained(directory, safe_serialization=True)
-    else:
-        base = module
-        base.save_pretrained(directory, state_dict=state, safe_serialization=True)
-    tokenizer.save_pretrained(directory)
+    if is_main:
+        module.save_pretrained(directory, state_dict=state, safe_serialization=True)
+        tokenizer.save_pretrained(directory)
 
 
 def save_checkpoint(

@@ -125,6 +125,8 @@ class TrainConfig:
             raise ConfigError("top_p", self.top_p, "must be in (0, 1]")
         if not 0 < self.test_fraction < 1:
             raise ConfigError("test_fraction", self.test_fraction, "must be in (0, 1)")
+        if self.lora_r and self.zero_stage == 3:
+            raise ConfigError("lora_r", self.lora_r, "LoRA is supported with zero_stage 0, 1 or 2, not 3")
         if self.task == "dataset" and not self.dataset:
             raise ConfigError("dataset", self.dataset, "--task dataset needs --dataset PATH_OR_ID")
         if self.resume not in (None, "auto") and not Path(self.resume).exists():

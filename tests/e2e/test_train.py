@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 
 from tests.e2e.conftest import run_entry
 
-SMALL = ["--steps", "2", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "8",
+SMALL = ["--reward", "tests.e2e.rewards:digit_fraction", "--steps", "2", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "8",
          "--eval_every", "2", "--eval_examples", "16", "--pass_k", "2", "--max_new_tokens", "8", "--progress", "false"]
 
 

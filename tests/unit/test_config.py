@@ -1,0 +1,75 @@
+"""Config parsing, precedence, validation messages and --help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posttrain.algos.pg import GRPOConfig, RLOOConfig
+from posttrain.config import ConfigError, build_config, help_text
+
+
+def test_precedence_defaults_yaml_cli(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"lr": 0.5, "group_size": 4, "kl_estimator": "k2"}))
+    cfg = build_config(GRPOConfig, ["--config", str(path), "--lr", "0.25", "--progress", "false"])
+    assert cfg.lr == 0.25 and cfg.group_size == 4 and cfg.kl_estimator == "k2" and cfg.progress is False
+    assert cfg.clip_low == 0.2  # default untouched
+
+
+def test_equals_form_bare_bool_and_none() -> None:
+    cfg = build_config(GRPOConfig, ["--lr=0.1", "--gradient_checkpointing", "--model", "none"])
+    assert cfg.lr == 0.1 and cfg.gradient_checkpointing is True and cfg.model is None
+
+
+def test_output_dir_defaults_to_algo_and_task() -> None:
+    assert build_config(RLOOConfig, ["--algo", "rloo", "--task", "sudoku"]).output_dir == "outputs/rloo-sudoku"
+
+
+@pytest.mark.parametrize("argv,field,fragment", [
+    (["--lr", "abc"], "lr", "expected a float"),
+    (["--group_sise", "4"], "group_sise", "did you mean ['group_size']"),
+    (["--loss_agg", "sum"], "loss_agg", "choose one of ['token-mean', 'seq-mean', 'constant']"),
+    (["--steps"], "steps", "needs a value"),
+])
+def test_parse_errors_name_the_field(argv: list[str], field: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        build_config(GRPOConfig, argv).validate(1)
+    assert err.value.field_name == field and fragment in str(err.value)
+
+
+def test_micro_batch_error_lists_valid_sizes() -> None:
+    cfg = build_config(GRPOConfig, ["--prompts_per_step", "6", "--group_size", "4", "--micro_batch_size", "5"])
+    with pytest.raises(ConfigError, match=r"valid micro-batch sizes: \[1, 2, 3, 4, 6, 8, 12, 24\]"):
+        cfg.validate(1)
+    with pytest.raises(ConfigError, match=r"prompts_per_step.*2 ranks.*valid values include \[2, 4, 6"):
+        build_config(GRPOConfig, ["--prompts_per_step", "3"]).validate(2)
+
+
+def test_algorithm_specific_checks() -> None:
+    with pytest.raises(ConfigError, match="group_size"):
+        build_config(GRPOConfig, ["--group_size", "1", "--micro_batch_size", "1"]).validate(1)
+    with pytest.raises(ConfigError, match="lora_r"):
+        build_config(GRPOConfig, ["--lora_r", "8", "--zero_stage", "3"]).validate(1)
+
+
+def test_yaml_must_be_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        build_config(GRPOConfig, ["--config", str(path)])
+
+
+def test_resolved_config_round_trips(tmp_path: Path) -> None:
+    cfg = build_config(GRPOConfig, ["--lr", "0.3"])
+    saved = yaml.safe_load(cfg.save(tmp_path).read_text())
+    assert build_config(GRPOConfig, [f"--{k}={v}" for k, v in saved.items() if v is not None]) == cfg
+
+
+def test_help_documents_every_field() -> None:
+    text = help_text(GRPOConfig)
+    for name in ("--clip_high", "--kl_coef", "--zero_stage", "--resume"):
+        assert name in text
+    assert "{k1, k2, k3}" in text
