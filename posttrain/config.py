@@ -80,7 +80,8 @@ class TrainConfig:
     lora_r: int = opt(0, "LoRA rank via peft; 0 = full fine-tuning.")
     lora_alpha: int = opt(16, "LoRA alpha.")
     # --- sampling ------------------------------------------------------------------------------
-    rollout: str = opt("hf", "Rollout engine.", ["hf", "vllm"])
+    rollout: str = opt("hf", "Rollout engine.", ["hf", "diffusion", "vllm"])
+    rollout_batch_size: int = opt(0, "Most sequences generated in one batch; 0 = a whole step's samples on this rank.")
     max_prompt_tokens: int = opt(256, "Prompts longer than this are rejected with an error.")
     max_new_tokens: int = opt(16, "Maximum completion length in tokens.")
     temperature: float = opt(1.0, "Sampling temperature for rollouts.")
@@ -114,7 +115,8 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(name, getattr(self, name), "must be >= 1")
-        for name in ["save_every", "eval_every", "eval_examples", "keep_last", "warmup_steps", "lora_r", "num_threads"]:
+        for name in ["save_every", "eval_every", "eval_examples", "keep_last", "warmup_steps", "lora_r", "num_threads",
+                     "rollout_batch_size"]:
             if getattr(self, name) < 0:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
         if self.lr <= 0:

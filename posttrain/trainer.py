@@ -84,6 +84,8 @@ class Trainer:
         if self.algo.needs_rollout or config.eval_every:
             self.rollout = build_rollout_engine(config.rollout, model=rollout_model.to(self.info.device),
                                                 tokenizer=self.tokenizer, device=self.info.device,
+                                                max_batch_size=config.rollout_batch_size
+                                                or config.per_rank_samples(self.info.world_size),
                                                 **self.algo.rollout_options())
             self.ctx.rollout = self.rollout
         self.engine = initialize_engine(policy, config, self.info.world_size)

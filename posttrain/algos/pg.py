@@ -82,7 +82,8 @@ class GRPO(Algorithm):
     def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
         group = [ex for ex in examples for _ in range(cfg.group_size)]
-        prompt_ids = encode_prompts(ctx.tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
+        encoded = encode_prompts(ctx.tokenizer, examples, cfg.system_prompt, cfg.max_prompt_tokens)
+        prompt_ids = [ids for ids in encoded for _ in range(cfg.group_size)]
         with ctx.timer.phase("generate"):
             rollouts = ctx.rollout.generate(prompt_ids, self.sampling_params())
         with ctx.timer.phase("reward"):

@@ -1,0 +1,436 @@
+"""GRPO step time: our ``posttrain.trainer.Trainer`` vs TRL's ``GRPOTrainer`` on the same tiny model and batch.
+
+Both sides start from the same checkpoint (the tiny ``causal-arithmetic`` model), see the same templated
+arithmetic prompts, score completions with the same reward function (``ArithmeticTask.reward``), and do the
+same work per optimizer step: generate ``prompts x group`` completions of at most ``max-new-tokens`` tokens
+(T=1, no top-k / top-p, KV-cached sampling), then one forward + backward over them in micro-batches of
+``micro-batch`` samples with gradient accumulation, then one AdamW step (beta = 0: no reference model;
+num_iterations / mu = 1: the old log-probs are the current ones detached, no extra forward on either side).
+
+Each side runs in its own subprocess (so peak RSS is per side); sides alternate, ``--repeats`` times each,
+in one invocation. A step is timed end to end, from the end of the previous optimizer step to the end of
+this one (data, generation, reward, loss, backward, optimizer step, weight sync, metric logging); the first
+``--warmup`` steps of every run are discarded. Checkpoint saving is excluded on both sides (ours: the loop
+calls ``Trainer._one_step`` directly, which never saves; TRL: ``save_strategy="no"``).
+
+Our side is the shipped code, unpatched (one rollout batch per step via ``rollout_batch_size=0``, the
+``lru_cache``d ``math_equal``, each distinct prompt encoded once); the only wrapper is a pass-through around
+``make_experience`` that reads the trained batch's token counts (instrumentation, no change to the work).
+
+Also measures this CPU's fp32 and bf16 matmul peak (torch.matmul, square, 1 thread and all threads) and
+reports our achieved useful FLOP/s as a fraction of it.
+
+    OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_grpo_vs_trl.py --out benchmarks/results/grpo_vs_trl.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+# ----------------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------------
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _current_rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return float("nan")
+
+
+def _median(xs: list[float]) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+def _model_params(model_dir: str) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    return sum(p.numel() for p in model.parameters())  # tied embedding / lm_head counted once
+
+
+# ----------------------------------------------------------------------------------------------------
+# workers (one per subprocess)
+# ----------------------------------------------------------------------------------------------------
+
+def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from posttrain.algos.pg import GRPOConfig
+    from posttrain.trainer import Trainer
+
+    torch.set_num_threads(args.threads)
+    out_dir = tempfile.mkdtemp(prefix="bench-grpo-ours-")
+    total = args.warmup + args.steps
+    config = GRPOConfig(
+        algo="grpo", model=args.model_dir, task="arithmetic", output_dir=out_dir, seed=args.seed, steps=total,
+        save_every=0, eval_every=0, report_to="jsonl", progress=False, num_threads=args.threads,
+        prompts_per_step=args.prompts, group_size=args.group, micro_batch_size=args.micro_batch, mu=1,
+        lr=args.lr, weight_decay=0.0, warmup_steps=0, lr_scheduler="constant", max_grad_norm=1.0, zero_stage=0,
+        precision=args.precision, gradient_checkpointing=False, rollout="hf", max_new_tokens=args.max_new_tokens,
+        temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
+        advantage="grpo",
+    )
+    trainer = Trainer(config)
+    rss_before = _current_rss_mb()
+    from rewards.verifiers import math_equal
+
+    math_equal.cache_clear()  # start every run cold (the cache is per process anyway)
+    shipped = {  # the shipped code paths, recorded so the JSON shows what ran (no fixes are patched in)
+        "rollout_engine": type(trainer.rollout).__name__,
+        "rollout_max_batch_size": trainer.rollout.max_batch_size,
+        "config_rollout_batch_size": config.rollout_batch_size,
+        "math_equal_lru_cached": hasattr(math_equal, "cache_info"),
+    }
+
+    captured: dict[str, float] = {}
+    make_experience = trainer.algo.make_experience
+
+    def counting_make_experience(examples, policy):  # count the tokens of what is actually trained
+        experience, metrics = make_experience(examples, policy)
+        captured["tokens"] = float(experience["attention_mask"].sum())
+        captured["completion_tokens"] = float(experience["completion_mask"].sum())
+        return experience, metrics
+
+    # Instrumentation only: a pass-through wrapper that reads the token counts off the experience it returns.
+    trainer.algo.make_experience = counting_make_experience
+    steps = []
+    last = time.perf_counter()
+    for step in range(1, total + 1):
+        metrics = trainer._one_step(step)
+        trainer.logger.log(step, metrics)
+        now = time.perf_counter()
+        steps.append({
+            "seconds": now - last, "tokens": captured["tokens"], "completion_tokens": captured["completion_tokens"],
+            "reward_mean": metrics.get("reward/mean"),
+            "phases": {k: v for k, v in metrics.items() if k.startswith("time/")},
+        })
+        last = now
+    trainer.logger.close()
+    shutil.rmtree(out_dir, ignore_errors=True)
+    if shipped["math_equal_lru_cached"]:
+        shipped["math_equal_cache_info"] = math_equal.cache_info()._asdict()
+    return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
+            "rss_after_setup_mb": rss_before, "peak_rss_mb": _peak_rss_mb(), "threads": torch.get_num_threads(),
+            "shipped_code_paths": shipped}
+
+
+def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from posttrain.models.loading import load_tokenizer
+    from posttrain.tasks.arithmetic import ArithmeticTask
+    from posttrain.tasks.prompts import render_prompt
+
+    torch.set_num_threads(args.threads)
+    tokenizer = load_tokenizer(args.model_dir)  # the tokenizer our trainer loads (left padding, same pad)
+    task = ArithmeticTask()
+    train = task.split("train")
+    # Already-templated text: TRL tokenizes it as-is, giving exactly the ids our encode_prompts gives.
+    dataset = Dataset.from_dict({"prompt": [render_prompt(tokenizer, ex.prompt, None) for ex in train],
+                                 "answer": [ex.answer for ex in train]})
+    total = args.warmup + args.steps
+    samples = args.prompts * args.group
+    out_dir = tempfile.mkdtemp(prefix="bench-grpo-trl-")
+    trl_args = GRPOConfig(
+        output_dir=out_dir, use_cpu=True, seed=args.seed, max_steps=total,
+        per_device_train_batch_size=args.micro_batch, gradient_accumulation_steps=samples // args.micro_batch,
+        # generation_batch_size defaults to per_device * GA = prompts x group: one generation per optimizer step
+        num_generations=args.group, max_completion_length=args.max_new_tokens,
+        temperature=1.0, top_p=1.0, top_k=0, beta=0.0, num_iterations=1, epsilon=0.2,
+        scale_rewards="group", loss_type="dapo",
+        learning_rate=args.lr, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
+        bf16=args.precision == "bf16", gradient_checkpointing=False,
+        logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
+        log_completions=False,
+    )
+    rss: dict[str, float] = {}
+    times: list[float] = []
+    tokens_seen: list[float] = []
+    completion_len: list[float] = []
+    rewards: list[float] = []
+
+    class Timer(TrainerCallback):
+        def on_train_begin(self, a, state, control, **kw):
+            rss["before"] = _current_rss_mb()
+            times.append(time.perf_counter())
+
+        def on_step_end(self, a, state, control, **kw):
+            times.append(time.perf_counter())
+
+        def on_log(self, a, state, control, logs=None, **kw):
+            if logs and "num_tokens" in logs:
+                tokens_seen.append(float(logs["num_tokens"]))
+                completion_len.append(float(logs.get("completions/mean_length", float("nan"))))
+                rewards.append(float(logs.get("reward", float("nan"))))
+
+    trainer = GRPOTrainer(model=args.model_dir, reward_funcs=task.reward, args=trl_args, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=[Timer()])
+    trainer.train()
+    shutil.rmtree(out_dir, ignore_errors=True)
+    # on_step_end fires before the step's log, so the interval between two on_step_end calls holds the
+    # previous step's logging; the last step's logging is outside every interval (and the first is warm-up).
+    tokens = [tokens_seen[0]] + [b - a for a, b in itertools.pairwise(tokens_seen)]
+    steps = [{"seconds": b - a, "tokens": t, "completion_tokens": cl * samples, "reward_mean": r}
+             for a, b, t, cl, r in zip(times, times[1:], tokens, completion_len, rewards)]
+    return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
+            "rss_after_setup_mb": rss.get("before"), "peak_rss_mb": _peak_rss_mb(),
+            "threads": torch.get_num_threads(), "trl_args": {k: v for k, v in trl_args.to_dict().items()
+                                                             if isinstance(v, (int, float, str, bool, type(None)))}}
+
+
+# ----------------------------------------------------------------------------------------------------
+# matmul peak
+# ----------------------------------------------------------------------------------------------------
+
+def matmul_peak(sizes: list[int], threads: list[int], seconds: float) -> dict[str, Any]:
+    import torch
+
+    results: dict[str, Any] = {}
+    old = torch.get_num_threads()
+    for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        for t in threads:
+            torch.set_num_threads(t)
+            best = 0.0
+            per_size = {}
+            for n in sizes:
+                a = torch.randn(n, n, dtype=dtype)
+                b = torch.randn(n, n, dtype=dtype)
+                torch.matmul(a, b)  # warm up
+                samples = []
+                deadline = time.perf_counter() + seconds
+                while time.perf_counter() < deadline or len(samples) < 3:
+                    start = time.perf_counter()
+                    torch.matmul(a, b)
+                    samples.append(time.perf_counter() - start)
+                flops = 2 * n**3 / min(samples)  # best run: the least disturbed by other load
+                per_size[str(n)] = flops
+                best = max(best, flops)
+            results[f"{dtype_name}_threads{t}"] = {"best_flops": best, "per_size": per_size}
+    torch.set_num_threads(old)
+    return results
+
+
+# ----------------------------------------------------------------------------------------------------
+# driver
+# ----------------------------------------------------------------------------------------------------
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    steps = [s for r in runs for s in r["steps"]]
+    secs = [s["seconds"] for s in steps]
+    tok = [s["tokens"] for s in steps]
+    tps = [s["tokens"] / s["seconds"] for s in steps]
+    return {
+        "median_seconds_per_step": _median(secs),
+        "median_tokens_per_step": _median(tok),
+        "median_completion_tokens_per_step": _median([s["completion_tokens"] for s in steps]),
+        "median_tokens_per_s": _median(tps),
+        "aggregate_tokens_per_s": sum(tok) / sum(secs),
+        "per_run_median_seconds": [_median([s["seconds"] for s in r["steps"]]) for r in runs],
+        "peak_rss_mb_median": _median([r["peak_rss_mb"] for r in runs]),
+        "rss_after_setup_mb_median": _median([r["rss_after_setup_mb"] for r in runs if r.get("rss_after_setup_mb")]),
+        "timed_steps": len(steps),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
+    parser.add_argument("--steps", type=int, default=6, help="Timed optimizer steps per run (after warm-up).")
+    parser.add_argument("--warmup", type=int, default=2, help="Untimed optimizer steps at the start of each run.")
+    parser.add_argument("--repeats", type=int, default=3, help="Runs per side; sides alternate.")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="fp32 on both sides, or bf16 (ours: bf16 weights + DeepSpeed bf16; TRL: bf16 autocast).")
+    parser.add_argument("--prompts", type=int, default=16, help="Prompts per optimizer step.")
+    parser.add_argument("--group", type=int, default=8, help="Completions per prompt (G).")
+    parser.add_argument("--micro-batch", type=int, default=32, help="Samples per forward/backward.")
+    parser.add_argument("--max-new-tokens", type=int, default=16, help="Maximum completion length.")
+    parser.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate (both sides).")
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1") or 1),
+                        help="torch intra-op threads for both sides (default: $OMP_NUM_THREADS or 1).")
+    parser.add_argument("--recipe", default="causal-arithmetic", help="Tiny recipe to build / reuse.")
+    parser.add_argument("--warm-start-steps", type=int, default=None,
+                        help="Override the recipe's warm-start steps (builds into --cache-dir).")
+    parser.add_argument("--cache-dir", default=None, help="Tiny-model cache root (default: the posttrain cache).")
+    parser.add_argument("--model-dir", default=None, help="Use this checkpoint instead of building the recipe.")
+    parser.add_argument("--peak-seconds", type=float, default=2.0, help="Seconds per matmul-peak measurement.")
+    parser.add_argument("--sides", default="ours,trl", help="Comma list of sides to run: ours, trl.")
+    parser.add_argument("--worker", choices=["ours", "trl"], default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        result = (worker_trl if args.worker == "trl" else worker_ours)(args)
+        Path(args.worker_out).write_text(json.dumps(result))
+        return 0
+
+    if (args.prompts * args.group) % args.micro_batch:
+        parser.error("--micro-batch must divide --prompts x --group")
+    sides = [s for s in args.sides.split(",") if s]
+    if unknown := set(sides) - {"ours", "trl"}:
+        parser.error(f"unknown --sides {sorted(unknown)}; choose from ours, trl")
+    command = " ".join(shlex.quote(a) for a in [f"OMP_NUM_THREADS={args.threads}", "PYTHONPATH=.", "python", *sys.argv])
+    if args.model_dir is None:
+        import dataclasses
+
+        from posttrain.models.tiny import RECIPES, build_recipe
+
+        recipe = RECIPES.get(args.recipe)
+        if args.warm_start_steps is not None:
+            recipe = dataclasses.replace(recipe, warm_start_steps=args.warm_start_steps)
+        args.model_dir = str(build_recipe(recipe, args.cache_dir))
+    n_params = _model_params(args.model_dir)
+
+    import deepspeed
+    import torch
+    import transformers
+    import trl
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("WORLD_SIZE", None)
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
+    with tempfile.TemporaryDirectory(prefix="bench-grpo-") as tmp:
+        for r in range(args.repeats):
+            order = sides if r % 2 == 0 else sides[::-1]  # alternate who goes first
+            for side in order:
+                out = Path(tmp) / f"{side}-{r}.json"
+                cmd = [sys.executable, __file__, "--worker", side, "--worker-out", str(out), "--seed", str(r),
+                       "--model-dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
+                       "--precision", args.precision, "--prompts", str(args.prompts), "--group", str(args.group),
+                       "--micro-batch", str(args.micro_batch), "--max-new-tokens", str(args.max_new_tokens),
+                       "--lr", str(args.lr), "--threads", str(args.threads)]
+                start = time.perf_counter()
+                proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+                    raise SystemExit(f"{side} worker failed (repeat {r})")
+                result = json.loads(out.read_text())
+                result["wall_seconds"] = time.perf_counter() - start
+                result["started_at"] = time.strftime("%H:%M:%S")
+                runs[side].append(result)
+                print(f"repeat {r} {side}: median {(_median([s['seconds'] for s in result['steps']])):.3f} s/step "
+                      f"peak RSS {result['peak_rss_mb']:.0f} MiB", flush=True)
+
+    peak = matmul_peak([1024, 2048], sorted({1, os.cpu_count() or 1}), args.peak_seconds)
+    summary = {side: _summary(rs) for side, rs in runs.items()}
+    report: dict[str, Any] = {
+        "command": command,
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "transformers": transformers.__version__, "trl": trl.__version__,
+                     "deepspeed": deepspeed.__version__, "platform": platform.platform(),
+                     "cpu": _cpu_name(), "cpu_count": os.cpu_count()},
+        "load_average_at_end": os.getloadavg(),
+        "settings": {
+            "model_dir": args.model_dir, "recipe": _recipe_json(args.model_dir), "params": n_params, "precision": args.precision, "threads": args.threads,
+            "prompts_per_step": args.prompts, "group_size": args.group, "micro_batch": args.micro_batch,
+            "grad_accum": args.prompts * args.group // args.micro_batch, "max_new_tokens": args.max_new_tokens,
+            "temperature": 1.0, "top_p": 1.0, "top_k": 0, "lr": args.lr, "beta_kl": 0.0, "num_iterations_mu": 1,
+            "clip_eps": 0.2, "max_grad_norm": 1.0, "gradient_checkpointing": False, "warmup_steps_discarded": args.warmup,
+            "timed_steps_per_run": args.steps, "repeats": args.repeats,
+            "reward": "posttrain.tasks.arithmetic.ArithmeticTask.reward (both sides)",
+            "ours": "posttrain.trainer.Trainer(GRPOConfig(...)); loop of _one_step + logger.log (jsonl), "
+                    "DeepSpeed ZeRO-0, torch AdamW(foreach=False), HFRolloutEngine on a separate copy + weight sync; "
+                    "shipped code as is: rollout_batch_size=0 (one rollout batch of prompts x group per step), "
+                    "lru_cached rewards.verifiers.math_equal, each distinct prompt encoded once (pg.py)",
+            "ours_instrumentation": "the only patch on our side is a pass-through wrapper around "
+                                    "trainer.algo.make_experience that reads the trained batch's token counts from "
+                                    "the returned experience (attention_mask / completion_mask sums); it changes "
+                                    "no computation",
+            "shared_reward_cache": "both sides call ArithmeticTask.reward -> the lru_cached math_equal, so the "
+                                   "cache also serves TRL's reward calls (one cold cache per subprocess)",
+            "trl": "trl.GRPOTrainer(model=path, reward_funcs=task.reward, text prompts already templated), "
+                   "use_cpu, generation_batch_size = per_device x GA = prompts x group (one generation per step), "
+                   "model.generate on the training model, loss_type dapo, save_strategy no, logging_steps 1",
+            "step_timing": "interval between consecutive optimizer-step ends (includes data, generation, reward, "
+                           "fwd/bwd, optimizer, sync, per-step logging); TRL via TrainerCallback.on_step_end",
+            "tokens": "prompt + completion tokens (non-pad) of the step's batch; ours from the experience "
+                      "attention mask, TRL from its num_tokens counter",
+        },
+        "summary": summary,
+        "matmul_peak": peak,
+        "runs": runs,
+    }
+    if "ours" in summary and "trl" in summary:
+        o, t = summary["ours"], summary["trl"]
+        report["ratio_speed_ours_over_trl"] = {
+            "seconds_per_step": t["median_seconds_per_step"] / o["median_seconds_per_step"],
+            "tokens_per_s": o["median_tokens_per_s"] / t["median_tokens_per_s"],
+            "per_repeat_seconds_per_step": [tr / orr for orr, tr in zip(o["per_run_median_seconds"],
+                                                                          t["per_run_median_seconds"])],
+            "note": "> 1 means ours is faster; per-repeat = TRL run median / ours run median, same repeat index",
+        }
+    if "ours" in summary:
+        o = summary["ours"]
+        flops_per_step = 8 * n_params * o["median_tokens_per_step"]
+        achieved = flops_per_step / o["median_seconds_per_step"]
+        key = f"{args.precision}_threads{args.threads}"
+        peak_same = peak.get(key, {}).get("best_flops")
+        report["peak_fraction"] = {
+            "flop_model": "8 * params * (prompt+completion tokens): 2N for the generation/prefill forward + 6N for "
+                          "the training forward+backward (mu=1, beta=0: no old/ref forwards); attention score "
+                          "FLOPs, padding and finished-row decode steps not counted (useful FLOPs only)",
+            "params": n_params, "flops_per_step": flops_per_step, "achieved_flops_per_s": achieved,
+            "peak_key": key, "peak_flops_per_s": peak_same,
+            "fraction_of_peak": achieved / peak_same if peak_same else None,
+            "fraction_of_bf16_peak_same_threads": achieved / peak[f"bf16_threads{args.threads}"]["best_flops"]
+            if f"bf16_threads{args.threads}" in peak else None,
+        }
+    text = json.dumps(report, indent=2)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    print(json.dumps({k: report[k] for k in ("summary", "ratio_speed_ours_over_trl", "peak_fraction") if k in report},
+                     indent=2))
+    return 0
+
+
+def _recipe_json(model_dir: str) -> Any:
+    path = Path(model_dir) / "recipe.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

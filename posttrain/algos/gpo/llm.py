@@ -1,0 +1,175 @@
+"""``--algo gpo``: Guided Policy Optimization for LLMs (notes 1.7, token-level GPO-clip design sketch).
+
+The guider is the *same* model prompted with privileged context c (by default the reference answer as
+a hint); the learner is the model without c. Sharing the weights plays the role of GPO's shared network,
+and whether c is present plays the role of the role flag. Per step:
+
+1. Rollouts come from the guider (the hinted prompt); the behaviour log-probs beta are recomputed
+   from those prompts.
+2. The reward is the task's verifier / RM on the completion. Advantages are group-normalised as in GRPO
+   (there is no critic; the paper uses GAE with V(o_g)).
+3. Each token is scored twice, with c (mu) and without c (pi). Both passes use full-vocabulary logits:
+   - guider: the double-clipped surrogate plus 1[mu/pi outside (1-delta, 1+delta)] * KL_t(mu || sg pi);
+   - learner: KL_t(sg mu || pi) - alpha * the clipped off-policy surrogate of pi/beta (log-ratio capped
+     at 10).
+   ``gpo_variant`` = clip (the paper's default), naive (alpha = 0) or penalty (guider -L1 + alpha L3,
+   learner L2 - alpha L4, with alpha adapted by the code's rule).
+4. Evaluation is the trainer's usual one, on plain prompts: only the learner is evaluated, as in GPO.
+
+Deviations: the penalty variant updates alpha once per step, from the mean KL(mu || pi) of that step's
+micro-batches (the code updates it once per PPO epoch), and the KLs are per token over the vocabulary.
+The module must be listed in ``posttrain.algos.ALGORITHM_MODULES`` to be found by ``--algo gpo``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from posttrain.algos.base import ALGORITHMS, Experience
+from posttrain.algos.core import aggregate_loss, group_advantages, masked_mean, rewards_to_tensor
+from posttrain.algos.gpo import core
+from posttrain.algos.pg import GRPO, GRPOConfig
+from posttrain.algos.sequences import pack_sequences
+from posttrain.config import opt
+from posttrain.models.likelihood import logprobs_from_logits
+from posttrain.tasks.base import Example, reward_columns
+from posttrain.tasks.prompts import encode_prompts
+
+
+@dataclass
+class GPOConfig(GRPOConfig):
+    """GPO: rollouts from the hinted guider; the unhinted learner imitates it, with an RL auxiliary term."""
+
+    gpo_variant: str = opt("clip", "GPO variant: clip (default), naive (clip, alpha = 0) or penalty.",
+                           ["clip", "naive", "penalty"])
+    privileged_template: str = opt("{prompt}\nHint: the answer is {answer}.",
+                                   "Guider prompt: str.format over the prompt, answer and dataset columns.")
+    clip_low: float = opt(core.PPO_CLIP, "PPO clip epsilon below 1 (GPO code: 0.3).")
+    clip_high: float = opt(core.PPO_CLIP, "PPO clip epsilon above 1 (GPO code: 0.3).")
+    inner_clip: float = opt(core.INNER_CLIP, "delta: the guider may move at most 1 +- delta from the learner.")
+    alpha: float = opt(core.GPO_CLIP_ALPHA, "Weight of the learner's RL term (clip variant; 0 = pure imitation).")
+    target_kl: float = opt(core.PENALTY_TARGET_KL, "penalty variant: target KL(mu || pi) per token (d_targ).")
+    log_ratio_cap: float = opt(core.LOG_RATIO_CAP, "Cap on log(pi / beta) in the learner's RL term.")
+
+    def incompatibilities(self) -> list[tuple[str, Any, str]]:
+        bad = super().incompatibilities()
+        if not 0 < self.inner_clip < 1:
+            bad.append(("inner_clip", self.inner_clip, "must be in (0, 1)"))
+        if self.alpha < 0:
+            bad.append(("alpha", self.alpha, "must be >= 0"))
+        if self.target_kl <= 0:
+            bad.append(("target_kl", self.target_kl, "must be > 0"))
+        if "{" not in self.privileged_template or "{prompt}" not in self.privileged_template:
+            bad.append(("privileged_template", self.privileged_template, "must contain {prompt}"))
+        return bad
+
+
+def completion_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, last: int,
+                      temperature: float) -> torch.Tensor:
+    """Float32 logits [B, last, V] predicting the final ``last`` tokens (same positions and scaling as
+    ``causal_token_logprobs(..., last=last)``)."""
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                   logits_to_keep=last + 1).logits[:, :-1].float()
+    return logits / temperature if temperature not in (0, 1.0) else logits
+
+
+@ALGORITHMS.register("gpo")
+class GPO(GRPO):
+    config_class = GPOConfig
+    config: GPOConfig
+
+    def __init__(self, config: GPOConfig, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self.alpha = 0.0 if config.gpo_variant == "penalty" else (0.0 if config.gpo_variant == "naive" else config.alpha)
+        self._kl_sum, self._kl_count = 0.0, 0
+
+    @property
+    def needs_reference(self) -> bool:
+        return False  # the learner is anchored to the guider, not to a frozen reference
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "kl_sum": self._kl_sum, "kl_count": self._kl_count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.alpha = float(state.get("alpha", self.alpha))
+        self._kl_sum, self._kl_count = float(state.get("kl_sum", 0.0)), int(state.get("kl_count", 0))
+
+    def guider_examples(self, examples: list[Example]) -> list[Example]:
+        """The privileged (hinted) version of each example."""
+        out = []
+        for i, ex in enumerate(examples):
+            try:
+                text = self.config.privileged_template.format(prompt=ex.prompt, answer=ex.answer, **ex.columns)
+            except KeyError as err:
+                raise ValueError(f"privileged_template names column {err} that example {i} does not have") from None
+            out.append(Example(prompt=text, answer=ex.answer, columns=ex.columns))
+        return out
+
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+        cfg, ctx = self.config, self.ctx
+        if cfg.gpo_variant == "penalty" and self._kl_count:  # the previous step's mean KL(mu || pi)
+            self.alpha = core.update_penalty_alpha(self.alpha, self._kl_sum / self._kl_count, cfg.target_kl)
+            self._kl_sum, self._kl_count = 0.0, 0
+        group = [ex for ex in examples for _ in range(cfg.group_size)]
+        guider_ids = encode_prompts(ctx.tokenizer, self.guider_examples(group), cfg.system_prompt, cfg.max_prompt_tokens)
+        learner_ids = encode_prompts(ctx.tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
+        with ctx.timer.phase("generate"):  # behaviour policy = the guider (hinted prompts)
+            rollouts = ctx.rollout.generate(guider_ids, self.sampling_params())
+        with ctx.timer.phase("reward"):
+            rewards = ctx.reward_fn([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
+            if len(rewards) != len(group):
+                raise ValueError(f"the reward function returned {len(rewards)} rewards for {len(group)} completions")
+            correct = [ctx.is_correct(text, ex) for text, ex in zip(rollouts.texts, group)]
+        reward_tensor, valid = rewards_to_tensor(rewards)
+        tensors = pack_sequences(guider_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
+        learner = pack_sequences(learner_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
+        tensors["learner_input_ids"] = learner["input_ids"]
+        tensors["learner_attention_mask"] = learner["attention_mask"]
+        tensors["advantages"] = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
+        tensors["valid"] = valid.float()
+        with torch.no_grad(), ctx.timer.phase("old_logprobs"):  # beta: needed even at mu = 1 (pi != beta)
+            tensors["old_logprobs"] = self._logprobs(policy, tensors, tensors["completion_mask"].shape[1])
+        finite = reward_tensor[valid]
+        metrics = {
+            "reward/mean": float(finite.mean()) if finite.numel() else 0.0,
+            "reward/failed_fraction": float(1 - valid.float().mean()),
+            "train/guider_accuracy": sum(correct) / len(correct),
+            "completion/length_mean": float(sum(len(c) for c in rollouts.completion_ids) / len(group)),
+            "gpo/alpha": self.alpha,
+        }
+        return Experience(tensors), metrics
+
+    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
+        C = mask.shape[1]
+        g_logits = completion_logits(policy, batch["input_ids"], batch["attention_mask"], C, cfg.temperature)
+        l_logits = completion_logits(policy, batch["learner_input_ids"], batch["learner_attention_mask"], C,
+                                     cfg.temperature)
+        targets = batch["input_ids"][:, -C:]
+        g_logp, l_logp = logprobs_from_logits(g_logits, targets), logprobs_from_logits(l_logits, targets)
+        kl_g = core.categorical_kl(g_logits, l_logits.detach())
+        kl_l = core.categorical_kl(g_logits.detach(), l_logits)
+        beta, adv = batch["old_logprobs"], batch["advantages"]
+        coefs = core.GPOCoefs(ppo_clip=cfg.clip_high, inner_clip=cfg.inner_clip, alpha=self.alpha,
+                              target_kl=cfg.target_kl, log_ratio_cap=cfg.log_ratio_cap)
+        metrics: dict[str, float] = {}
+        if cfg.gpo_variant == "penalty":
+            g_loss, l_loss, _ = core.gpo_penalty_losses(g_logp, l_logp, beta, adv, kl_g, kl_l, self.alpha, coefs)
+        else:
+            g_loss, l_loss, info = core.gpo_clip_losses(g_logp, l_logp, beta, adv, kl_g, kl_l, coefs)
+            metrics["gpo/backtrack_fraction"] = float(masked_mean(info["mask"], mask))
+        kl_mean = float(masked_mean(kl_g.detach(), mask))
+        self._kl_sum, self._kl_count = self._kl_sum + kl_mean, self._kl_count + 1
+        metrics.update({
+            "gpo/kl_guider_learner": kl_mean,
+            "gpo/learner_ratio_mean": float(masked_mean(torch.exp(l_logp - beta).detach().clamp(max=1e4), mask)),
+            "entropy": float(masked_mean(-(g_logits.log_softmax(-1).exp() * g_logits.log_softmax(-1)).sum(-1).detach(),
+                                         mask)),
+        })
+        per_token = g_loss + l_loss
+        return aggregate_loss(per_token, mask, cfg.loss_agg, constant=float(cfg.max_new_tokens)), metrics

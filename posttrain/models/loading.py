@@ -1,0 +1,48 @@
+"""Load tokenizers and causal LMs (real checkpoints or the embedded tiny ones) through transformers.
+
+``resolve_model_path`` turns a run's config into a model path: ``config.model`` when set, otherwise the
+cached build of the task's tiny recipe (built on first use).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from posttrain.models.tiny import build_tiny, default_recipe_for
+
+if TYPE_CHECKING:
+    from posttrain.config import TrainConfig
+
+logger = logging.getLogger(__name__)
+
+
+def load_tokenizer(path_or_id: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
+    """The tokenizer at ``path_or_id``, with a pad token (the EOS if it had none) and left padding."""
+    tokenizer = AutoTokenizer.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError(f"tokenizer {path_or_id!r} has neither a pad token nor an EOS token to pad with")
+        tokenizer.pad_token = tokenizer.eos_token
+        logger.info("tokenizer %s has no pad token; padding with the EOS token %r", path_or_id, tokenizer.eos_token)
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_causal_lm(
+    path_or_id: str, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False
+) -> PreTrainedModel:
+    """A causal LM from ``path_or_id`` in ``dtype``, in eval mode."""
+    model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=dtype, trust_remote_code=trust_remote_code)
+    model.eval()
+    return model
+
+
+def resolve_model_path(config: TrainConfig, kind: str = "causal") -> str:
+    """``config.model``, or the directory of the tiny ``kind`` model for ``config.task`` (built if needed)."""
+    if config.model:
+        return config.model
+    return str(build_tiny(default_recipe_for(config.task, kind)))

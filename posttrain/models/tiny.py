@@ -1,0 +1,360 @@
+"""The one tiny-model factory: a character-level tokenizer, named model recipes, warm starts and a cache.
+
+Every embedded default (causal policy, diffusion policy, reward model, corpus LM) is a ``TinyRecipe``
+in ``RECIPES``. ``build_tiny(name)`` builds the tokenizer and model, runs the recipe's warm start and
+saves everything (safetensors + ``recipe.json``) under ``<cache>/posttrain/tiny/<name>-<hash>``, where
+the hash covers every recipe field and ``CODE_VERSION``. Builds are atomic and guarded by a file lock,
+so several ranks may call ``build_tiny`` at once: one builds, the others wait and reuse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fcntl
+import hashlib
+import importlib
+import json
+import logging
+import os
+import shutil
+import string
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+)
+
+from posttrain.registry import Registry
+
+logger = logging.getLogger(__name__)
+
+CODE_VERSION = "2"
+"""Bump when the tokenizer, model construction or a warm start changes, so cached builds are redone."""
+
+SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>", "<mask>")
+CHAT_MARKERS = ("<|system|>", "<|user|>", "<|assistant|>")
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}{{ '<|' + m['role'] + '|>' + m['content'] }}"
+    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+_CHARS = tuple(c for c in string.printable if c not in "\x0b\x0c\r")
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """A deterministic character-level tokenizer: printable ASCII, special tokens and chat markers.
+
+    Every character is one token (others map to ``<unk>``); ``<pad> <bos> <eos> <unk> <mask>`` and
+    the chat markers ``<|system|> <|user|> <|assistant|>`` are single special tokens. The chat
+    template renders ``<bos><|user|>PROMPT<|assistant|>ANSWER<eos>``; padding is on the left.
+    """
+    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + CHAT_MARKERS + _CHARS)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+        additional_special_tokens=list(CHAT_MARKERS),
+        padding_side="left",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+@dataclass(frozen=True)
+class TinyRecipe:
+    """How to build and warm-start one embedded tiny model."""
+
+    name: str
+    """Registry name, also the prefix of the cache directory."""
+    kind: str
+    """"causal" (policy), "diffusion" (masked-diffusion policy), "reward" (generative RM) or "corpus" (LM)."""
+    arch: str
+    """Transformers architecture of the config: "qwen2" or "llama"."""
+    hidden_size: int
+    """Width of the residual stream."""
+    num_layers: int
+    """Number of transformer blocks."""
+    num_heads: int
+    """Attention heads (hidden_size must divide by it)."""
+    num_kv_heads: int
+    """Key/value heads (grouped-query attention; num_heads must divide by it)."""
+    intermediate_size: int
+    """Width of the MLP."""
+    max_position_embeddings: int
+    """Longest sequence the model supports."""
+    task: str | None
+    """Task whose train split the warm start uses (a name in ``posttrain.tasks.base.TASKS``), or None."""
+    warm_start: str | None
+    """Warm-start function as "module:function" with signature (model, tokenizer, recipe, generator)."""
+    warm_start_steps: int
+    """Optimizer steps the warm start takes (0 = keep the random initialisation)."""
+    lr: float
+    """Warm-start AdamW learning rate."""
+    batch_size: int
+    """Warm-start examples per optimizer step."""
+    seed: int
+    """Seed for the initial weights and the warm start's generator."""
+    target_noise: float = 0.0
+    """Fraction of warm-start targets replaced by the task's ``distractor`` (a systematic error)."""
+
+    def __post_init__(self) -> None:
+        kinds = ("causal", "diffusion", "reward", "corpus")
+        if self.kind not in kinds:
+            raise ValueError(f"recipe {self.name!r}: kind {self.kind!r} not in {kinds}")
+        if self.arch not in _CONFIGS:
+            raise ValueError(f"recipe {self.name!r}: arch {self.arch!r} not in {sorted(_CONFIGS)}")
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"recipe {self.name!r}: hidden_size {self.hidden_size} must divide by num_heads "
+                f"{self.num_heads}, which must divide by num_kv_heads {self.num_kv_heads}"
+            )
+
+    def fingerprint(self) -> str:
+        """Short hash of every field plus ``CODE_VERSION``: the cache key."""
+        payload = json.dumps({**dataclasses.asdict(self), "code_version": CODE_VERSION}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+_CONFIGS = {"qwen2": Qwen2Config, "llama": LlamaConfig}
+
+RECIPES: Registry[TinyRecipe] = Registry("tiny recipe")
+
+_SFT = "posttrain.models.tiny:sft_warm_start"
+_POLICY = {"arch": "qwen2", "hidden_size": 96, "num_layers": 3, "num_heads": 4, "num_kv_heads": 2,
+           "intermediate_size": 256, "max_position_embeddings": 256, "lr": 3e-3, "batch_size": 64, "seed": 0}
+
+
+def _declare(recipe: TinyRecipe) -> TinyRecipe:
+    RECIPES.register(recipe.name)(recipe)
+    return recipe
+
+
+_declare(TinyRecipe(name="causal-arithmetic", kind="causal", task="arithmetic", warm_start=_SFT,
+                    warm_start_steps=800, **_POLICY))
+_declare(TinyRecipe(name="causal-countdown", kind="causal", task="countdown", warm_start=_SFT,
+                    warm_start_steps=800, **_POLICY))
+_declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_start=_SFT,
+                    warm_start_steps=220, **_POLICY))
+_declare(TinyRecipe(name="diffusion-sudoku", kind="diffusion", task="sudoku",
+                    warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=200, **_POLICY))
+_declare(TinyRecipe(name="diffusion-countdown", kind="diffusion", task="countdown",
+                    warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=200, **_POLICY))
+_declare(TinyRecipe(name="reward-mr3", kind="reward", task=None, warm_start="rewards.mr3.tiny:warm_start",
+                    warm_start_steps=200, **_POLICY))
+_declare(TinyRecipe(name="corpus-lm", kind="corpus", task=None,
+                    warm_start="data_pipelines.common.corpus:warm_start", warm_start_steps=200, **_POLICY))
+
+
+def default_recipe_for(task: str, kind: str = "causal") -> str:
+    """Name of the recipe for ``task`` and ``kind``; unknown pairs fail listing what exists."""
+    if task == "dataset" and kind == "causal":
+        return "causal-arithmetic"
+    for name in RECIPES.names():
+        recipe = RECIPES.get(name)
+        if recipe.task == task and recipe.kind == kind:
+            return name
+    known = ", ".join(f"{RECIPES.get(n).kind}/{RECIPES.get(n).task}" for n in RECIPES.names())
+    raise KeyError(f"no tiny recipe for task {task!r} and kind {kind!r}; known (kind/task): {known}")
+
+
+def build_model(recipe: TinyRecipe, tokenizer: PreTrainedTokenizerFast) -> PreTrainedModel:
+    """A randomly initialised causal LM from ``recipe`` (every kind gets this architecture; the diffusion
+    helper makes attention bidirectional).
+
+    Weights depend only on ``recipe.seed``; the global RNG state is restored afterwards.
+    """
+    config = _CONFIGS[recipe.arch](
+        vocab_size=len(tokenizer),
+        hidden_size=recipe.hidden_size,
+        intermediate_size=recipe.intermediate_size,
+        num_hidden_layers=recipe.num_layers,
+        num_attention_heads=recipe.num_heads,
+        num_key_value_heads=recipe.num_kv_heads,
+        max_position_embeddings=recipe.max_position_embeddings,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(recipe.seed)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
+WarmStart = Callable[[PreTrainedModel, PreTrainedTokenizerFast, TinyRecipe, torch.Generator], None]
+
+
+def resolve_warm_start(recipe: TinyRecipe) -> WarmStart:
+    """Import the recipe's "module:function" warm start, naming the recipe when that fails."""
+    spec = recipe.warm_start or ""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"recipe {recipe.name!r}: warm_start {spec!r} must look like 'module:function'")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ImportError(f"recipe {recipe.name!r}: cannot import warm_start {spec!r}: {err}") from err
+
+
+def sft_warm_start(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, recipe: TinyRecipe, generator: torch.Generator
+) -> None:
+    """Supervised fine-tuning on the train split of ``recipe.task`` (prompt tokens masked), in place.
+
+    Plain AdamW for ``recipe.warm_start_steps`` steps of ``recipe.batch_size`` examples drawn with
+    ``generator``; the learning rate decays linearly to zero. Deliberately short, so the model ends
+    partly right: a starting point that RL can improve.
+    """
+    from tqdm.auto import tqdm
+
+    from posttrain.algos.core import sft_loss
+    from posttrain.algos.sequences import pack_sequences
+    from posttrain.models.likelihood import causal_token_logprobs
+    from posttrain.tasks import TASKS
+    from posttrain.tasks.prompts import encode_prompts
+
+    if recipe.task is None:
+        raise ValueError(f"recipe {recipe.name!r}: sft_warm_start needs a task")
+    task = TASKS.get(recipe.task)()
+    examples = task.split("train")
+    # A fixed subset of problems gets the distractor target (the same one at every visit), so the
+    # warm-started policy makes a consistent error on them; drawn from its own generator.
+    noise_generator = torch.Generator().manual_seed(recipe.seed + 1)
+    encoded: dict[int, tuple[list[int], list[int]]] = {}
+
+    def encode(i: int) -> tuple[list[int], list[int]]:
+        if i not in encoded:
+            prompt = encode_prompts(tokenizer, [examples[i]], None, recipe.max_position_embeddings)[0]
+            noisy = recipe.target_noise and torch.rand((), generator=noise_generator).item() < recipe.target_noise
+            answer = task.distractor(examples[i]) if noisy else examples[i].answer
+            target = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            encoded[i] = (prompt, target)
+        return encoded[i]
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: 1.0 - step / max(1, recipe.warm_start_steps))
+    model.train()
+    bar = tqdm(range(recipe.warm_start_steps), desc=f"warm start {recipe.name}", leave=False)
+    for _ in bar:
+        pairs = [encode(i) for i in torch.randint(len(examples), (recipe.batch_size,), generator=generator).tolist()]
+        batch = pack_sequences([p for p, _ in pairs], [t for _, t in pairs], tokenizer.pad_token_id)
+        mask = batch["completion_mask"]
+        logprobs, _ = causal_token_logprobs(model, batch["input_ids"], batch["attention_mask"], last=mask.shape[1])
+        loss = sft_loss(logprobs, mask)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+
+
+def _cache_root(cache_dir: str | Path | None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    return Path(os.environ.get("POSTTRAIN_CACHE") or Path.home() / ".cache")
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Exclusive ``fcntl`` lock on ``path`` for the duration of the block (released if the process dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def recipe_dir(recipe: TinyRecipe, cache_dir: str | Path | None = None) -> Path:
+    """Where ``recipe`` is (or would be) cached: ``<cache>/posttrain/tiny/<name>-<fingerprint>``."""
+    return _cache_root(cache_dir) / "posttrain" / "tiny" / f"{recipe.name}-{recipe.fingerprint()}"
+
+
+def build_recipe(recipe: TinyRecipe, cache_dir: str | Path | None = None, force: bool = False) -> Path:
+    """Build, warm-start and save ``recipe`` unless a finished build is cached; returns its directory.
+
+    The build happens in a temporary sibling directory that is renamed into place only when complete,
+    under a file lock, so concurrent callers never see a half-written model.
+    """
+    target = recipe_dir(recipe, cache_dir)
+    with _file_lock(target.with_name(target.name + ".lock")):
+        if target.is_dir() and not force:
+            logger.info("tiny model %s: reused %s", recipe.name, target)
+            return target
+        for stale in target.parent.glob(f".{target.name}.*"):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a build that died while holding the lock
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            _build_into(recipe, staging)
+            if target.exists():
+                trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+                os.replace(target, trash / "old")
+                shutil.rmtree(trash)
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    logger.info("tiny model %s: built %s", recipe.name, target)
+    return target
+
+
+def _build_into(recipe: TinyRecipe, directory: Path) -> None:
+    tokenizer = build_tokenizer()
+    model = build_model(recipe, tokenizer)
+    if recipe.warm_start is not None and recipe.warm_start_steps > 0:
+        generator = torch.Generator().manual_seed(recipe.seed)
+        resolve_warm_start(recipe)(model, tokenizer, recipe, generator)
+    model.save_pretrained(directory, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+    payload = {**dataclasses.asdict(recipe), "code_version": CODE_VERSION, "fingerprint": recipe.fingerprint()}
+    (directory / "recipe.json").write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def build_tiny(name: str, cache_dir: str | Path | None = None, force: bool = False) -> Path:
+    """Build (or reuse the cached build of) the recipe called ``name``; returns the model directory."""
+    return build_recipe(RECIPES.get(name), cache_dir=cache_dir, force=force)
+
+
+def tiny_main(argv: list[str]) -> int:
+    """``posttrain tiny [--recipe NAME] [--force] [--list] [--cache-dir DIR]``: build or list tiny models."""
+    parser = argparse.ArgumentParser(prog="posttrain tiny", description="Build and cache the embedded tiny models.")
+    parser.add_argument("--recipe", default="causal-arithmetic", choices=RECIPES.names(),
+                        help="Recipe to build (default: causal-arithmetic).")
+    parser.add_argument("--force", action="store_true", help="Rebuild even if a cached build exists.")
+    parser.add_argument("--list", action="store_true", help="List the recipes and their cache directories.")
+    parser.add_argument("--cache-dir", default=None, help="Cache root (default: $POSTTRAIN_CACHE or ~/.cache).")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name in RECIPES.names():
+            recipe = RECIPES.get(name)
+            path = recipe_dir(recipe, args.cache_dir)
+            state = "built" if path.is_dir() else "not built"
+            print(f"{name:22s} {recipe.kind:9s} task={recipe.task}  {state}  {path}")
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(build_tiny(args.recipe, cache_dir=args.cache_dir, force=args.force))
+    return 0

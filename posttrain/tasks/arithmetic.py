@@ -1,0 +1,58 @@
+"""Arithmetic: small integer ``a+b`` / ``a-b`` problems whose answer is an integer.
+
+Prompts look like ``23+7=``; the answer is the integer (``30``). Every problem with operands in
+``0..max_operand`` is enumerated, shuffled with a fixed seed and cut into disjoint test and train
+splits. Reward: 1.0 when the completion equals the answer (``rewards.verifiers.math_equal``), else
+0.0; there is no format reward.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from posttrain.tasks.base import TASKS, Example
+from rewards.verifiers import math_equal
+
+
+@TASKS.register("arithmetic")
+class ArithmeticTask:
+    """Integer addition and subtraction with operands in ``0..max_operand``."""
+
+    name = "arithmetic"
+
+    def __init__(self, max_operand: int = 19, test_size: int = 256, seed: int = 1234) -> None:
+        self.max_operand = max_operand
+        self.test_size = test_size
+        self.seed = seed
+
+    def _all(self) -> list[Example]:
+        examples = []
+        for a in range(self.max_operand + 1):
+            for b in range(self.max_operand + 1):
+                examples.append(Example(prompt=f"{a}+{b}=", answer=str(a + b)))
+                examples.append(Example(prompt=f"{a}-{b}=", answer=str(a - b)))
+        random.Random(self.seed).shuffle(examples)
+        return examples
+
+    def split(self, name: str) -> list[Example]:
+        """``test``: the first ``test_size`` shuffled problems; ``train``: all the others."""
+        examples = self._all()
+        if name == "test":
+            return examples[: self.test_size]
+        if name == "train":
+            return examples[self.test_size:]
+        raise ValueError(f"task {self.name!r} has splits 'train' and 'test', not {name!r}")
+
+    def reward(self, prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
+        """1.0 for a completion equal to ``columns['answer']``, else 0.0."""
+        return [1.0 if math_equal(c, a) else 0.0 for c, a in zip(completions, columns["answer"], strict=True)]
+
+    def is_correct(self, completion: str, example: Example) -> bool:
+        return math_equal(completion, example.answer)
+
+    def distractor(self, example: Example) -> str:
+        """A systematic wrong answer, the sign flipped (0 becomes -1): it gives the tiny model's warm
+        start a consistent mistake that RL can learn to remove (see TinyRecipe.target_noise)."""
+        value = int(example.answer)
+        return str(-value if value else -1)

@@ -1,0 +1,54 @@
+"""Turn task examples into prompt token ids through the tokenizer's chat template.
+
+A tokenizer without a chat template gets the raw prompt text (after the system prompt and a blank
+line, when one is given); that fallback is logged once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from transformers import PreTrainedTokenizerBase
+
+from posttrain.tasks.base import Example
+
+logger = logging.getLogger(__name__)
+_warned_no_template = False
+
+
+def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, system_prompt: str | None) -> str:
+    """The text the model sees before its answer: chat template + generation prompt, or the raw text."""
+    global _warned_no_template
+    if getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        messages.append({"role": "user", "content": prompt})
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    if not _warned_no_template:
+        logger.warning("tokenizer %s has no chat template; prompts are fed as raw text",
+                       getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
+        _warned_no_template = True
+    return f"{system_prompt}\n\n{prompt}" if system_prompt else prompt
+
+
+def encode_prompts(
+    tokenizer: PreTrainedTokenizerBase,
+    examples: Sequence[Example],
+    system_prompt: str | None,
+    max_prompt_tokens: int,
+) -> list[list[int]]:
+    """Token ids of each example's prompt, ready for generation; an over-long prompt raises.
+
+    Templated text is tokenized without adding special tokens (the template holds them); raw text
+    gets the tokenizer's usual special tokens (e.g. a BOS).
+    """
+    templated = bool(getattr(tokenizer, "chat_template", None))
+    encoded: list[list[int]] = []
+    for index, example in enumerate(examples):
+        text = render_prompt(tokenizer, example.prompt, system_prompt)
+        ids = list(tokenizer(text, add_special_tokens=not templated)["input_ids"])
+        if len(ids) > max_prompt_tokens:
+            raise ValueError(f"prompt of example {index} is {len(ids)} tokens, over max_prompt_tokens="
+                             f"{max_prompt_tokens}: {example.prompt[:80]!r}")
+        encoded.append(ids)
+    return encoded

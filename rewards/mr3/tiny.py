@@ -1,0 +1,297 @@
+"""The embedded tiny reward model: mR3-style verdicts on a checkable built-in task (arithmetic).
+
+The judge sees a problem from the ``arithmetic`` task and candidate answers (numbers in fixed width,
+``templates.compact_number``), and writes a short reasoning trace, ``</think>``, and a JSON verdict, in
+the ``compact`` template style (``templates.compact_prompt``). The trace is a *check*: each character
+of the correct answer followed by ``=`` if the candidate has it at that place, else ``!``
+(``check_trace``), so the verdict only has to look for a ``!``:
+
+- pairwise: ``P|23+07=|A:+030|B:+031|<think>`` -> ``A+=0=3=0=B+=0=3=0!</think>{"score":"A"}``;
+- binary:   ``C|23+07=|R:+031|<think>``        -> ``+=0=3=0!</think>{"score":"false"}``;
+- pointwise (1..5): ``S|23+07=|R:+030|<think>`` -> ``+=0=3=0=</think>{"score":"5"}`` (5 right, else 1).
+
+Wrong candidates are near misses (off by 1, 2, 10, a sign flip or a random value), so the judge must
+compute the answer rather than spot a format cue. Training problems come from the task's train split
+and evaluation problems from its disjoint test split.
+
+``warm_start`` (the ``reward-mr3`` recipe's warm start in ``posttrain.models.tiny``) is a plain
+torch SFT loop on freshly drawn examples (loss on the verdict tokens only). ``pairwise_accuracy``
+evaluates through the same pipeline the server uses (compact prompts -> ``HFRolloutEngine`` ->
+``parse_verdict`` -> rewards). ``python -m rewards.mr3.tiny`` prints and saves accuracy before and
+after the warm start (``benchmarks/results/mr3_tiny_rm.json``).
+
+Deviation from the paper: mR3 distils long reasoning from gpt-oss-120b and fine-tunes Qwen3 models;
+here the "reasoning" is a digit-by-digit check written by a program, because a 3-layer
+character-level model with a 256-token context cannot hold mR3's prompt or its traces. (A first
+version whose trace was just the computed answer learned the format but never the comparison: its
+verdicts stayed at chance after 600 steps. With the per-character marks, a shown reference answer
+(``with_reference``, 70% of the warm-start examples) and up-weighted marks and verdict tokens, the
+verdict *given* a trace is easy, but in the recipe's 200 steps the model still learns to emit ``=``
+marks everywhere (the majority class) instead of comparing digits, so its verdicts stay near chance
+on held-out problems: see ``benchmarks/results/mr3_tiny_rm.json``. Format, parsing, scoring and
+serving work; the judgement itself needs far more warm-start steps or a bigger recipe.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rewards.mr3.scoring import aggregate, plan_samples
+from rewards.mr3.templates import EvalItem, compact_number, compact_prompt, format_verdict
+
+MIX = (("pairwise", 0.5), ("binary", 0.35), ("pointwise", 0.15))
+REFERENCE_FRACTION = 0.7  # share of warm-start examples that show the judge the gold answer
+DECISION_WEIGHT = 8.0  # the one verdict token carries little of a mean token loss; weigh it up
+MARK_WEIGHT = 4.0  # the check marks (mostly "=", rarely "!") are the comparison the judge must learn
+
+
+def _problems(split: str) -> list[tuple[str, int]]:
+    from posttrain.tasks.arithmetic import ArithmeticTask
+
+    return [(e.prompt, int(e.answer)) for e in ArithmeticTask().split(split)]
+
+
+def wrong_answer(correct: int, rng: random.Random) -> int:
+    """A plausible wrong answer: off by 1 or 2, by 10, sign-flipped, or random."""
+    while True:
+        kind = rng.random()
+        if kind < 0.5:
+            cand = correct + rng.choice([-2, -1, 1, 2])
+        elif kind < 0.7:
+            cand = correct + rng.choice([-10, 10])
+        elif kind < 0.8 and correct != 0:
+            cand = -correct
+        else:
+            cand = rng.randint(-49, 98)
+        if cand != correct:
+            return cand
+
+
+def check_trace(answer: int, candidate: str) -> str:
+    """The judge's reasoning for one candidate: each character of the fixed-width correct answer followed
+    by ``=`` when the candidate has the same character there, else ``!`` (``+058`` vs ``+056`` ->
+    ``+=0=5=8!``). Every mark compares the token just written with one candidate token at a fixed
+    offset, the simplest comparison a tiny model can learn; the verdict then only looks for a ``!``."""
+    ref = compact_number(str(answer))
+    cand = compact_number(candidate)
+    return "".join(f"{c}{'=' if i < len(cand) and cand[i] == c else '!'}" for i, c in enumerate(ref))
+
+
+def make_example(problem: str, answer: int, mode: str, rng: random.Random,
+                 with_reference: bool = False) -> tuple[EvalItem, str, Any]:
+    """One (item, target completion, label) triple. The label is the index of the correct response for
+    pairwise, the correctness (bool) for binary, the target score for pointwise. ``with_reference`` shows
+    the judge the gold answer (reference-guided judging)."""
+    reference = str(answer) if with_reference else None
+    item, target, label = _make_example(problem, answer, mode, rng)
+    if reference is not None:
+        item.reference = reference
+    return item, target, label
+
+
+def _make_example(problem: str, answer: int, mode: str, rng: random.Random) -> tuple[EvalItem, str, Any]:
+    if mode == "pairwise":
+        wrong = wrong_answer(answer, rng)
+        first_correct = rng.random() < 0.5
+        responses = [str(answer), str(wrong)] if first_correct else [str(wrong), str(answer)]
+        score = "Assistant A" if first_correct else "Assistant B"
+        reasoning = f"A{check_trace(answer, responses[0])}B{check_trace(answer, responses[1])}"
+        return EvalItem(mode, problem, responses), format_verdict(score, reasoning=reasoning, style="compact"), (
+            0 if first_correct else 1)
+    candidate = answer if rng.random() < 0.5 else wrong_answer(answer, rng)
+    reasoning = check_trace(answer, str(candidate))
+    if mode == "binary":
+        score = "true" if candidate == answer else "false"
+        label: Any = candidate == answer
+    else:
+        score = "5" if candidate == answer else "1"
+        label = score
+    return EvalItem(mode, problem, [str(candidate)]), format_verdict(score, reasoning=reasoning, style="compact"), label
+
+
+def sample_batch(problems: list[tuple[str, int]], size: int, rng: random.Random) -> list[tuple[str, str]]:
+    modes, weights = zip(*MIX)
+    out = []
+    for _ in range(size):
+        problem, answer = problems[rng.randrange(len(problems))]
+        with_reference = rng.random() < REFERENCE_FRACTION
+        item, target, _ = make_example(problem, answer, rng.choices(modes, weights)[0], rng, with_reference)
+        out.append((compact_prompt(item), target))
+    return out
+
+
+def _batch_tensors(tokenizer: Any, pairs: list[tuple[str, str]], decision_weight: float = 1.0,
+                   mark_weight: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-padded prompt+target ids, attention mask, and loss weights over the target tokens (+ eos);
+    the tokens of the score value (the decision) weigh ``decision_weight`` and the check marks
+    (``=`` / ``!``, located by character: the tiny tokenizer is character-level) ``mark_weight``."""
+    seqs, n_target, decisions, marks = [], [], [], []
+    for prompt, target in pairs:
+        reasoning = target.split("</think>", 1)[0]
+        marks.append([i for i, ch in enumerate(reasoning) if ch in "=!"])
+        p = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        t = tokenizer(target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        head = target[: target.rindex('"score":"') + len('"score":"')]
+        start = len(tokenizer(head, add_special_tokens=False)["input_ids"])
+        seqs.append(p + t)
+        n_target.append(len(t))
+        decisions.append((start, len(t) - 3))  # score value tokens, before '"}' and eos
+    width = max(len(s) for s in seqs)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    loss_mask = torch.zeros((len(seqs), width - 1))
+    for row, (seq, nt, (d0, d1), mk) in enumerate(zip(seqs, n_target, decisions, marks)):
+        ids[row, width - len(seq):] = torch.tensor(seq)
+        mask[row, width - len(seq):] = 1
+        first = width - nt - 1  # loss position predicting the first target token
+        loss_mask[row, first:] = 1.0
+        loss_mask[row, first + d0: first + d1] = decision_weight
+        for i in mk:
+            loss_mask[row, first + i] = mark_weight
+    return ids, mask, loss_mask
+
+
+def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int, generator: torch.Generator,
+              log_every: int = 0, decision_weight: float = DECISION_WEIGHT,
+              mark_weight: float = MARK_WEIGHT) -> list[float]:
+    """Plain AdamW SFT on freshly drawn compact verdict examples, in place; returns the losses."""
+    from posttrain.models.likelihood import causal_token_logprobs
+
+    rng = random.Random(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
+    problems = _problems("train")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    warmup = max(1, steps // 20)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, 1.0 - s / max(1, steps)))
+    model.train()
+    losses = []
+    for step in range(steps):
+        ids, mask, loss_mask = _batch_tensors(tokenizer, sample_batch(problems, batch_size, rng), decision_weight,
+                                              mark_weight)
+        logprobs, _ = causal_token_logprobs(model, ids, mask)
+        loss = -(logprobs * loss_mask).sum() / loss_mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+        if log_every and (step % log_every == 0 or step == steps - 1):
+            print(f"  step {step:4d} loss {loss.item():.4f}", flush=True)
+    model.eval()
+    return losses
+
+
+def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generator) -> None:
+    """The ``reward-mr3`` recipe's warm start: ``recipe.warm_start_steps`` SFT steps (in place).
+
+    Runs with one intra-op thread (restored afterwards): on a shared 2-core machine this tiny model
+    trains ~7x faster single-threaded than with threads fighting over the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        sft_steps(model, tokenizer, recipe.warm_start_steps, recipe.lr, recipe.batch_size, generator)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def eval_items(n: int = 256, seed: int = 0, mode: str = "pairwise",
+               with_reference: bool = False) -> list[tuple[EvalItem, Any]]:
+    """Held-out items (test-split problems) with their labels."""
+    rng = random.Random(seed)
+    problems = _problems("test")
+    out = []
+    for i in range(n):
+        problem, answer = problems[i % len(problems)]
+        item, _, label = make_example(problem, answer, mode, rng, with_reference)
+        out.append((item, label))
+    return out
+
+
+@torch.inference_mode()
+def pairwise_accuracy(model: Any, tokenizer: Any, n: int = 256, seed: int = 0, swap_positions: bool = False,
+                      max_batch_size: int = 64, with_reference: bool = False) -> dict[str, float]:
+    """Greedy verdicts on held-out pairs: accuracy (ties and unreadable verdicts count as wrong),
+    accuracy with ties as half, and the parse rate; also binary accuracy on held-out single answers.
+    ``with_reference`` shows the judge the gold answer (reference-guided judging)."""
+    from posttrain.rollout.base import SamplingParams
+    from posttrain.rollout.hf import HFRolloutEngine
+
+    torch.set_num_threads(1)  # see warm_start
+    engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
+    params = SamplingParams(max_new_tokens=64, temperature=0.0)
+
+    def run(mode: str) -> tuple[list[Any], list[Any]]:
+        pairs = eval_items(n, seed, mode, with_reference)
+        items = [it for it, _ in pairs]
+        samples = plan_samples(items, None, "compact", 1, swap_positions)
+        ids = [tokenizer(s.prompt, add_special_tokens=True)["input_ids"] for s in samples]
+        texts = engine.generate(ids, params).texts
+        return aggregate(items, samples, texts), [label for _, label in pairs]
+
+    results, labels = run("pairwise")
+    strict = half = parsed = 0.0
+    for r, label in zip(results, labels):
+        parsed += r.n_parsed / max(1, r.n_samples)
+        p = r.p_first if r.parse_ok and r.p_first is not None else 0.5
+        p_correct = p if label == 0 else 1.0 - p
+        strict += 1.0 if p_correct > 0.5 else 0.0
+        half += 1.0 if p_correct > 0.5 else (0.5 if p_correct == 0.5 else 0.0)
+    bres, blabels = run("binary")
+    bacc = sum(1.0 for r, y in zip(bres, blabels) if r.parse_ok and (r.reward > 0.5) == y) / len(bres)
+    return {"pairwise_accuracy": strict / n, "pairwise_accuracy_ties_half": half / n, "parse_rate": parsed / n,
+            "binary_accuracy": bacc, "n": n}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build (or reuse) the ``reward-mr3`` tiny model and report held-out accuracy before/after warm start."""
+    parser = argparse.ArgumentParser(prog="python -m rewards.mr3.tiny", description=main.__doc__)
+    parser.add_argument("--n", type=int, default=256, help="held-out items per format")
+    parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--force", action="store_true", help="rebuild the cached model")
+    parser.add_argument("--out", default="benchmarks/results/mr3_tiny_rm.json")
+    args = parser.parse_args(argv)
+    from transformers import AutoModelForCausalLM
+
+    from posttrain.models.tiny import RECIPES, build_model, build_tiny, build_tokenizer
+
+    recipe = RECIPES.get("reward-mr3")
+    tokenizer = build_tokenizer()
+    untrained = build_model(recipe, tokenizer)
+    before = pairwise_accuracy(untrained, tokenizer, n=args.n)
+    before_ref = pairwise_accuracy(untrained, tokenizer, n=args.n, with_reference=True)
+    print("before warm start:", before, "| with reference:", before_ref, flush=True)
+    start = time.time()
+    path = build_tiny("reward-mr3", cache_dir=args.cache_dir, force=args.force)
+    built_s = time.time() - start
+    model = AutoModelForCausalLM.from_pretrained(path)
+    after = pairwise_accuracy(model, tokenizer, n=args.n)
+    after_swap = pairwise_accuracy(model, tokenizer, n=args.n, swap_positions=True)
+    after_ref = pairwise_accuracy(model, tokenizer, n=args.n, with_reference=True)
+    after_ref_swap = pairwise_accuracy(model, tokenizer, n=args.n, with_reference=True, swap_positions=True)
+    print("after warm start:", after, "| with A/B swap:", after_swap, flush=True)
+    print("after, with reference:", after_ref, "| with A/B swap:", after_ref_swap, flush=True)
+    result = {"command": "python -m rewards.mr3.tiny" + (" --force" if args.force else ""),
+              "recipe": {k: getattr(recipe, k) for k in ("warm_start_steps", "lr", "batch_size", "hidden_size",
+                                                          "num_layers", "seed")},
+              "held_out": "arithmetic test split (disjoint from the warm start's train problems)",
+              "no_reference": {"before": before, "after": after, "after_with_swap": after_swap},
+              "with_reference": {"before": before_ref, "after": after_ref, "after_with_swap": after_ref_swap},
+              "build_seconds_if_built": round(built_s, 1), "model_dir": str(path)}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,265 @@
+"""A TRL-signature reward function that asks a reward server (``posttrain serve``) over HTTP.
+
+Two ways to use it:
+
+1. In code: ``fn = remote_reward("http://127.0.0.1:8000", mode="binary")`` and pass ``fn`` wherever a
+   reward function goes (our trainer, TRL's ``GRPOTrainer(reward_funcs=[fn])``).
+2. From a training config, which names rewards as ``module:function``:
+   ``--reward rewards.remote:reward`` (or ``reward: rewards.remote:reward`` in YAML). ``reward`` reads its
+   settings from environment variables when first called (so every rank builds the same client):
+   ``POSTTRAIN_REWARD_URL`` (required, e.g. ``http://127.0.0.1:8000``), ``POSTTRAIN_REWARD_MODE``
+   (binary | pointwise | pairwise; default binary), ``POSTTRAIN_REWARD_API_KEY``,
+   ``POSTTRAIN_REWARD_RUBRIC`` (a JSON object), ``POSTTRAIN_REWARD_TIMEOUT`` (s, default 60),
+   ``POSTTRAIN_REWARD_RETRIES`` (default 3), ``POSTTRAIN_REWARD_CONCURRENCY`` (default 4),
+   ``POSTTRAIN_REWARD_BATCH`` (items per HTTP request, default 16), ``POSTTRAIN_REWARD_REFERENCE``
+   (1 = show the ``answer`` column to the judge as a reference answer; default 0).
+
+What each mode sends: binary / pointwise judge the completion alone (reward in [0, 1]); pairwise
+judges the completion against the ``reference_column`` (default ``answer``) as Assistant B, with the
+A/B swap, and returns ``p_first`` (the probability the completion is better) in [0, 1].
+
+Failure policy: transient failures (connection errors, timeouts, 429, 5xx) are retried with
+exponential backoff and jitter, honouring ``Retry-After``; a sample whose request still fails, or
+that the server refuses (4xx), gets ``None``, which the trainer masks out of the loss rather than
+crashing. An unreadable verdict (``parse_ok = false``) gets the server's neutral reward by default,
+or ``None`` with ``on_parse_fail="none"``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+RETRY_STATUS = {429, 500, 502, 503, 504}
+
+
+@dataclass
+class RemoteStats:
+    requests: int = 0
+    retries: int = 0
+    failed_samples: int = 0
+    unparsed_samples: int = 0
+    scored_samples: int = 0
+
+
+def _text(value: Any) -> str:
+    """A prompt / completion as text: plain strings, or TRL's conversational lists of messages."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return str(value.get("content", ""))
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(m, dict) for m in value):
+            users = [m for m in value if m.get("role") == "user"]
+            chosen = users[-1] if users else value[-1]
+            return str(chosen.get("content", ""))
+        return "".join(_text(v) for v in value)
+    return "" if value is None else str(value)
+
+
+class RemoteReward:
+    """Callable ``(prompts, completions, **columns) -> list[float | None]``; see the module doc."""
+
+    def __init__(self, url: str, mode: str = "binary", rubric: dict[str, str] | None = None, *,
+                 api_key: str | None = None, timeout: float = 60.0, max_retries: int = 3, backoff: float = 0.5,
+                 max_backoff: float = 8.0, max_concurrency: int = 4, batch_size: int = 16,
+                 reference_column: str = "answer", use_reference: bool = False, rubric_column: str = "rubric",
+                 language_column: str = "language", task_description: str | None = None, n_samples: int = 1,
+                 swap_positions: bool = True, max_tokens: int | None = None, temperature: float | None = None,
+                 on_parse_fail: str = "neutral", seed: int | None = None) -> None:
+        if mode not in ("binary", "pointwise", "pairwise"):
+            raise ValueError(f"mode must be binary, pointwise or pairwise, got {mode!r}")
+        if on_parse_fail not in ("neutral", "none"):
+            raise ValueError(f"on_parse_fail must be 'neutral' or 'none', got {on_parse_fail!r}")
+        if max_concurrency < 1 or batch_size < 1 or max_retries < 0:
+            raise ValueError("max_concurrency and batch_size must be >= 1 and max_retries >= 0")
+        self.url = url.rstrip("/")
+        self.mode, self.rubric = mode, rubric
+        self.timeout, self.max_retries, self.backoff, self.max_backoff = timeout, max_retries, backoff, max_backoff
+        self.max_concurrency, self.batch_size = max_concurrency, batch_size
+        self.reference_column, self.use_reference = reference_column, use_reference
+        self.rubric_column, self.language_column = rubric_column, language_column
+        self.task_description, self.n_samples, self.swap_positions = task_description, n_samples, swap_positions
+        self.max_tokens, self.temperature, self.on_parse_fail, self.seed = max_tokens, temperature, on_parse_fail, seed
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
+                                    limits=httpx.Limits(max_connections=max_concurrency))
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, thread_name_prefix="remote-reward")
+        self._jitter = random.Random(seed)
+        self._lock = threading.Lock()
+        self.stats = RemoteStats()
+        self.__name__ = f"remote_{mode}"  # TRL logs rewards by function name
+
+    # -- the reward function -----------------------------------------------------------------------
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        items = [self._item(i, prompts[i], completions[i], columns) for i in range(len(prompts))]
+        rewards: list[float | None] = [None] * len(items)
+        todo = [i for i, it in enumerate(items) if it is not None]
+        chunks = [todo[k:k + self.batch_size] for k in range(0, len(todo), self.batch_size)]
+        futures = {self._pool.submit(self._score_chunk, [items[i] for i in chunk]): chunk for chunk in chunks}
+        for future in concurrent.futures.as_completed(futures):
+            chunk = futures[future]
+            results = future.result()  # never raises: failures come back as None
+            for index, value in zip(chunk, results):
+                rewards[index] = value
+        with self._lock:
+            self.stats.failed_samples += sum(1 for r in rewards if r is None)
+        return rewards
+
+    def _item(self, i: int, prompt: Any, completion: Any, columns: dict[str, Any]) -> dict | None:
+        def column(name: str) -> Any:
+            values = columns.get(name)
+            return values[i] if isinstance(values, (list, tuple)) and i < len(values) else None
+
+        reference = column(self.reference_column)
+        body: dict[str, Any] = {"mode": self.mode, "instruction": _text(prompt), "n_samples": self.n_samples,
+                                "swap_positions": self.swap_positions}
+        if self.mode == "pairwise":
+            if reference is None:
+                logger.warning("pairwise remote reward: sample %d has no %r column; reward None", i,
+                               self.reference_column)
+                return None
+            body["responses"] = [_text(completion), _text(reference)]
+        else:
+            body["responses"] = [_text(completion)]
+            if self.use_reference and reference is not None:
+                body["reference"] = _text(reference)
+        rubric = column(self.rubric_column)
+        if isinstance(rubric, str):
+            try:
+                rubric = json.loads(rubric)
+            except json.JSONDecodeError:
+                rubric = None
+        rubric = rubric if isinstance(rubric, dict) else self.rubric
+        if rubric:
+            body["rubric"] = {str(k): str(v) for k, v in rubric.items()}
+        language = column(self.language_column)
+        if isinstance(language, str) and language:
+            body["language"] = language
+        for key, value in (("task_description", self.task_description), ("max_tokens", self.max_tokens),
+                           ("temperature", self.temperature), ("seed", self.seed)):
+            if value is not None:
+                body[key] = value
+        return body
+
+    def _score_chunk(self, items: list[dict]) -> list[float | None]:
+        response = self._post("/v1/rubric_score/batch", {"requests": items})
+        if response is None:
+            return [None] * len(items)
+        try:
+            results = response.json()["results"]
+            if len(results) != len(items):
+                raise ValueError(f"{len(results)} results for {len(items)} items")
+        except (ValueError, KeyError, TypeError) as err:
+            logger.warning("reward server sent an unreadable answer (%s); %d rewards None", err, len(items))
+            return [None] * len(items)
+        out: list[float | None] = []
+        for result in results:
+            if not result.get("parse_ok", False):
+                with self._lock:
+                    self.stats.unparsed_samples += 1
+                if self.on_parse_fail == "none":
+                    out.append(None)
+                    continue
+            with self._lock:
+                self.stats.scored_samples += 1
+            value = result.get("p_first") if self.mode == "pairwise" else result.get("reward")
+            out.append(None if value is None else float(value))
+        return out
+
+    def _post(self, path: str, body: dict) -> httpx.Response | None:
+        """POST with retries on transient failures; None when the request finally failed."""
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            wait: float | None = None
+            try:
+                with self._lock:
+                    self.stats.requests += 1
+                response = self._client.post(path, json=body)
+                if response.status_code == 200:
+                    return response
+                last = f"HTTP {response.status_code}: {response.text[:200]}"
+                if response.status_code not in RETRY_STATUS:
+                    logger.warning("reward server refused the request (%s); not retrying", last)
+                    return None
+                retry_after = response.headers.get("retry-after")
+                if retry_after:
+                    try:
+                        wait = min(self.max_backoff, float(retry_after))
+                    except ValueError:
+                        wait = None
+            except httpx.HTTPError as err:  # connect errors, timeouts, protocol errors
+                last = f"{type(err).__name__}: {err}"
+            if attempt == self.max_retries:
+                break
+            if wait is None:
+                with self._lock:
+                    jitter = self._jitter.uniform(0.5, 1.5)
+                wait = min(self.max_backoff, self.backoff * (2 ** attempt)) * jitter
+            with self._lock:
+                self.stats.retries += 1
+            time.sleep(wait)
+        logger.warning("reward server request failed after %d attempts (%s)", self.max_retries + 1, last)
+        return None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+        self._client.close()
+
+
+def remote_reward(url: str, mode: str = "binary", rubric: dict[str, str] | None = None,
+                  **kwargs: Any) -> RemoteReward:
+    """Factory: a TRL-signature reward function backed by the reward server at ``url``."""
+    return RemoteReward(url, mode, rubric, **kwargs)
+
+
+_DEFAULT: RemoteReward | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def from_env(environ: dict[str, str] | None = None) -> RemoteReward:
+    """Build a ``RemoteReward`` from the ``POSTTRAIN_REWARD_*`` variables (see the module doc)."""
+    env = os.environ if environ is None else environ
+    url = env.get("POSTTRAIN_REWARD_URL")
+    if not url:
+        raise RuntimeError("rewards.remote:reward needs POSTTRAIN_REWARD_URL, e.g. http://127.0.0.1:8000 "
+                           "(start a server with `posttrain serve`)")
+    rubric = env.get("POSTTRAIN_REWARD_RUBRIC")
+    try:
+        parsed_rubric = json.loads(rubric) if rubric else None
+    except json.JSONDecodeError as err:
+        raise RuntimeError(f"POSTTRAIN_REWARD_RUBRIC is not a JSON object: {err}") from None
+    return RemoteReward(
+        url, env.get("POSTTRAIN_REWARD_MODE", "binary"), parsed_rubric,
+        api_key=env.get("POSTTRAIN_REWARD_API_KEY") or None,
+        timeout=float(env.get("POSTTRAIN_REWARD_TIMEOUT", "60")),
+        max_retries=int(env.get("POSTTRAIN_REWARD_RETRIES", "3")),
+        max_concurrency=int(env.get("POSTTRAIN_REWARD_CONCURRENCY", "4")),
+        batch_size=int(env.get("POSTTRAIN_REWARD_BATCH", "16")),
+        use_reference=env.get("POSTTRAIN_REWARD_REFERENCE", "0").lower() in ("1", "true", "yes"))
+
+
+def reward(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+    """``module:function`` entry point for configs: ``--reward rewards.remote:reward`` (settings from env)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = from_env()
+    return _DEFAULT(prompts, completions, **columns)
+
+
+RewardFn = Callable[..., list[float | None]]

@@ -1,0 +1,1 @@
+"""Reward server: FastAPI app, batching, backends, CLI."""

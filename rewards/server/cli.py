@@ -1,0 +1,89 @@
+"""``posttrain serve``: run the reward server (mR3 rubric scoring + OpenAI-compatible API) with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from rewards.server.app import ServerSettings, create_app
+from rewards.server.backends import make_backend
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="posttrain serve",
+        description="Serve a generative reward model (mR3-style rubric scoring: pointwise / pairwise / binary) "
+                    "and an OpenAI-compatible /v1/completions + /v1/chat/completions API. With no --model, "
+                    "serves the embedded tiny reward model (built and warm-started on first use).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--host", default="127.0.0.1", help="Interface to bind; use 0.0.0.0 only on a trusted network.")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (0 = any free port).")
+    p.add_argument("--model", default=None, help="Model path or hub id; unset = the embedded tiny reward model.")
+    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm", "fake"],
+                   help="Generation backend: transformers (CPU/GPU), vllm (GPU), fake (no model; tests).")
+    p.add_argument("--device", default="cpu", help="transformers backend device (cpu, cuda, cuda:1).")
+    p.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"], help="transformers dtype.")
+    p.add_argument("--max-model-len", type=int, default=None, help="vllm: context length.")
+    p.add_argument("--api-key", default=os.environ.get("POSTTRAIN_API_KEY"),
+                   help="Require 'Authorization: Bearer KEY' (except /health). Default: $POSTTRAIN_API_KEY.")
+    p.add_argument("--max-batch-size", type=int, default=16, help="Prompts per generate call (1 = no batching).")
+    p.add_argument("--no-batching", action="store_true", help="One prompt per generate call.")
+    p.add_argument("--batch-wait-ms", type=float, default=2.0, help="Wait for a batch to fill when idle.")
+    p.add_argument("--max-queue", type=int, default=256, help="Generations waiting; beyond this requests get 429.")
+    p.add_argument("--timeout", type=float, default=60.0, help="Seconds per request (queue + generation); then 504.")
+    p.add_argument("--max-request-bytes", type=int, default=1_000_000, help="Largest request body; larger gets 413.")
+    p.add_argument("--max-tokens-cap", type=int, default=1024, help="Largest max_tokens a request may ask for.")
+    p.add_argument("--rubric-max-tokens", type=int, default=512, help="Default token cap of one verdict.")
+    p.add_argument("--template", default="auto", choices=["auto", "mr3", "compact"],
+                   help="Rubric prompt style; auto = compact for the embedded tiny model, mr3 otherwise.")
+    p.add_argument("--served-model-name", default=None, help="Name in /v1/models (default: --model).")
+    p.add_argument("--fake-base-latency-ms", type=float, default=0.0,
+                   help="fake backend: simulated fixed cost of one generate call.")
+    p.add_argument("--fake-per-item-ms", type=float, default=0.0,
+                   help="fake backend: simulated extra cost per prompt in a generate call.")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch intra-op threads (0 = torch's default; 1 is fastest on a busy small CPU).")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def serve_main(argv: list[str]) -> int:
+    """Entry point of ``posttrain serve``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    for name in ("max_batch_size", "max_queue", "max_request_bytes", "max_tokens_cap", "rubric_max_tokens"):
+        if getattr(args, name) < 1:
+            print(f"posttrain serve: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}",
+                  file=sys.stderr)
+            return 2
+    if args.timeout <= 0:
+        print(f"posttrain serve: --timeout must be > 0, got {args.timeout}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import uvicorn
+
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    backend = make_backend(args.backend, args.model, device=args.device, dtype=args.dtype,
+                           max_batch_size=args.max_batch_size, max_model_len=args.max_model_len,
+                           base_latency_s=args.fake_base_latency_ms / 1000.0,
+                           per_item_latency_s=args.fake_per_item_ms / 1000.0)
+    settings = ServerSettings(
+        api_key=args.api_key or None, max_batch_size=args.max_batch_size, max_queue=args.max_queue,
+        batching=not args.no_batching, batch_wait_ms=args.batch_wait_ms, timeout_s=args.timeout,
+        max_request_bytes=args.max_request_bytes, max_tokens_cap=args.max_tokens_cap,
+        rubric_max_tokens=args.rubric_max_tokens, style=None if args.template == "auto" else args.template,
+        model_name=args.served_model_name)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key:
+        logging.getLogger(__name__).warning("binding %s without --api-key: anyone on the network can use it",
+                                            args.host)
+    app = create_app(backend, settings)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_keep_alive=30)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve_main(sys.argv[1:]))

@@ -1,0 +1,59 @@
+"""``--algo gpo`` (LLM setting) end to end: plain-python entry point on the embedded tiny model.
+
+The subprocess imports ``posttrain.algos.gpo.llm`` first, so the test also works before the module is
+listed in ``posttrain.algos.ALGORITHM_MODULES``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from posttrain.algos.gpo.llm import GPO, GPOConfig
+from posttrain.tasks.base import Example
+from tests.e2e.conftest import REPO
+
+ARGS = ["--reward", "tests.e2e.rewards:digit_fraction", "--steps", "2", "--prompts_per_step", "2", "--group_size", "4",
+        "--micro_batch_size", "8", "--eval_every", "2", "--eval_examples", "8", "--pass_k", "1", "--max_new_tokens", "6",
+        "--progress", "false"]
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+    code = "import sys, posttrain.algos.gpo.llm; from posttrain.train import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+@pytest.mark.parametrize("variant", ["clip", "penalty"])
+def test_gpo_llm_runs_and_logs_its_terms(tiny_arithmetic: Path, tmp_path: Path, variant: str) -> None:
+    out = tmp_path / variant
+    result = _run(["--algo", "gpo", "--gpo_variant", variant, "--model", str(tiny_arithmetic),
+                   "--output_dir", str(out), *ARGS])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["step"] > 0]
+    assert len(train) == 2 and "eval/accuracy" in rows[-1]
+    assert all(r["train/gpo/kl_guider_learner"] >= 0 for r in train)
+    if variant == "clip":
+        assert all(r["gpo/alpha"] == 2.0 and 0 <= r["train/gpo/backtrack_fraction"] <= 1 for r in train)
+    else:
+        assert train[0]["gpo/alpha"] == 0.0  # adapted from the first step's KL before the second
+    assert (out / "checkpoints" / "step_2" / "COMPLETE").exists()
+
+
+def test_guider_prompt_template_and_validation() -> None:
+    cfg = GPOConfig(algo="gpo", privileged_template="{prompt} [{answer}|{unit}]")
+    algo = GPO.__new__(GPO)
+    algo.config = cfg
+    ex = Example(prompt="2+2=", answer="4", columns={"unit": "apples"})
+    assert algo.guider_examples([ex])[0].prompt == "2+2= [4|apples]"
+    with pytest.raises(ValueError, match="column 'unit'"):
+        algo.guider_examples([Example(prompt="1+1=", answer="2")])
+    bad = {name for name, _, _ in GPOConfig(algo="gpo", inner_clip=1.5, privileged_template="x").incompatibilities()}
+    assert {"inner_clip", "privileged_template"} <= bad
