@@ -52,11 +52,11 @@ class TrainConfig:
     # --- output and run control ----------------------------------------------------------------
     output_dir: str = opt("", "Where checkpoints, metrics and the resolved config go; empty = outputs/<algo>-<task>.")
     seed: int = opt(0, "Seed for data order, sampling and initialisation.")
-    steps: int = opt(40, "Number of optimizer steps (each from one batch of rollouts).")
+    steps: int = opt(200, "Number of optimizer steps (each from one batch of rollouts).")
     resume: str | None = opt(None, "'auto' = latest checkpoint in output_dir, or a checkpoint path.")
-    save_every: int = opt(20, "Save a checkpoint every N steps (and at the end); 0 = only at the end.")
+    save_every: int = opt(100, "Save a checkpoint every N steps (and at the end); 0 = only at the end.")
     keep_last: int = opt(2, "Keep only the newest N checkpoints.", None)
-    eval_every: int = opt(10, "Evaluate on the held-out split every N steps (and at start and end); 0 = never.")
+    eval_every: int = opt(50, "Evaluate on the held-out split every N steps (and at start and end); 0 = never.")
     eval_examples: int = opt(128, "Held-out examples per evaluation (0 = all).")
     pass_k: int = opt(4, "k for pass@k at evaluation (sampled at the rollout temperature); 1 = off.")
     log_every: int = opt(1, "Write metrics every N steps.")
@@ -69,7 +69,7 @@ class TrainConfig:
     micro_batch_size: int = opt(32, "Samples per forward/backward on one rank.")
     mu: int = opt(1, "Inner iterations (optimizer steps) over each batch of rollouts.")
     # --- optimisation --------------------------------------------------------------------------
-    lr: float = opt(2e-4, "Peak learning rate (AdamW).")
+    lr: float = opt(1e-4, "Peak learning rate (AdamW).")
     weight_decay: float = opt(0.0, "AdamW weight decay.")
     warmup_steps: int = opt(0, "Linear warm-up steps.")
     lr_scheduler: str = opt("constant", "Learning-rate schedule after warm-up.", ["constant", "linear", "cosine"])

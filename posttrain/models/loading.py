@@ -7,10 +7,17 @@ cached build of the task's tiny recipe (built on first use).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
 
 from posttrain.models.tiny import build_tiny, default_recipe_for
 
@@ -21,8 +28,16 @@ logger = logging.getLogger(__name__)
 
 
 def load_tokenizer(path_or_id: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
-    """The tokenizer at ``path_or_id``, with a pad token (the EOS if it had none) and left padding."""
-    tokenizer = AutoTokenizer.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
+    """The tokenizer at ``path_or_id``, with a pad token (the EOS if it had none) and left padding.
+
+    Our tiny models' tokenizers (folders with a ``recipe.json``) load as plain
+    ``PreTrainedTokenizerFast``: ``AutoTokenizer`` would follow the model type (qwen2) to
+    ``Qwen2Tokenizer``, whose pre-tokenizer silently drops spaces and newlines.
+    """
+    if (Path(path_or_id) / "recipe.json").exists():
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(path_or_id)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ValueError(f"tokenizer {path_or_id!r} has neither a pad token nor an EOS token to pad with")

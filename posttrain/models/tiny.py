@@ -39,7 +39,7 @@ from posttrain.registry import Registry
 
 logger = logging.getLogger(__name__)
 
-CODE_VERSION = "2"
+CODE_VERSION = "4"
 """Bump when the tokenizer, model construction or a warm start changes, so cached builds are redone."""
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>", "<mask>")
@@ -146,8 +146,11 @@ def _declare(recipe: TinyRecipe) -> TinyRecipe:
     return recipe
 
 
+# The arithmetic policy's warm start learns from labels where half the targets carry a sign error
+# (ArithmeticTask.distractor): a systematic mistake, as SFT on noisy data leaves, that the
+# verifier-rewarded RL of the demo can find and remove. The other recipes use clean labels.
 _declare(TinyRecipe(name="causal-arithmetic", kind="causal", task="arithmetic", warm_start=_SFT,
-                    warm_start_steps=800, **_POLICY))
+                    warm_start_steps=800, target_noise=0.5, **_POLICY))
 _declare(TinyRecipe(name="causal-countdown", kind="causal", task="countdown", warm_start=_SFT,
                     warm_start_steps=800, **_POLICY))
 _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_start=_SFT,
@@ -238,19 +241,19 @@ def sft_warm_start(
         raise ValueError(f"recipe {recipe.name!r}: sft_warm_start needs a task")
     task = TASKS.get(recipe.task)()
     examples = task.split("train")
-    # A fixed subset of problems gets the distractor target (the same one at every visit), so the
-    # warm-started policy makes a consistent error on them; drawn from its own generator.
+    # With target_noise > 0, each visit of a problem draws (from its own generator) whether its target
+    # is the answer or the task's distractor: the policy learns the error at that rate on every problem.
     noise_generator = torch.Generator().manual_seed(recipe.seed + 1)
-    encoded: dict[int, tuple[list[int], list[int]]] = {}
+    encoded: dict[tuple[int, bool], tuple[list[int], list[int]]] = {}
 
     def encode(i: int) -> tuple[list[int], list[int]]:
-        if i not in encoded:
+        noisy = bool(recipe.target_noise) and torch.rand((), generator=noise_generator).item() < recipe.target_noise
+        if (i, noisy) not in encoded:
             prompt = encode_prompts(tokenizer, [examples[i]], None, recipe.max_position_embeddings)[0]
-            noisy = recipe.target_noise and torch.rand((), generator=noise_generator).item() < recipe.target_noise
             answer = task.distractor(examples[i]) if noisy else examples[i].answer
             target = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            encoded[i] = (prompt, target)
-        return encoded[i]
+            encoded[(i, noisy)] = (prompt, target)
+        return encoded[(i, noisy)]
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(

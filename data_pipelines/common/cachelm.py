@@ -1,0 +1,80 @@
+"""A count-based character LM with an in-context copy cache: a scorer that provably *uses* context.
+
+p(x_t | x_<t) = lam * cache(x_t) + (1 - lam) * background(x_t | x_{t-2}, x_{t-1}) where the background is
+an add-k smoothed trigram model counted on training text, and the cache is the distribution of the tokens
+that followed earlier occurrences, in the same sequence, of the last ``match`` tokens (the classic cache
+LM; an explicit induction mechanism). ``lam`` = ``cache_weight`` when the suffix occurred before, else 0.
+
+It is a *scoring-only* backend (``score`` like ``HFBackend``, exact: full distributions). Its use here is
+to separate two questions on the built-in corpus: does the EntropyLong pipeline recover the planted
+dependencies when the scorer can copy from context (this model), and has the tiny transformer learned to
+copy (``corpus-lm``)? It is not a replacement for a neural scorer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from data_pipelines.common.backends import TokenScores
+
+
+class CacheLMBackend:
+    exact_scores = True
+
+    def __init__(self, tokenizer, texts: Sequence[str], *, match: int = 4, cache_weight: float = 0.95,
+                 add_k: float = 0.1, name: str = "cache-lm") -> None:
+        self.tokenizer = tokenizer
+        self.match = match
+        self.cache_weight = cache_weight
+        self.vocab = len(tokenizer)
+        self.name = name
+        counts: dict[tuple[int, int], np.ndarray] = defaultdict(lambda: np.zeros(self.vocab))
+        bos = tokenizer.bos_token_id
+        for text in texts:
+            ids = [bos, bos] + self.tokenize(text)
+            for i in range(2, len(ids)):
+                counts[(ids[i - 2], ids[i - 1])][ids[i]] += 1
+        self._tri = {k: (v + add_k) / (v.sum() + add_k * self.vocab) for k, v in counts.items()}
+        self._uniform = np.full(self.vocab, 1.0 / self.vocab)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _encode(self, item) -> list[int]:
+        if isinstance(item, str):
+            return [self.tokenizer.bos_token_id] + self.tokenize(item)
+        return list(item)
+
+    def _score_one(self, ids: list[int], entropy: bool, mass_above: bool) -> TokenScores:
+        seen: dict[tuple[int, ...], np.ndarray] = {}
+        lps, ents, masses = [], [], []
+        m = self.match
+        for t in range(1, len(ids)):
+            prev2 = ids[t - 2] if t >= 2 else ids[0]
+            p = self._tri.get((prev2, ids[t - 1]), self._uniform)
+            key = tuple(ids[t - m:t]) if t >= m else None
+            if key is not None and key in seen:
+                cache = seen[key] / seen[key].sum()
+                p = self.cache_weight * cache + (1 - self.cache_weight) * p
+            obs = p[ids[t]]
+            lps.append(math.log(obs))
+            if entropy:
+                nz = p[p > 0]
+                ents.append(float(-(nz * np.log(nz)).sum()))
+            if mass_above:
+                masses.append(float(p[p > obs].sum()))
+            if key is not None:
+                seen.setdefault(key, np.zeros(self.vocab))[ids[t]] += 1
+        return TokenScores(ids[1:], lps, ents if entropy else None, masses if mass_above else None)
+
+    def score(self, sequences, *, entropy: bool = True, mass_above: bool = False, full: bool = False):
+        if full:
+            raise NotImplementedError("CacheLMBackend does not return full distributions")
+        return [self._score_one(self._encode(s), entropy, mass_above) for s in sequences]
+
+    def generate(self, prompts, params):
+        raise NotImplementedError("CacheLMBackend only scores")

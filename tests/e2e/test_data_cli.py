@@ -1,0 +1,69 @@
+"""The CLI end to end (``data_main``): EntropyLong on the built-in corpus (resumable: a second run reuses
+every part) and the DMAP demo, both on a tiny corpus LM built by the project's factory."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from data_pipelines.cli import build_parser, data_main
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    from posttrain.models.tiny import RECIPES, build_recipe
+
+    recipe = dataclasses.replace(RECIPES.get("corpus-lm"), hidden_size=32, num_layers=1, num_heads=2,
+                                 num_kv_heads=1, intermediate_size=64, warm_start_steps=3, batch_size=4)
+    return str(build_recipe(recipe, cache_dir=tmp_path_factory.mktemp("cache")))
+
+
+def test_help_lists_subcommands(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    assert "entropylong" in capsys.readouterr().out
+
+
+def test_entropylong_cli_builtin_corpus(tiny_lm, tmp_path, capsys):
+    out = tmp_path / "el"
+    argv = ["entropylong", "--model", tiny_lm, "--output", str(out), "--num-entities", "4", "--num-misc", "2",
+            "--retriever", "bm25", "--top-k", "4", "--chunk-size", "5", "--no-progress", "--target-length", "600"]
+    assert data_main(argv) == 0
+    text = capsys.readouterr().out
+    assert "precision=" in text and "anchor entropy" in text
+    rows = [json.loads(line) for line in (out / "sequences.jsonl").read_text().splitlines()]
+    assert len(rows) == 10 and len({r["id"] for r in rows}) == 10
+    assert all(r["num_tokens"] <= 600 and r["params"]["top_k"] == 4 for r in rows)
+    report = json.loads((out / "eval.json").read_text())
+    assert report["rule_anchor"]["true_pairs"] == 8
+    assert data_main(argv) == 0  # resume: every chunk already done
+    assert "0 run, 2 already done" in capsys.readouterr().out
+
+
+def test_dmap_cli_demo_and_input(tiny_lm, tmp_path, capsys):
+    out = tmp_path / "dm"
+    assert data_main(["dmap", "--model", tiny_lm, "--output", str(out), "--demo-samples", "4",
+                      "--demo-tokens", "24"]) == 0
+    report = json.loads((out / "dmap_report.json").read_text())
+    assert set(report["groups"]) == {"pure", "top_k5", "temp0.5", "corpus"}
+    assert (out / "dmap_pure.png").stat().st_size > 1000
+    src = tmp_path / "t.jsonl"
+    src.write_text(json.dumps({"text": "registry of kupam: the seal KBY1A."}) + "\n{bad\n")
+    assert data_main(["dmap", "--model", tiny_lm, "--input", str(src), "--output", str(out)]) == 0
+    assert "t " in capsys.readouterr().out
+
+
+def test_entropylong_recovers_planted_facts_with_a_copying_scorer(tmp_path, capsys):
+    """With a scorer that can copy from context (the count-based cache LM), verification recovers the
+    planted (definition, usage) pairs: the document-level rule is precise, the paper's per-anchor rule
+    recalls them too but also keeps template matches."""
+    out = tmp_path / "el"
+    assert data_main(["entropylong", "--model", "cachelm", "--output", str(out), "--num-entities", "8",
+                      "--num-misc", "4", "--retriever", "bm25", "--no-progress", "--verify-rule", "doc_mean"]) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["rule_doc_mean"]["precision"] >= 0.9 and report["rule_doc_mean"]["recall"] >= 0.9
+    assert report["rule_anchor"]["recall"] >= 0.9
+    kept = report["kept"]
+    assert kept["anchor_entropy_after"] < 0.5 * kept["anchor_entropy_before"]
