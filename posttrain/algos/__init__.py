@@ -7,7 +7,12 @@ import importlib
 from posttrain.algos.base import ALGORITHMS, Algorithm
 
 # Modules that register algorithms when imported; a new algorithm adds its module here.
-ALGORITHM_MODULES = ("posttrain.algos.pg", "posttrain.algos.sft", "posttrain.algos.gpo.llm")
+ALGORITHM_MODULES = (
+    "posttrain.algos.pg",
+    "posttrain.algos.sft",
+    "posttrain.algos.gpo.llm",
+    "posttrain.algos.espo",
+)
 
 
 def get_algorithm(name: str) -> type[Algorithm]:

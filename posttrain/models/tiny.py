@@ -156,7 +156,7 @@ _declare(TinyRecipe(name="causal-countdown", kind="causal", task="countdown", wa
 _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_start=_SFT,
                     warm_start_steps=220, **_POLICY))
 _declare(TinyRecipe(name="diffusion-sudoku", kind="diffusion", task="sudoku",
-                    warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=200, **_POLICY))
+                    warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=400, **_POLICY))
 _declare(TinyRecipe(name="diffusion-countdown", kind="diffusion", task="countdown",
                     warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=200, **_POLICY))
 _declare(TinyRecipe(name="reward-mr3", kind="reward", task=None, warm_start="rewards.mr3.tiny:warm_start",

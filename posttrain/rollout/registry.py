@@ -20,6 +20,14 @@ def _hf(**kwargs: Any) -> RolloutEngine:
     return HFRolloutEngine(**kwargs)
 
 
+@ROLLOUT_ENGINES.register("diffusion")
+def _diffusion(**kwargs: Any) -> RolloutEngine:
+    """The masked-diffusion sampler (semi-autoregressive blocks, low-confidence remasking)."""
+    from posttrain.rollout.diffusion import DiffusionRolloutEngine
+
+    return DiffusionRolloutEngine(**kwargs)
+
+
 def build_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
     """Build the engine registered as ``name``; unknown names fail listing the known ones."""
     return ROLLOUT_ENGINES.get(name)(**kwargs)

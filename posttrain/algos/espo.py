@@ -1,0 +1,297 @@
+"""RL for masked-diffusion LMs: ESPO (Ou et al. 2025, arXiv 2512.03759) and the baselines it ablates,
+all on one code path selected by two flags (the paper's Fig. 1 grid) plus the KL estimator (Fig. 2):
+
+- ``--likelihood elbo|mean-field``: the likelihood proxy. ``elbo`` = the coupled, stratified, M-sample
+  sequence ELBO (``posttrain.algos.elbo.elbo_terms``); ``mean-field`` = d1's one-step estimate
+  (completion fully masked, prompt tokens masked with ``prompt_mask_prob``).
+- ``--action sequence|token``: ``sequence`` treats the whole completion as one action, with the ratio
+  normalised by the fixed generation length L: rho = exp((E - E_old) / L) (ESPO eq. 8), clipped per
+  sequence; ``token`` uses per-token ratios exp(e_k - e_old_k) on the per-token terms, clipped per token
+  and averaged over the completion tokens up to and including the first EOS (d1).
+- ``--kl_estimator k1|k2|k3`` on the same quantities (sequence: on E, divided by L as in ESPO's code;
+  token: per token). k1 adds ESPO's stop-gradient correction ``(lp - sg(lp)) * (sg(lp) - ref)``.
+
+Registered presets: ``espo`` (elbo, sequence, k2, RLOO advantages, beta 1e-2), ``token-elbo`` (elbo,
+token, otherwise as espo: the paper's "token + ELBO" ablation) and ``diffu-grpo`` (d1: mean-field, token,
+k3, beta 0.04, clip 0.5, GRPO mean/std advantages, prompt masking 0.15). Every flag can be overridden.
+
+Loop (notes section 1.5). ``make_experience``: sample G completions per prompt with the diffusion
+sampler (fixed length L, EOS-padded), score them, compute advantages, then draw the masks for all ``mu``
+inner iterations from the algorithm's generator and -- under no grad, with *the same masks* (common
+random numbers) -- the old policy's estimates (only when mu > 1; for mu = 1 the old values are the
+current ones detached, as in ESPO) and the reference's (only when kl_coef > 0). ``loss`` evaluates the
+current policy with the masks of the current inner iteration. A new set of masks is used per inner
+iteration, as ESPO does.
+
+The inner-iteration index is counted here: the trainer calls ``loss`` mu times over the same
+micro-batches in order (``Trainer._train_on``), so call c of a step is iteration c // n_micro.
+
+Deviations from the papers' code (deliberate, documented): masks come from a checkpointed local
+generator instead of reseeding global RNGs; the prompt's left padding is hidden by the attention mask
+(ESPO/d1 pass none); strata of mask counts span this rank's whole batch rather than one micro-batch;
+invalid rewards (None) get zero advantage and are left out of the loss mean.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
+from posttrain.algos.core import (
+    KL_ESTIMATORS,
+    clipped_surrogate,
+    group_advantages,
+    kl_estimate,
+    masked_mean,
+    rewards_to_tensor,
+)
+from posttrain.algos.elbo import (
+    draw_elbo_masks,
+    draw_prompt_masks,
+    elbo_terms,
+    mean_field_logprobs,
+    model_logits_fn,
+)
+from posttrain.config import TrainConfig, opt
+from posttrain.models.diffusion import diffusion_mask_token_id, resolve_mask_token_id
+from posttrain.rollout.base import SamplingParams
+from posttrain.rollout.diffusion import DiffusionSampling, fixed_length_completions
+from posttrain.tasks.base import Example, reward_columns
+from posttrain.tasks.prompts import encode_prompts
+
+@dataclass
+class ESPOConfig(TrainConfig):
+    """ESPO: sequence-level ratio on the ELBO, normalised by L; clipped surrogate; k2 KL; RLOO."""
+
+    rollout: str = opt("diffusion", "Rollout engine (masked-diffusion sampler).", ["diffusion"])
+    max_new_tokens: int = opt(24, "Fixed generation length L (completions are EOS-padded to it).")
+    mu: int = opt(4, "Inner iterations (optimizer steps) over each batch of rollouts.")
+    lr: float = opt(1e-4, "Peak learning rate (AdamW).")
+    likelihood: str = opt("elbo", "Likelihood proxy: coupled sequence ELBO or d1 mean-field.", ["elbo", "mean-field"])
+    action: str = opt("sequence", "Action space of the ratio: whole sequence (ESPO) or each token.", ["sequence", "token"])
+    advantage: str = opt("rloo", "Advantage estimator over each group of G completions.", ["rloo", "grpo", "dr_grpo"])
+    clip_low: float = opt(0.2, "Lower clip epsilon of the ratio.")
+    clip_high: float = opt(0.2, "Upper clip epsilon of the ratio.")
+    kl_coef: float = opt(1e-2, "Weight beta of the KL penalty to the frozen reference; 0 = no reference.")
+    kl_estimator: str = opt("k2", "KL estimator on the likelihood proxy: k1, k2 or k3.", KL_ESTIMATORS)
+    num_mc: int = opt(2, "ELBO Monte Carlo samples M per evaluation.")
+    coupled: bool = opt(True, "Add the complementary masked pass (every token scored once per sample).")
+    stratify: str = opt("batch", "How ELBO mask counts are stratified.", ["batch", "mc", "none"])
+    prompt_mask_prob: float = opt(0.15, "Mean-field: probability of masking each prompt token (d1).")
+    block_length: int = opt(32, "Sampler block length (>= max_new_tokens: one block).")
+    diffusion_steps: int = opt(0, "Sampler denoising steps; 0 = max_new_tokens (one token per step).")
+    remasking: str = opt("low_confidence", "Sampler remasking rule.", ["low_confidence", "random"])
+    elbo_batch_size: int = opt(0, "Rows per ELBO forward; 0 = the micro-batch (one pass per forward, as the papers).")
+
+    def incompatibilities(self) -> list[tuple[str, Any, str]]:
+        bad = []
+        if self.group_size < 2:
+            bad.append(("group_size", self.group_size, "group advantages need at least 2 completions per prompt"))
+        if not 0 <= self.clip_low < 1:
+            bad.append(("clip_low", self.clip_low, "must be in [0, 1)"))
+        if self.clip_high < 0:
+            bad.append(("clip_high", self.clip_high, "must be >= 0"))
+        if self.kl_coef < 0:
+            bad.append(("kl_coef", self.kl_coef, "must be >= 0"))
+        if self.num_mc < 1:
+            bad.append(("num_mc", self.num_mc, "must be >= 1"))
+        if not 0 <= self.prompt_mask_prob < 1:
+            bad.append(("prompt_mask_prob", self.prompt_mask_prob, "must be in [0, 1)"))
+        if self.block_length < 1:
+            bad.append(("block_length", self.block_length, "must be >= 1"))
+        if self.diffusion_steps < 0:
+            bad.append(("diffusion_steps", self.diffusion_steps, "must be >= 0"))
+        return bad
+
+
+@dataclass
+class TokenELBOConfig(ESPOConfig):
+    """Token-level ratios on the per-token ELBO terms (UniGRPO / Coupled-GRPO style), else as ESPO."""
+
+    action: str = opt("token", "Action space of the ratio: whole sequence (ESPO) or each token.", ["sequence", "token"])
+
+
+@dataclass
+class DiffuGRPOConfig(ESPOConfig):
+    """d1 / diffu-GRPO: mean-field likelihood, token-level ratios, k3 KL (d1 train.yaml defaults)."""
+
+    likelihood: str = opt("mean-field", "Likelihood proxy: coupled sequence ELBO or d1 mean-field.", ["elbo", "mean-field"])
+    action: str = opt("token", "Action space of the ratio: whole sequence (ESPO) or each token.", ["sequence", "token"])
+    advantage: str = opt("grpo", "Advantage estimator over each group of G completions.", ["rloo", "grpo", "dr_grpo"])
+    clip_low: float = opt(0.5, "Lower clip epsilon of the ratio.")
+    clip_high: float = opt(0.5, "Upper clip epsilon of the ratio.")
+    kl_coef: float = opt(0.04, "Weight beta of the KL penalty to the frozen reference; 0 = no reference.")
+    kl_estimator: str = opt("k3", "KL estimator on the likelihood proxy: k1, k2 or k3.", KL_ESTIMATORS)
+
+
+@ALGORITHMS.register("espo")
+class ESPO(Algorithm):
+    config_class = ESPOConfig
+    config: ESPOConfig
+    model_kind = "diffusion"
+
+    def __init__(self, config: ESPOConfig, ctx) -> None:
+        super().__init__(config, ctx)
+        self._loss_calls = 0
+        self._micro_batches = 1
+
+    # -- wiring ----------------------------------------------------------------------------------
+    @property
+    def needs_reference(self) -> bool:
+        return self.config.kl_coef > 0
+
+    def rollout_options(self) -> dict[str, Any]:
+        cfg = self.config
+        return {"sampling": DiffusionSampling(block_length=cfg.block_length, steps=cfg.diffusion_steps or None,
+                                              remasking=cfg.remasking)}
+
+    def _mask_id(self, model: torch.nn.Module) -> int:
+        try:
+            return diffusion_mask_token_id(model)
+        except ValueError:
+            return resolve_mask_token_id(self.ctx.tokenizer)
+
+    # -- estimates -------------------------------------------------------------------------------
+    def _estimate(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], iteration: int) -> torch.Tensor:
+        """The likelihood proxy of the current iteration: [b] (sequence) or [b, L] (token)."""
+        cfg = self.config
+        fn = model_logits_fn(model)
+        ids, am = tensors["input_ids"], tensors["attention_mask"]
+        length = tensors["completion_mask"].shape[1]
+        chunk = cfg.elbo_batch_size or None
+        if cfg.likelihood == "elbo":
+            per_token = elbo_terms(fn, ids, tensors["elbo_masks"][:, iteration], self._mask_id(model), am,
+                                   coupled=cfg.coupled, max_batch=chunk)
+        else:
+            per_token = mean_field_logprobs(fn, ids, length, self._mask_id(model), tensors["prompt_masks"][:, iteration],
+                                            am, max_batch=chunk)
+        return per_token.sum(-1) if cfg.action == "sequence" else per_token
+
+    @torch.no_grad()
+    def _estimate_all(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Estimates for every inner iteration, [B, mu] or [B, mu, L], computed micro-batch by micro-batch."""
+        device = self.ctx.device
+        size = tensors["input_ids"].shape[0]
+        micro = min(self.config.micro_batch_size, size)
+        out = []
+        for start in range(0, size, micro):
+            part = {k: v[start : start + micro].to(device) for k, v in tensors.items()}
+            out.append(torch.stack([self._estimate(model, part, it).float().cpu() for it in range(self.config.mu)], 1))
+        return torch.cat(out, 0)
+
+    # -- experience ------------------------------------------------------------------------------
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+        cfg, ctx = self.config, self.ctx
+        tokenizer = ctx.tokenizer
+        group = [ex for ex in examples for _ in range(cfg.group_size)]
+        prompt_ids = encode_prompts(tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
+        params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                                top_k=cfg.top_k, seed=self.sampling_seed())
+        with ctx.timer.phase("generate"):
+            rollouts = ctx.rollout.generate(prompt_ids, params)
+        with ctx.timer.phase("reward"):
+            rewards = ctx.reward_fn([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
+            if len(rewards) != len(group):
+                raise ValueError(f"the reward function returned {len(rewards)} rewards for {len(group)} completions")
+            correct = [ctx.is_correct(text, ex) for text, ex in zip(rollouts.texts, group)]
+        reward_tensor, valid = rewards_to_tensor(rewards)
+        advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
+
+        length = cfg.max_new_tokens
+        width = max(len(p) for p in prompt_ids)
+        batch = len(group)
+        prompts = torch.full((batch, width), tokenizer.pad_token_id, dtype=torch.long)
+        prompt_valid = torch.zeros((batch, width), dtype=torch.long)
+        for row, prompt in enumerate(prompt_ids):
+            prompts[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+            prompt_valid[row, width - len(prompt):] = 1
+        completions = fixed_length_completions(rollouts.completion_ids, length, tokenizer.eos_token_id)
+        completion_mask = torch.zeros((batch, length), dtype=torch.float32)
+        for row, ids in enumerate(rollouts.completion_ids):
+            completion_mask[row, : max(1, len(ids))] = 1.0  # up to and including the first EOS
+        tensors: dict[str, torch.Tensor] = {
+            "input_ids": torch.cat([prompts, completions], 1),
+            "attention_mask": torch.cat([prompt_valid, torch.ones((batch, length), dtype=torch.long)], 1),
+            "completion_mask": completion_mask,
+            "advantages": advantages,
+            "valid": valid.float(),
+        }
+        if cfg.likelihood == "elbo":  # [B, mu, M, L]: common random numbers for policy, old and reference
+            masks = draw_elbo_masks(batch, length, cfg.mu * cfg.num_mc, self.generator, cfg.stratify)
+            tensors["elbo_masks"] = masks.view(batch, cfg.mu, cfg.num_mc, length)
+        else:  # [B, mu, P]
+            tensors["prompt_masks"] = draw_prompt_masks(prompt_valid, cfg.prompt_mask_prob, self.generator, cfg.mu)
+        if cfg.mu > 1:
+            with ctx.timer.phase("old_logprobs"):
+                tensors["old"] = self._estimate_all(policy, tensors)
+        if self.needs_reference:
+            with ctx.timer.phase("reference"):
+                tensors["ref"] = self._estimate_all(ctx.reference, tensors)
+        self._loss_calls = 0
+        self._micro_batches = math.ceil(batch / min(cfg.micro_batch_size, batch))
+
+        finite = reward_tensor[valid]
+        lengths = torch.tensor([len(c) for c in rollouts.completion_ids], dtype=torch.float32)
+        metrics = {
+            "reward/mean": float(finite.mean()) if finite.numel() else 0.0,
+            "reward/std": float(finite.std()) if finite.numel() > 1 else 0.0,
+            "reward/failed_fraction": float(1 - valid.float().mean()),
+            "train/accuracy": sum(correct) / len(correct),
+            "completion/length_mean": float(lengths.mean()),
+            "completion/length_max": float(lengths.max()),
+            "completion/truncated_fraction": sum(r == "length" for r in rollouts.finish_reasons) / len(group),
+        }
+        return Experience(tensors), metrics
+
+    # -- loss ------------------------------------------------------------------------------------
+    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        iteration = (self._loss_calls // self._micro_batches) % cfg.mu
+        self._loss_calls += 1
+        tensors = batch.tensors
+        length = tensors["completion_mask"].shape[1]
+        estimate = self._estimate(policy, tensors, iteration).float()
+        old = tensors["old"][:, iteration] if "old" in tensors else estimate.detach()
+        valid = tensors["valid"].bool()
+        metrics: dict[str, float] = {"iteration": float(iteration)}
+        if cfg.action == "sequence":
+            per_seq, clipped, ratio = clipped_surrogate(estimate / length, old / length, tensors["advantages"],
+                                                        cfg.clip_low, cfg.clip_high)
+            loss = masked_mean(per_seq, valid)
+            metrics["elbo_per_token" if cfg.likelihood == "elbo" else "logp_per_token"] = float(
+                masked_mean(estimate.detach() / length, valid))
+            mask = valid
+        else:
+            mask = tensors["completion_mask"].bool() & valid.unsqueeze(-1)
+            per_token, clipped, ratio = clipped_surrogate(estimate, old, tensors["advantages"], cfg.clip_low, cfg.clip_high)
+            loss = masked_mean(per_token, mask)
+            metrics["logp_per_token"] = float(masked_mean(estimate.detach(), mask))
+        if self.needs_reference:
+            ref = tensors["ref"][:, iteration]
+            kl = kl_estimate(estimate, ref, cfg.kl_estimator)
+            if cfg.kl_estimator == "k1":  # ESPO's stop-gradient correction: gradient (1 + lp - ref) * d lp
+                kl = kl + (estimate - estimate.detach()) * (estimate.detach() - ref)
+            if cfg.action == "sequence":
+                kl = kl / length  # ESPO: sum / (N * L)
+            kl_mean = masked_mean(kl, mask)
+            loss = loss + cfg.kl_coef * kl_mean
+            metrics["kl"] = float(kl_mean.detach())
+        # ESPO logs -E/L as "entropy" (a likelihood-proxy per token, not a true entropy)
+        metrics["entropy"] = -metrics.get("elbo_per_token", metrics.get("logp_per_token", 0.0))
+        metrics["clip_fraction"] = float(masked_mean(clipped.float(), mask))
+        metrics["ratio_mean"] = float(masked_mean(ratio.detach(), mask))
+        return loss, metrics
+
+
+@ALGORITHMS.register("token-elbo")
+class TokenELBO(ESPO):
+    config_class = TokenELBOConfig
+
+
+@ALGORITHMS.register("diffu-grpo")
+class DiffuGRPO(ESPO):
+    config_class = DiffuGRPOConfig
