@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 from posttrain.models.diffusion import diffusion_logits, diffusion_mask_token_id, resolve_mask_token_id
 from posttrain.rollout.base import Rollouts, SamplingParams
-from posttrain.rollout.weights import canonical_named_tensors
+from posttrain.rollout.weights import WeightReceiver
 
 
 @dataclass(frozen=True)
@@ -142,16 +142,13 @@ class DiffusionRolloutEngine:
         self.eos_token_id = int(tokenizer.eos_token_id)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id = int(pad)
-        self.weight_version = 0
-        self._failed_update: str | None = None
+        self._weights = WeightReceiver(self.model)
         self.forward_calls = 0  # number of model forwards (for benchmarks)
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         """One completion per prompt, in input order."""
-        if self._failed_update is not None:
-            raise RuntimeError(f"update_weights failed at {self._failed_update!r} after copying part of the "
-                               "state; call update_weights again with a full state")
+        self._weights.check_complete()
         for i, prompt in enumerate(prompt_ids):
             if len(prompt) == 0:
                 raise ValueError(f"prompt {i} is empty; every prompt needs at least one token")
@@ -247,23 +244,10 @@ class DiffusionRolloutEngine:
         return canvas[:, width:].cpu(), confidence_out.cpu()
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Copy new policy weights in place (names through ``weights.canonical_name``; either name of a
-        tied parameter is accepted). An unknown name or shape mismatch raises naming the parameter; after
-        a partial copy ``generate`` refuses to run until a later update succeeds."""
-        targets = self.model.state_dict(keep_vars=True)
-        copied = 0
-        with torch.no_grad():
-            for name, canonical, tensor in canonical_named_tensors(named_tensors):
-                target = targets.get(canonical)
-                if target is None or target.shape != tensor.shape:
-                    if copied:
-                        self._failed_update = name
-                    if target is None:
-                        raise KeyError(f"update_weights: the engine's model has no parameter {canonical!r} "
-                                       f"(sent as {name!r})")
-                    raise ValueError(f"update_weights: shape mismatch for {canonical!r} (sent as {name!r}): "
-                                     f"engine has {tuple(target.shape)}, got {tuple(tensor.shape)}")
-                target.copy_(tensor)
-                copied += 1
-        self._failed_update = None
-        self.weight_version += 1
+        """Copy new policy weights in place (the shared ``WeightReceiver``: canonical names, tied
+        parameters, errors naming the parameter; after a partial copy ``generate`` refuses to run)."""
+        self._weights.update(named_tensors)
+
+    @property
+    def weight_version(self) -> int:
+        return self._weights.version
