@@ -141,6 +141,14 @@ class StageRunner:
         i, n = self.shard
         return [c for c in range(num_chunks) if c % n == i]
 
+    def _remove_stale_temps(self, chunks: list[int]) -> None:
+        """Delete temporary files a killed run of *this shard* left behind (atomic writes that never
+        reached their rename); other shards' files are never touched, so shards may share a folder."""
+        own = [self.manifest_path()] + [p for c in chunks for p in (self.part_path(c), self.rejects_path(c))]
+        for path in own:
+            for stale in path.parent.glob(f".{path.name}.*.tmp"):
+                stale.unlink(missing_ok=True)
+
     def run(self, source: RecordSource | str | Path | list[dict]) -> RunSummary:
         if not hasattr(source, "chunk"):
             source = open_source(source)  # type: ignore[arg-type]
@@ -148,6 +156,7 @@ class StageRunner:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_run_info(self._run_info(source))
         chunks = self.my_chunks(len(source))
+        self._remove_stale_temps(chunks)
         todo = [c for c in chunks if not self.part_path(c).exists()]
         manifest = self._load_manifest()
         bar = None
