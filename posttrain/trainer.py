@@ -111,6 +111,9 @@ class Trainer:
                 module.unmerge_adapter()
 
     def _evaluate(self, step: int) -> dict[str, float]:
+        if not self.algo.needs_rollout:  # e.g. SFT: the engine is only synced for evaluation
+            with self.timer.phase("sync"):
+                self._sync_weights()
         with self.timer.phase("eval"):
             return evaluate(self.rollout, self.tokenizer, self.task, self.eval_examples, self.config, self.info, step)
 

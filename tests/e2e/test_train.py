@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +103,31 @@ def test_bad_dataset_row_names_file_row_and_field(tiny_arithmetic: Path, tmp_pat
     assert result.returncode != 0
     message = result.stderr
     assert str(data) in message and "2" in message and "answer" in message
+
+
+def test_logged_eval_matches_exported_checkpoint(tiny_arithmetic: Path, tmp_path: Path) -> None:
+    """The final evaluation scores the trained weights (also for SFT, whose rollout engine is only
+    synced for evaluation): re-evaluating the exported checkpoint gives the logged numbers."""
+    from posttrain.models.loading import load_causal_lm, load_tokenizer
+    from posttrain.rollout.base import SamplingParams
+    from posttrain.rollout.hf import HFRolloutEngine
+    from posttrain.tasks import TASKS
+    from posttrain.tasks.prompts import encode_prompts
+
+    out = tmp_path / "sft"
+    result = run_entry(["--algo", "sft", "--model", str(tiny_arithmetic), "--output_dir", str(out), "--steps", "3",
+                        "--prompts_per_step", "8", "--micro_batch_size", "8", "--lr", "1e-2", "--eval_every", "3",
+                        "--eval_examples", "32", "--pass_k", "1", "--max_new_tokens", "8", "--progress", "false"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    logged = read_metrics(out)[-1]
+    path = out / "checkpoints" / "step_3" / "hf"
+    tokenizer, model = load_tokenizer(str(path)), load_causal_lm(str(path))
+    task = TASKS.get("arithmetic")()
+    examples = task.split("test")[:32]
+    greedy = HFRolloutEngine(model, tokenizer).generate(encode_prompts(tokenizer, examples, None, 256),
+                                                         SamplingParams(max_new_tokens=8, temperature=0.0))
+    accuracy = sum(task.is_correct(t, e) for t, e in zip(greedy.texts, examples)) / len(examples)
+    length = sum(len(c) for c in greedy.completion_ids) / len(examples)
+    assert logged["eval/accuracy"] == accuracy
+    assert logged["eval/completion_length"] == length
+    assert read_metrics(out)[0]["eval/completion_length"] != length or read_metrics(out)[0]["eval/accuracy"] != accuracy
