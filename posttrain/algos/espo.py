@@ -56,12 +56,14 @@ from posttrain.algos.elbo import (
     mean_field_logprobs,
     model_logits_fn,
 )
+from posttrain.algos.pg import group_pg_incompatibilities
 from posttrain.config import TrainConfig, opt
 from posttrain.models.diffusion import diffusion_mask_token_id, resolve_mask_token_id
 from posttrain.rollout.base import SamplingParams
 from posttrain.rollout.diffusion import DiffusionSampling, fixed_length_completions
 from posttrain.tasks.base import Example, reward_columns
 from posttrain.tasks.prompts import encode_prompts
+
 
 @dataclass
 class ESPOConfig(TrainConfig):
@@ -88,15 +90,7 @@ class ESPOConfig(TrainConfig):
     elbo_batch_size: int = opt(0, "Rows per ELBO forward; 0 = the micro-batch (one pass per forward, as the papers).")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
-        bad = []
-        if self.group_size < 2:
-            bad.append(("group_size", self.group_size, "group advantages need at least 2 completions per prompt"))
-        if not 0 <= self.clip_low < 1:
-            bad.append(("clip_low", self.clip_low, "must be in [0, 1)"))
-        if self.clip_high < 0:
-            bad.append(("clip_high", self.clip_high, "must be >= 0"))
-        if self.kl_coef < 0:
-            bad.append(("kl_coef", self.kl_coef, "must be >= 0"))
+        bad = group_pg_incompatibilities(self)
         if self.num_mc < 1:
             bad.append(("num_mc", self.num_mc, "must be >= 1"))
         if not 0 <= self.prompt_mask_prob < 1:

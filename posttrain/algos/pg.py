@@ -34,6 +34,20 @@ from posttrain.tasks.base import Example, reward_columns
 from posttrain.tasks.prompts import encode_prompts
 
 
+def group_pg_incompatibilities(cfg: Any) -> list[tuple[str, Any, str]]:
+    """Checks shared by every clipped group policy-gradient config (GRPO, RLOO, ESPO, ...)."""
+    bad = []
+    if cfg.group_size < 2:
+        bad.append(("group_size", cfg.group_size, "group advantages need at least 2 completions per prompt"))
+    if not 0 <= cfg.clip_low < 1:
+        bad.append(("clip_low", cfg.clip_low, "must be in [0, 1)"))
+    if cfg.clip_high < 0:
+        bad.append(("clip_high", cfg.clip_high, "must be >= 0"))
+    if cfg.kl_coef < 0:
+        bad.append(("kl_coef", cfg.kl_coef, "must be >= 0"))
+    return bad
+
+
 @dataclass
 class GRPOConfig(TrainConfig):
     """GRPO: group-normalised advantages, clipped token-level surrogate, optional KL to the reference."""
@@ -46,16 +60,7 @@ class GRPOConfig(TrainConfig):
     loss_agg: str = opt("token-mean", "How token losses are averaged.", AGGREGATIONS)
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
-        bad = []
-        if self.group_size < 2:
-            bad.append(("group_size", self.group_size, "group advantages need at least 2 completions per prompt"))
-        if not 0 <= self.clip_low < 1:
-            bad.append(("clip_low", self.clip_low, "must be in [0, 1)"))
-        if self.clip_high < 0:
-            bad.append(("clip_high", self.clip_high, "must be >= 0"))
-        if self.kl_coef < 0:
-            bad.append(("kl_coef", self.kl_coef, "must be >= 0"))
-        return bad
+        return group_pg_incompatibilities(self)
 
 
 @dataclass
