@@ -67,7 +67,6 @@ class Trainer:
             policy.gradient_checkpointing_enable()
             policy.config.use_cache = False
         rollout_model = copy.deepcopy(policy).eval().requires_grad_(False)
-        reference = None
         if config.lora_r:
             policy = _apply_lora(policy, config)
 
@@ -79,8 +78,7 @@ class Trainer:
         )
         self.algo = algo_cls(config, self.ctx)
         if self.algo.needs_reference:
-            reference = copy.deepcopy(rollout_model).to(self.info.device)
-            self.ctx.reference = reference
+            self.ctx.reference = copy.deepcopy(rollout_model).to(self.info.device)
         if self.algo.needs_rollout or config.eval_every:
             self.rollout = build_rollout_engine(config.rollout, model=rollout_model.to(self.info.device),
                                                 tokenizer=self.tokenizer, device=self.info.device,
