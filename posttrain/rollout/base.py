@@ -52,3 +52,17 @@ class RolloutEngine(Protocol):
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts: ...
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
+
+
+def start_generation(prompt_ids: list[list[int]], params: SamplingParams, device: torch.device | str) -> torch.Generator:
+    """Checks shared by every engine's ``generate`` (no empty prompt) and its sampling generator:
+    seeded from ``params.seed``, or freshly seeded when there is none (global RNG never touched)."""
+    for i, prompt in enumerate(prompt_ids):
+        if len(prompt) == 0:
+            raise ValueError(f"prompt {i} is empty; every prompt needs at least one token")
+    generator = torch.Generator(device=device)
+    if params.seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(params.seed)
+    return generator

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from posttrain.models.diffusion import diffusion_logits, diffusion_mask_token_id, resolve_mask_token_id
-from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.rollout.base import Rollouts, SamplingParams, start_generation
 from posttrain.rollout.weights import WeightReceiver
 
 
@@ -149,14 +149,7 @@ class DiffusionRolloutEngine:
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         """One completion per prompt, in input order."""
         self._weights.check_complete()
-        for i, prompt in enumerate(prompt_ids):
-            if len(prompt) == 0:
-                raise ValueError(f"prompt {i} is empty; every prompt needs at least one token")
-        generator = torch.Generator(device=self.device)
-        if params.seed is None:
-            generator.seed()
-        else:
-            generator.manual_seed(params.seed)
+        generator = start_generation(prompt_ids, params, self.device)
         stop = sorted({self.eos_token_id, *map(int, params.stop_token_ids)})
         ids_out: list[list[int]] = []
         logps_out: list[list[float]] = []

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.rollout.base import Rollouts, SamplingParams, start_generation
 from posttrain.rollout.weights import WeightReceiver
 
 
@@ -109,14 +109,7 @@ class HFRolloutEngine:
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         """One completion per prompt, in input order, generated ``max_batch_size`` prompts at a time."""
         self._weights.check_complete()
-        for i, prompt in enumerate(prompt_ids):
-            if len(prompt) == 0:
-                raise ValueError(f"prompt {i} is empty; every prompt needs at least one token")
-        generator = torch.Generator(device=self.device)
-        if params.seed is None:
-            generator.seed()
-        else:
-            generator.manual_seed(params.seed)
+        generator = start_generation(prompt_ids, params, self.device)
         completions: list[_Completion] = []
         for start in range(0, len(prompt_ids), self.max_batch_size):
             chunk = prompt_ids[start : start + self.max_batch_size]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from posttrain.tasks.base import TASKS, Example
+from posttrain.tasks.base import TASKS, Example, head_tail_split
 from rewards.verifiers import math_equal
 
 
@@ -37,12 +37,7 @@ class ArithmeticTask:
 
     def split(self, name: str) -> list[Example]:
         """``test``: the first ``test_size`` shuffled problems; ``train``: all the others."""
-        examples = self._all()
-        if name == "test":
-            return examples[: self.test_size]
-        if name == "train":
-            return examples[self.test_size:]
-        raise ValueError(f"task {self.name!r} has splits 'train' and 'test', not {name!r}")
+        return head_tail_split(self._all(), name, self.test_size, self.name)
 
     def reward(self, prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
         """1.0 for a completion equal to ``columns['answer']``, else 0.0."""

@@ -45,3 +45,13 @@ def reward_columns(examples: list[Example]) -> dict[str, list[Any]]:
     for key in sorted({k for e in examples for k in e.columns}):
         columns[key] = [e.columns.get(key) for e in examples]
     return columns
+
+
+def head_tail_split(examples: list[Example], name: str, test_size: int, task_name: str) -> list[Example]:
+    """The built-in tasks' fixed split of a deterministic list: ``test`` is the first ``test_size``
+    examples, ``train`` all the others."""
+    if name == "test":
+        return examples[:test_size]
+    if name == "train":
+        return examples[test_size:]
+    raise ValueError(f"task {task_name!r} has splits 'train' and 'test', not {name!r}")

@@ -17,7 +17,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from posttrain.tasks.base import TASKS, Example
+from posttrain.tasks.base import TASKS, Example, head_tail_split
 
 MAX_EXPRESSION_CHARS = 64
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
@@ -121,12 +121,7 @@ class CountdownTask:
 
     def split(self, name: str) -> list[Example]:
         """``test``: the first ``test_size`` shuffled problems; ``train``: all the others."""
-        examples = self._all()
-        if name == "test":
-            return examples[: self.test_size]
-        if name == "train":
-            return examples[self.test_size:]
-        raise ValueError(f"task {self.name!r} has splits 'train' and 'test', not {name!r}")
+        return head_tail_split(self._all(), name, self.test_size, self.name)
 
     def reward(self, prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
         """1.0 when the completion reaches the target of ``columns['answer']`` legally, else 0.0."""
