@@ -19,9 +19,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## The main job: GRPO on the embedded tiny model and task (no download, 2 CPU cores, minutes).
+## The main job: ESPO on the embedded tiny diffusion model and Sudoku (no download, 2 CPU cores, minutes).
 demo: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH deepspeed posttrain/train.py --algo grpo
+	PATH=$(abspath $(BIN)):$$PATH deepspeed posttrain/train.py --algo espo
 
 ## The test suite CI runs (everything that does not need a GPU).
 test: $(STAMP)

@@ -1,14 +1,23 @@
-"""Learning benchmark in miniature (ESPO Fig. 1 / Table 5 shape): espo vs token-elbo vs diffu-grpo on
-4x4 Sudoku from the same warm-started tiny diffusion model, same batch shape, mu and learning rate.
+"""Learning benchmark in miniature: the ESPO paper's ablation (Fig. 1: action space x likelihood; Fig. 2:
+KL estimator) on 4x4 Sudoku, from the same warm-started tiny diffusion model, over several seeds.
 
-Each run goes through the real trainer (``posttrain.train.main``); eval accuracy (greedy, held-out
-puzzles) and train reward are read from each run's ``metrics.jsonl``; a PNG of the curves and a JSON
-summary are written.
+Variants (each a preset of ``posttrain/algos/espo.py``; every run shares the embedded default's batch
+shape, step count, learning rate and mu, so the budget is identical):
 
-    PYTHONPATH=. python benchmarks/bench_diffusion_learning.py --warm-steps 400 --steps 40 --lr 1e-3 \
-        --seeds 0 --out benchmarks/results/diffusion_learning_sudoku.json
-    # summarise finished runs only:
-    PYTHONPATH=. python benchmarks/bench_diffusion_learning.py --runs-dir DIR --summarise-only --out ...
+- ``espo``        sequence-level ratio on the coupled ELBO, k2 KL (the method);
+- ``espo-k1``     the same with k1 (plus ESPO's stop-gradient correction);
+- ``espo-k3``     the same with k3;
+- ``token-elbo``  token-level ratios on the per-token ELBO terms (the paper's "token + ELBO");
+- ``diffu-grpo``  d1: mean-field likelihood, token-level ratios, k3, clip 0.5, beta 0.04.
+
+Each run is ``python posttrain/train.py --algo ALGO --seed S [--kl_estimator K]`` with every other
+setting at the ``espo`` default (the embedded default job), so the curves are what a user of the README's
+main command would see. Runs go ``--jobs`` at a time (one CPU thread each); finished runs are kept, so a
+killed benchmark resumes where it stopped. Results: a JSON summary (commands, per-run curves, final
+accuracies, mean and std per variant) and a PNG (held-out solve rate, train reward, KL to the reference).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_diffusion_learning.py --seeds 0 1 2 --jobs 2 \\
+        --out benchmarks/results/diffusion_learning.json
 """
 
 from __future__ import annotations
@@ -16,123 +25,164 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO
 
-ALGOS = ("espo", "token-elbo", "diffu-grpo")
+REPO = Path(__file__).resolve().parents[1]
 
-
-def sudoku_cell_reward(prompts: list[str], completions: list[str], **columns: Any) -> list[float | None]:
-    """ESPO's Sudoku reward: the fraction of the puzzle's empty cells that the completion fills correctly
-    (dense partial credit; the completion's first 16 non-space characters are read as the grid)."""
-    rewards: list[float | None] = []
-    for completion, answer, puzzle in zip(completions, columns["answer"], columns["puzzle"]):
-        grid = "".join(completion.split())[:16]
-        empty = [i for i, ch in enumerate(puzzle) if ch == "."]
-        rewards.append(sum(i < len(grid) and grid[i] == answer[i] for i in empty) / max(1, len(empty)))
-    return rewards
+VARIANTS: dict[str, list[str]] = {
+    "espo": ["--algo", "espo"],
+    "espo-k1": ["--algo", "espo", "--kl_estimator", "k1"],
+    "espo-k3": ["--algo", "espo", "--kl_estimator", "k3"],
+    "token-elbo": ["--algo", "token-elbo"],
+    "diffu-grpo": ["--algo", "diffu-grpo"],
+}
 
 
-def run_args(algo: str, model: str, steps: int, seed: int, out: Path, lr: float, reward: str | None) -> list[str]:
-    extra = ["--reward", reward] if reward else []
-    return ["--algo", algo, "--model", model, "--task", "sudoku", "--steps", str(steps), "--seed", str(seed),
-            "--lr", str(lr), *extra,
-            "--prompts_per_step", "8", "--group_size", "6", "--micro_batch_size", "24", "--mu", "2",
-            "--max_new_tokens", "24", "--block_length", "24", "--eval_every", "10", "--eval_examples", "64",
-            "--pass_k", "1", "--progress", "false", "--output_dir", str(out), "--report_to", "jsonl",
-            "--save_every", "0", "--num_threads", "1"]
+def run_command(variant: str, seed: int, out: Path, shared: list[str]) -> list[str]:
+    return [sys.executable, str(REPO / "posttrain" / "train.py"), *VARIANTS[variant], "--seed", str(seed),
+            "--output_dir", str(out), "--progress", "false", "--report_to", "jsonl", "--num_threads", "1",
+            "--save_every", "0", *shared]
 
 
-def read(run_dir: Path) -> list[dict]:
+def read_rows(run_dir: Path) -> list[dict]:
     path = run_dir / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def summarise(runs_dir: Path, out: Path | None, command: str) -> dict:
-    summary: dict = {"command": command, "runs": {}}
-    curves = {}
-    for run in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
-        rows = read(run)
-        if not rows:
-            continue
-        evals = [(r["step"], r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
-        rewards = [(r["step"], r["reward/mean"]) for r in rows if "reward/mean" in r]
-        summary["runs"][run.name] = {
-            "eval_accuracy": evals,
-            "train_reward": rewards,
-            "final_eval_accuracy": evals[-1][1] if evals else None,
-            "start_eval_accuracy": evals[0][1] if evals else None,
-            "last_kl": next((r.get("train/kl") for r in reversed(rows) if "train/kl" in r), None),
-        }
-        curves[run.name] = (evals, rewards)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as handle:
-            json.dump(summary, handle, indent=2)
-        os.replace(handle.name, out)
-        try:
-            import matplotlib
+def finished(run_dir: Path, steps: int) -> bool:
+    rows = read_rows(run_dir)
+    return bool(rows) and rows[-1]["step"] == steps and "eval/accuracy" in rows[-1]
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
 
-            fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-            for name, (evals, rewards) in curves.items():
-                if evals:
-                    axes[0].plot(*zip(*evals), marker="o", label=name)
-                if rewards:
-                    axes[1].plot(*zip(*rewards), label=name)
-            axes[0].set_title("held-out solve rate (greedy)")
-            axes[1].set_title("train reward (T=1)")
-            for ax in axes:
-                ax.set_xlabel("step")
-                ax.legend()
-            fig.tight_layout()
-            fig.savefig(out.with_suffix(".png"))
-        except ImportError:
-            pass
+def run_all(runs: list[tuple[str, int]], runs_dir: Path, shared: list[str], steps: int, jobs: int) -> dict[str, str]:
+    """Run every (variant, seed) not finished yet, ``jobs`` at a time; returns each run's command line."""
+    commands = {f"{v}-s{s}": run_command(v, s, runs_dir / f"{v}-s{s}", shared) for v, s in runs}
+    pending = [name for name in commands if not finished(runs_dir / name, steps)]
+    active: dict[str, tuple[subprocess.Popen, float, IO[str]]] = {}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    while pending or active:
+        while pending and len(active) < jobs:
+            name = pending.pop(0)
+            (runs_dir / name).mkdir(parents=True, exist_ok=True)
+            log = open(runs_dir / f"{name}.log", "w")  # noqa: SIM115  (closed when the run ends)
+            active[name] = (subprocess.Popen(commands[name], cwd=REPO, env=env, stdout=log, stderr=log),
+                            time.perf_counter(), log)
+        time.sleep(2)
+        for name, (proc, start, log) in list(active.items()):
+            if proc.poll() is not None:
+                del active[name]
+                log.close()
+                print(f"{name}: exit {proc.returncode} after {time.perf_counter() - start:.0f} s", flush=True)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"run {name} failed; see {runs_dir / (name + '.log')}")
+    return {name: " ".join(cmd) for name, cmd in commands.items()}
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
+
+
+def summarise(runs_dir: Path, variants: list[str], seeds: list[int], commands: dict[str, str], command: str) -> dict:
+    summary: dict = {"command": command, "runs": {}, "variants": {}}
+    for variant in variants:
+        finals, starts = [], []
+        for seed in seeds:
+            name = f"{variant}-s{seed}"
+            rows = read_rows(runs_dir / name)
+            evals = [(r["step"], r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
+            summary["runs"][name] = {
+                "command": commands.get(name),
+                "eval_accuracy": evals,
+                "train_reward": [(r["step"], r["reward/mean"]) for r in rows if "reward/mean" in r],
+                "train_kl": [(r["step"], r["train/kl"]) for r in rows if "train/kl" in r],
+                "seconds": sum(r.get("perf/step_seconds", 0.0) for r in rows),
+            }
+            if evals:
+                starts.append(evals[0][1])
+                finals.append(evals[-1][1])
+        if finals:
+            mean, std = _mean_std(finals)
+            summary["variants"][variant] = {"start_accuracy": starts, "final_accuracy": finals,
+                                            "final_mean": mean, "final_std": std}
     return summary
+
+
+def _smooth(points: list[tuple[int, float]], window: int = 10) -> tuple[list[int], list[float]]:
+    steps = [s for s, _ in points]
+    values = [v for _, v in points]
+    out = [statistics.fmean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
+    return steps, out
+
+
+def plot(summary: dict, variants: list[str], seeds: list[int], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for index, variant in enumerate(variants):
+        color = f"C{index}"
+        runs = [summary["runs"][f"{variant}-s{s}"] for s in seeds if f"{variant}-s{s}" in summary["runs"]]
+        curves = [r["eval_accuracy"] for r in runs if r["eval_accuracy"]]
+        if curves and all(len(c) == len(curves[0]) for c in curves):
+            steps = [s for s, _ in curves[0]]
+            stats = [_mean_std([c[i][1] for c in curves]) for i in range(len(steps))]
+            means = [m for m, _ in stats]
+            axes[0].plot(steps, means, marker="o", color=color, label=f"{variant} (n={len(curves)})")
+            axes[0].fill_between(steps, [m - s for m, s in stats], [m + s for m, s in stats], color=color, alpha=0.15)
+        for key, ax in (("train_reward", axes[1]), ("train_kl", axes[2])):
+            for k, run in enumerate(runs):
+                if run[key]:
+                    ax.plot(*_smooth(run[key]), color=color, alpha=0.7, label=variant if k == 0 else None)
+    axes[0].set_title("held-out solve rate (greedy, mean ± std over seeds)")
+    axes[1].set_title("train reward (dense cell reward, T=1; 10-step mean)")
+    axes[2].set_title("KL to the reference (estimator of each run; 10-step mean)")
+    axes[2].set_yscale("log")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None,
-                        help="Warm-started diffusion model directory (default: build diffusion-sudoku with --warm-steps).")
-    parser.add_argument("--warm-steps", type=int, default=400, help="Warm-start steps when --model is not given.")
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--lr", type=float, default=1e-4, help="Learning rate for every algorithm.")
-    parser.add_argument("--reward", default=None, help="Reward 'module:function' (default: the task's strict 0/1); "
-                        "ESPO's dense one is benchmarks.bench_diffusion_learning:sudoku_cell_reward.")
-    parser.add_argument("--algos", nargs="+", default=list(ALGOS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--steps", type=int, default=None, help="Steps per run (default: the espo default).")
+    parser.add_argument("--jobs", type=int, default=2, help="Runs at a time (each uses one CPU thread).")
     parser.add_argument("--runs-dir", type=Path, default=Path("outputs/bench_diffusion_learning"))
-    parser.add_argument("--summarise-only", action="store_true")
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/diffusion_learning.json"))
+    parser.add_argument("extra", nargs=argparse.REMAINDER,
+                        help="After '--': options passed to every run (e.g. -- --lr 3e-4).")
     args = parser.parse_args(argv)
-    command = " ".join([sys.executable, *sys.argv])
-    if not args.summarise_only:
-        import posttrain.algos.espo  # noqa: F401  (registers the diffusion algorithms)
-        from posttrain.train import main as train_main
+    from posttrain.algos import get_algorithm
+    from posttrain.config import build_config
+    from posttrain.models.loading import resolve_model_path
 
-        if not args.model:
-            import dataclasses
-
-            from posttrain.models.tiny import RECIPES, build_recipe
-
-            recipe = dataclasses.replace(RECIPES.get("diffusion-sudoku"), warm_start_steps=args.warm_steps)
-            args.model = str(build_recipe(recipe))
-        for seed in args.seeds:
-            for algo in args.algos:
-                start = time.perf_counter()
-                rc = train_main(run_args(algo, args.model, args.steps, seed, args.runs_dir / f"{algo}-s{seed}", args.lr,
-                                         args.reward))
-                print(f"{algo} seed {seed}: rc {rc}, {time.perf_counter() - start:.0f} s", flush=True)
-    summary = summarise(args.runs_dir, args.out, command)
-    print(json.dumps({k: {"start": v["start_eval_accuracy"], "final": v["final_eval_accuracy"]}
-                      for k, v in summary["runs"].items()}, indent=2))
+    extra = [a for a in args.extra if a != "--"]
+    defaults = build_config(get_algorithm("espo").config_class, ["--algo", "espo", *extra])
+    steps = args.steps or defaults.steps
+    shared = ["--steps", str(steps), *extra]
+    # Build (or reuse) the cached warm start once, before runs start side by side.
+    print(f"warm start: {resolve_model_path(defaults, kind=defaults.model_kind)}", flush=True)
+    runs = [(v, s) for s in args.seeds for v in args.variants]
+    commands = run_all(runs, args.runs_dir, shared, steps, args.jobs)
+    summary = summarise(args.runs_dir, args.variants, args.seeds, commands, " ".join([sys.executable, *sys.argv]))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=args.out.parent, delete=False, suffix=".tmp") as handle:
+        json.dump(summary, handle, indent=2)
+    os.replace(handle.name, args.out)
+    plot(summary, args.variants, args.seeds, args.out.with_suffix(".png"))
+    print(json.dumps({v: {k: summary["variants"][v][k] for k in ("start_accuracy", "final_accuracy", "final_mean",
+                                                                  "final_std")} for v in summary["variants"]}, indent=2))
     return 0
 
 

@@ -12,9 +12,10 @@ import json
 import os
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -42,11 +43,16 @@ class TrainConfig:
     # --- what to train -------------------------------------------------------------------------
     algo: str = opt("grpo", "Algorithm to run (see `posttrain train --help`).")
     model: str | None = opt(None, "Model path or hub id; unset = the embedded tiny model for the task.")
+    trust_remote_code: bool = opt(False, "Run the checkpoint's own modeling code (needed by e.g. LLaDA and Dream).")
     task: str = opt("arithmetic", "Built-in task (arithmetic, countdown, sudoku) or 'dataset' to use --dataset.")
     dataset: str | None = opt(None, "JSONL file or Hugging Face dataset id; used when --task dataset.")
     prompt_column: str = opt("prompt", "Dataset column holding the prompt.")
     answer_column: str = opt("answer", "Dataset column holding the reference answer.")
     test_fraction: float = opt(0.1, "Held-out fraction of a --dataset without a test split.")
+    shuffle: bool = opt(True, "Visit the training split in a fresh seeded order each epoch; false = the file's "
+                              "order (keeps a curriculum, e.g. mR3's easy-to-hard SFT data).")
+    raw_prompts: bool = opt(False, "Feed --dataset prompts to the model as they are, without the chat template "
+                            "(for prompts already fully rendered, e.g. mR3 SFT data from `python -m rewards.mr3.data`).")
     reward: str | None = opt(None, "Reward: unset = the task's verifier; or 'module:function' (TRL signature).")
     system_prompt: str | None = opt(None, "Optional system message put in front of every prompt.")
     # --- output and run control ----------------------------------------------------------------
@@ -87,12 +93,23 @@ class TrainConfig:
     temperature: float = opt(1.0, "Sampling temperature for rollouts.")
     top_p: float = opt(1.0, "Nucleus sampling threshold for rollouts.")
     top_k: int = opt(0, "Top-k sampling for rollouts; 0 = off.")
+    block_length: int = opt(32, "Diffusion sampler (--rollout diffusion): block length of the semi-autoregressive "
+                                "schedule (>= max_new_tokens: one block).")
+    diffusion_steps: int = opt(0, "Diffusion sampler: denoising steps over the whole completion; 0 = max_new_tokens "
+                                  "(one token committed per step).")
+    remasking: str = opt("low_confidence", "Diffusion sampler: which masked positions to commit at each step.",
+                         ["low_confidence", "random"])
 
     def __post_init__(self) -> None:
         if not self.output_dir:
             self.output_dir = f"outputs/{self.algo}-{self.task}"
 
     # -- derived values --------------------------------------------------------------------------
+    @property
+    def model_kind(self) -> str:
+        """"diffusion" (a masked-diffusion LM, sampled by the diffusion sampler) or "causal"."""
+        return "diffusion" if self.rollout == "diffusion" else "causal"
+
     def per_rank_prompts(self, world_size: int) -> int:
         return self.prompts_per_step // world_size
 
@@ -111,12 +128,12 @@ class TrainConfig:
             if choices and value not in choices:
                 raise ConfigError(f.name, value, f"choose one of {list(choices)}")
         positive = ["steps", "prompts_per_step", "group_size", "micro_batch_size", "mu", "max_new_tokens",
-                    "max_prompt_tokens", "log_every", "pass_k"]
+                    "max_prompt_tokens", "log_every", "pass_k", "block_length"]
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(name, getattr(self, name), "must be >= 1")
         for name in ["save_every", "eval_every", "eval_examples", "keep_last", "warmup_steps", "lora_r", "num_threads",
-                     "rollout_batch_size"]:
+                     "rollout_batch_size", "diffusion_steps"]:
             if getattr(self, name) < 0:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
         if self.lr <= 0:
@@ -131,6 +148,12 @@ class TrainConfig:
             raise ConfigError("lora_r", self.lora_r, "LoRA is supported with zero_stage 0, 1 or 2, not 3")
         if self.task == "dataset" and not self.dataset:
             raise ConfigError("dataset", self.dataset, "--task dataset needs --dataset PATH_OR_ID")
+        if self.raw_prompts and (self.task != "dataset" or self.system_prompt):
+            raise ConfigError("raw_prompts", self.raw_prompts,
+                              "applies to --task dataset only, and excludes --system_prompt (the prompt is used as is)")
+        if self.model and not self.trust_remote_code and _ships_own_code(self.model):
+            raise ConfigError("trust_remote_code", False, f"the checkpoint {self.model} ships its own modeling code "
+                              "(config.json has an auto_map); pass --trust_remote_code true to run it")
         if self.resume not in (None, "auto") and not Path(self.resume).exists():
             raise ConfigError("resume", self.resume, "use 'auto' or an existing checkpoint directory")
         if self.prompts_per_step % world_size:
@@ -164,6 +187,17 @@ class TrainConfig:
         tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
         os.replace(tmp, path)
         return path
+
+
+def _ships_own_code(model: str) -> bool:
+    """True when ``model`` is a local checkpoint whose config.json names its own classes (``auto_map``)."""
+    path = Path(model) / "config.json"
+    if not path.is_file():
+        return False
+    try:
+        return "auto_map" in json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError("model", model, f"{path} is not valid JSON ({err})") from err
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Deterministic, resumable order over the training split.
 
-Epoch ``e`` visits the examples in a permutation drawn from ``seed + e``; a step takes the next
+Epoch ``e`` visits the examples in a permutation drawn from ``seed + e`` (or, with ``shuffle=False``,
+in the dataset's own order, e.g. a curriculum written easy-to-hard); a step takes the next
 ``batch_size`` of them, crossing into the next epoch when one runs out. The whole state is the
 number of examples consumed, so resuming (including exactly at an epoch boundary) replays nothing
 and skips nothing.
@@ -16,12 +17,13 @@ T = TypeVar("T")
 
 
 class EpochSampler(Generic[T]):
-    def __init__(self, items: Sequence[T], batch_size: int, seed: int) -> None:
+    def __init__(self, items: Sequence[T], batch_size: int, seed: int, shuffle: bool = True) -> None:
         if not items:
             raise ValueError("the training split is empty")
         self.items = items
         self.batch_size = batch_size
         self.seed = seed
+        self.shuffle = shuffle
         self.consumed = 0
         self._cached_epoch = -1
         self._order: list[int] = []
@@ -32,8 +34,11 @@ class EpochSampler(Generic[T]):
 
     def _permutation(self, epoch: int) -> list[int]:
         if epoch != self._cached_epoch:
-            generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-            self._order = torch.randperm(len(self.items), generator=generator).tolist()
+            if self.shuffle:
+                generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+                self._order = torch.randperm(len(self.items), generator=generator).tolist()
+            else:
+                self._order = list(range(len(self.items)))
             self._cached_epoch = epoch
         return self._order
 

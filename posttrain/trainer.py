@@ -20,19 +20,19 @@ from posttrain.dist import DistInfo, all_reduce_mean, gathered_named_parameters,
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
 from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
-from posttrain.rollout.registry import build_rollout_engine
+from posttrain.rollout.registry import build_rollout_engine, engine_options
 from posttrain.sampler import EpochSampler
 from posttrain.tasks import load_reward, load_task
 
 log = logging.getLogger("posttrain")
 
 
-def _load_policy(path: str, kind: str, dtype: torch.dtype) -> torch.nn.Module:
+def _load_policy(path: str, kind: str, dtype: torch.dtype, trust_remote_code: bool) -> torch.nn.Module:
     if kind == "diffusion":
         from posttrain.models.diffusion import load_diffusion_lm
 
-        return load_diffusion_lm(path, dtype=dtype)
-    return load_causal_lm(path, dtype=dtype)
+        return load_diffusion_lm(path, dtype=dtype, trust_remote_code=trust_remote_code)
+    return load_causal_lm(path, dtype=dtype, trust_remote_code=trust_remote_code)
 
 
 def _apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
@@ -59,10 +59,10 @@ class Trainer:
         self.eval_examples = eval_examples[: config.eval_examples] if config.eval_examples else eval_examples
         reward_fn = load_reward(config.reward, self.task)
 
-        model_path = resolve_model_path(config, kind=algo_cls.model_kind)
-        self.tokenizer = load_tokenizer(model_path)
+        model_path = resolve_model_path(config, kind=config.model_kind)
+        self.tokenizer = load_tokenizer(model_path, trust_remote_code=config.trust_remote_code)
         dtype = torch.bfloat16 if config.precision == "bf16" else torch.float32
-        policy = _load_policy(model_path, algo_cls.model_kind, dtype)
+        policy = _load_policy(model_path, config.model_kind, dtype, config.trust_remote_code)
         if config.gradient_checkpointing:
             policy.gradient_checkpointing_enable()
             policy.config.use_cache = False
@@ -84,10 +84,10 @@ class Trainer:
                                                 tokenizer=self.tokenizer, device=self.info.device,
                                                 max_batch_size=config.rollout_batch_size
                                                 or config.per_rank_samples(self.info.world_size),
-                                                **self.algo.rollout_options())
+                                                **engine_options(config))
             self.ctx.rollout = self.rollout
         self.engine = initialize_engine(policy, config, self.info.world_size)
-        self.sampler = EpochSampler(self.train_examples, config.prompts_per_step, config.seed)
+        self.sampler = EpochSampler(self.train_examples, config.prompts_per_step, config.seed, config.shuffle)
         self.generators: dict[str, torch.Generator] = {"algo": self.algo.generator}
         self.logger = MetricsLogger(config.output_dir, config.report_to, self.info.rank,
                                     run_name=f"{config.algo}-{config.task}", config=config.to_dict())

@@ -65,7 +65,6 @@ class Algorithm(ABC):
     """Base class of every ``--algo``. Subclasses set ``config_class`` and register themselves."""
 
     config_class: ClassVar[type["TrainConfig"]]
-    model_kind: ClassVar[str] = "causal"  # "causal" or "diffusion": which models this algorithm trains
 
     def __init__(self, config: "TrainConfig", ctx: AlgoContext) -> None:
         self.config = config
@@ -77,10 +76,6 @@ class Algorithm(ABC):
     def sampling_seed(self) -> int:
         """Rollout seed for the current step on this rank: a pure function of (seed, step, rank)."""
         return (self.config.seed * 1_000_003 + self.step * 7_919 + self.ctx.rank * 104_729) % 2**63
-
-    def rollout_options(self) -> dict[str, Any]:
-        """Extra keyword arguments for the rollout engine's constructor (e.g. diffusion sampler settings)."""
-        return {}
 
     def state_dict(self) -> dict[str, Any]:
         """Anything besides the generator that the algorithm carries between steps (JSON-serialisable)."""

@@ -60,7 +60,7 @@ from posttrain.algos.pg import group_pg_incompatibilities
 from posttrain.config import TrainConfig, opt
 from posttrain.models.diffusion import diffusion_mask_token_id, resolve_mask_token_id
 from posttrain.rollout.base import SamplingParams
-from posttrain.rollout.diffusion import DiffusionSampling, fixed_length_completions
+from posttrain.rollout.diffusion import fixed_length_completions
 from posttrain.tasks.base import Example, reward_columns
 from posttrain.tasks.prompts import encode_prompts
 
@@ -69,10 +69,19 @@ from posttrain.tasks.prompts import encode_prompts
 class ESPOConfig(TrainConfig):
     """ESPO: sequence-level ratio on the ELBO, normalised by L; clipped surrogate; k2 KL; RLOO."""
 
+    # Batch shape and budget sized for the embedded default (tiny diffusion model, 4x4 Sudoku, 2 CPU cores,
+    # under 10 minutes with its warm start); the paper's runs use G = 6 too, mu = 8 and far more steps.
+    task: str = opt("sudoku", "Built-in task (arithmetic, countdown, sudoku) or 'dataset' to use --dataset.")
+    steps: int = opt(60, "Number of optimizer-step batches of rollouts (each gives mu optimizer steps).")
+    prompts_per_step: int = opt(8, "Prompts per step across all ranks.")
+    group_size: int = opt(6, "Completions sampled per prompt (G; ESPO uses 6).")
+    micro_batch_size: int = opt(48, "Samples per forward/backward on one rank.")
+    eval_every: int = opt(20, "Evaluate on the held-out split every N steps (and at start and end); 0 = never.")
+    pass_k: int = opt(1, "k for pass@k at evaluation (sampled at the rollout temperature); 1 = off.")
     rollout: str = opt("diffusion", "Rollout engine (masked-diffusion sampler).", ["diffusion"])
     max_new_tokens: int = opt(24, "Fixed generation length L (completions are EOS-padded to it).")
-    mu: int = opt(4, "Inner iterations (optimizer steps) over each batch of rollouts.")
-    lr: float = opt(1e-4, "Peak learning rate (AdamW).")
+    mu: int = opt(2, "Inner iterations (optimizer steps) over each batch of rollouts.")
+    lr: float = opt(3e-4, "Peak learning rate (AdamW).")
     likelihood: str = opt("elbo", "Likelihood proxy: coupled sequence ELBO or d1 mean-field.", ["elbo", "mean-field"])
     action: str = opt("sequence", "Action space of the ratio: whole sequence (ESPO) or each token.", ["sequence", "token"])
     advantage: str = opt("rloo", "Advantage estimator over each group of G completions.", ["rloo", "grpo", "dr_grpo"])
@@ -84,9 +93,6 @@ class ESPOConfig(TrainConfig):
     coupled: bool = opt(True, "Add the complementary masked pass (every token scored once per sample).")
     stratify: str = opt("batch", "How ELBO mask counts are stratified.", ["batch", "mc", "none"])
     prompt_mask_prob: float = opt(0.15, "Mean-field: probability of masking each prompt token (d1).")
-    block_length: int = opt(32, "Sampler block length (>= max_new_tokens: one block).")
-    diffusion_steps: int = opt(0, "Sampler denoising steps; 0 = max_new_tokens (one token per step).")
-    remasking: str = opt("low_confidence", "Sampler remasking rule.", ["low_confidence", "random"])
     elbo_batch_size: int = opt(0, "Rows per ELBO forward; 0 = the micro-batch (one pass per forward, as the papers).")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
@@ -95,10 +101,6 @@ class ESPOConfig(TrainConfig):
             bad.append(("num_mc", self.num_mc, "must be >= 1"))
         if not 0 <= self.prompt_mask_prob < 1:
             bad.append(("prompt_mask_prob", self.prompt_mask_prob, "must be in [0, 1)"))
-        if self.block_length < 1:
-            bad.append(("block_length", self.block_length, "must be >= 1"))
-        if self.diffusion_steps < 0:
-            bad.append(("diffusion_steps", self.diffusion_steps, "must be >= 0"))
         return bad
 
 
@@ -126,7 +128,6 @@ class DiffuGRPOConfig(ESPOConfig):
 class ESPO(Algorithm):
     config_class = ESPOConfig
     config: ESPOConfig
-    model_kind = "diffusion"
 
     def __init__(self, config: ESPOConfig, ctx) -> None:
         super().__init__(config, ctx)
@@ -137,11 +138,6 @@ class ESPO(Algorithm):
     @property
     def needs_reference(self) -> bool:
         return self.config.kl_coef > 0
-
-    def rollout_options(self) -> dict[str, Any]:
-        cfg = self.config
-        return {"sampling": DiffusionSampling(block_length=cfg.block_length, steps=cfg.diffusion_steps or None,
-                                              remasking=cfg.remasking)}
 
     def _mask_id(self, model: torch.nn.Module) -> int:
         try:

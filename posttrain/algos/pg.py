@@ -52,6 +52,8 @@ def group_pg_incompatibilities(cfg: Any) -> list[tuple[str, Any, str]]:
 class GRPOConfig(TrainConfig):
     """GRPO: group-normalised advantages, clipped token-level surrogate, optional KL to the reference."""
 
+    rollout: str = opt("hf", "Rollout engine (causal LMs; masked-diffusion models train with --algo espo).",
+                       ["hf", "vllm"])
     advantage: str = opt("grpo", "Advantage estimator over each group of G completions.", ["grpo", "dr_grpo", "rloo"])
     clip_low: float = opt(0.2, "Lower clip epsilon: ratios below 1 - clip_low are clipped.")
     clip_high: float = opt(0.2, "Upper clip epsilon (DAPO clip-higher uses e.g. 0.28).")

@@ -1,7 +1,14 @@
-"""Supervised fine-tuning on (prompt, target) pairs: mean token NLL of the target given the prompt.
+"""Supervised fine-tuning on (prompt, target) pairs, for causal and masked-diffusion LMs.
 
 The target is the example's ``target`` column when the dataset has one, else its ``answer``; the
 tokenizer's eos token is appended so the model learns to stop. Prompt tokens are never trained on.
+
+- Causal LMs (``--rollout hf|vllm``): mean token NLL of the target given the prompt.
+- Masked-diffusion LMs (``--rollout diffusion``): LLaDA's SFT loss (``diffusion_sft_loss``: response
+  tokens masked with probability t ~ U(0,1), cross-entropy on masked tokens weighted by 1/t, prompt
+  never masked). Targets are EOS-padded to the fixed generation length ``max_new_tokens``, so the model
+  learns to fill an unused canvas tail with EOS exactly as the sampler will ask it to. The masks come
+  from the algorithm's checkpointed generator, so a resumed run draws the same ones.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
 from posttrain.algos.core import sft_loss
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import TrainConfig, opt
+from posttrain.models.diffusion import diffusion_mask_token_id, diffusion_sft_loss, sft_batch
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
@@ -48,17 +56,30 @@ class SFT(Algorithm):
     def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
         cfg, tokenizer = self.config, self.ctx.tokenizer
         prompt_ids = encode_prompts(tokenizer, examples, cfg.system_prompt, cfg.max_prompt_tokens)
+        diffusion = cfg.model_kind == "diffusion"
+        limit, limit_name = (cfg.max_new_tokens, "max_new_tokens") if diffusion else (cfg.max_target_tokens,
+                                                                                    "max_target_tokens")
         targets = []
         for index, example in enumerate(examples):
             ids = tokenizer(sft_target(example), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            if len(ids) > cfg.max_target_tokens:
-                raise ValueError(f"example {index} ({example.prompt[:40]!r}...): target has {len(ids)} tokens, "
-                                 f"over max_target_tokens={cfg.max_target_tokens}")
+            if len(ids) > limit:
+                raise ValueError(f"example {index} ({example.prompt[:40]!r}...): target has {len(ids)} tokens "
+                                 f"with EOS, over {limit_name}={limit}")
             targets.append(ids)
+        if diffusion:
+            input_ids, attention_mask, response_mask = sft_batch(
+                prompt_ids, targets, tokenizer.pad_token_id, tokenizer.eos_token_id, cfg.max_new_tokens)
+            tensors = {"input_ids": input_ids, "attention_mask": attention_mask, "response_mask": response_mask}
+            return Experience(tensors), {"train/target_tokens": float(sum(len(t) for t in targets))}
         tensors = pack_sequences(prompt_ids, targets, tokenizer.pad_token_id)
         return Experience(tensors), {"train/target_tokens": float(tensors["completion_mask"].sum())}
 
     def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        if "response_mask" in batch.tensors:
+            loss, metrics = diffusion_sft_loss(policy, batch["input_ids"], batch["response_mask"],
+                                               diffusion_mask_token_id(policy), self.generator,
+                                               batch["attention_mask"])
+            return loss, {"nll": float(loss.detach()), **{k.split("/")[-1]: v for k, v in metrics.items()}}
         mask = batch["completion_mask"]
         logp, _ = causal_token_logprobs(policy, batch["input_ids"], batch["attention_mask"], last=mask.shape[1])
         loss = sft_loss(logp.float(), mask)

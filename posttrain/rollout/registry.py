@@ -31,3 +31,13 @@ def _diffusion(**kwargs: Any) -> RolloutEngine:
 def build_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
     """Build the engine registered as ``name``; unknown names fail listing the known ones."""
     return ROLLOUT_ENGINES.get(name)(**kwargs)
+
+
+def engine_options(config: Any) -> dict[str, Any]:
+    """Engine-specific constructor arguments taken from a ``TrainConfig`` (the diffusion sampler's schedule)."""
+    if config.rollout != "diffusion":
+        return {}
+    from posttrain.rollout.diffusion import DiffusionSampling
+
+    return {"sampling": DiffusionSampling(block_length=config.block_length, steps=config.diffusion_steps or None,
+                                          remasking=config.remasking)}

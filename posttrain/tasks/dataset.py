@@ -5,7 +5,10 @@ reported with the file, its 1-based line number and the field at fault. Anything
 directory, a ``.csv``/``.parquet`` file, a hub id already in the local cache) goes through
 ``datasets.load_dataset``. The dataset's ``test`` split is used when it has one; otherwise a seeded
 ``test_fraction`` of the rows is held out. Other columns ride along for user reward functions.
-Reward: 1.0 when ``rewards.verifiers.math_equal`` accepts the completion, else 0.0.
+Reward: 1.0 when ``rewards.verifiers.math_equal`` accepts the completion, else 0.0. With
+``raw_prompts`` (config ``--raw_prompts true``) each prompt is already the full text the model continues
+(e.g. mR3 SFT data from ``python -m rewards.mr3.data``, whose prompts hold the rendered chat): examples
+are ``RawPromptExample``s, fed to the model without the chat template.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.tasks.base import TASKS, Example
+from posttrain.tasks.prompts import RawPromptExample
 from rewards.verifiers import math_equal
 
 _FILE_BUILDERS = {".csv": "csv", ".parquet": "parquet"}
@@ -86,9 +90,10 @@ class DatasetTask:
     name = "dataset"
 
     def __init__(self, path_or_id: str, prompt_column: str = "prompt", answer_column: str = "answer",
-                 test_fraction: float = 0.1, seed: int = 0) -> None:
+                 test_fraction: float = 0.1, seed: int = 0, raw_prompts: bool = False) -> None:
         if not 0 < test_fraction < 1:
             raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+        self.raw_prompts = raw_prompts
         self.source = path_or_id
         path = Path(path_or_id)
         if path.suffix.lower() in (".jsonl", ".json") and path.is_file():
@@ -101,6 +106,9 @@ class DatasetTask:
         else:
             self._splits = self._hold_out(splits["train" if "train" in splits else next(iter(splits))],
                                           test_fraction, seed)
+        if raw_prompts:
+            self._splits = {name: [RawPromptExample(e.prompt, e.answer, e.columns) for e in examples]
+                            for name, examples in self._splits.items()}
 
     def _hold_out(self, examples: list[Example], test_fraction: float, seed: int) -> dict[str, list[Example]]:
         if len(examples) < 2:

@@ -1,13 +1,15 @@
 """Turn task examples into prompt token ids through the tokenizer's chat template.
 
 A tokenizer without a chat template gets the raw prompt text (after the system prompt and a blank
-line, when one is given); that fallback is logged once per process.
+line, when one is given); that fallback is logged once per process. A ``RawPromptExample`` (the dataset
+task with ``raw_prompts``) is already the full text the model continues and skips the template.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
@@ -15,6 +17,12 @@ from posttrain.tasks.base import Example
 
 logger = logging.getLogger(__name__)
 _warned_no_template = False
+
+
+@dataclass(frozen=True)
+class RawPromptExample(Example):
+    """An example whose prompt is already fully rendered (chat markers, special tokens and all), such as
+    a row of ``python -m rewards.mr3.data``: it is tokenized as is, with no chat template or system prompt."""
 
 
 def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, system_prompt: str | None) -> str:
@@ -40,13 +48,20 @@ def encode_prompts(
     """Token ids of each example's prompt, ready for generation; an over-long prompt raises.
 
     Templated text is tokenized without adding special tokens (the template holds them); raw text
-    gets the tokenizer's usual special tokens (e.g. a BOS).
+    gets the tokenizer's usual special tokens (e.g. a BOS), except that a ``RawPromptExample`` starting
+    with the BOS text does not get a second one. A system prompt cannot apply to a ``RawPromptExample``.
     """
     templated = bool(getattr(tokenizer, "chat_template", None))
+    bos = getattr(tokenizer, "bos_token", None)
     encoded: list[list[int]] = []
     for index, example in enumerate(examples):
-        text = render_prompt(tokenizer, example.prompt, system_prompt)
-        ids = list(tokenizer(text, add_special_tokens=not templated)["input_ids"])
+        if isinstance(example, RawPromptExample):
+            if system_prompt:
+                raise ValueError(f"example {index} has a fully rendered (raw) prompt; a system prompt cannot apply")
+            text, special = example.prompt, not (bos and example.prompt.startswith(bos))
+        else:
+            text, special = render_prompt(tokenizer, example.prompt, system_prompt), not templated
+        ids = list(tokenizer(text, add_special_tokens=special)["input_ids"])
         if len(ids) > max_prompt_tokens:
             raise ValueError(f"prompt of example {index} is {len(ids)} tokens, over max_prompt_tokens="
                              f"{max_prompt_tokens}: {example.prompt[:80]!r}")

@@ -1,10 +1,14 @@
 """Sudoku 4x4: fill the blanks of a 16-character grid (row by row, ``.`` = blank) with digits 1-4.
 
 The prompt is the puzzle itself (``1.3.34.2..4.4.21``); the reference answer is the solution it was
-made from, and the puzzle travels in the ``puzzle`` column. A completion (whitespace ignored) scores
-1.0 when it is a valid full grid that keeps every given digit: any valid solution counts, not only
-the reference. With ``partial_credit=True`` a consistent but invalid grid scores the fraction of its
-12 units (rows, columns, 2x2 boxes) that hold 1-4 exactly once. Anything else scores 0.0.
+made from, and the puzzle travels in the ``puzzle`` column. A completion (whitespace ignored) is
+*correct* when it is a valid full grid that keeps every given digit: any valid solution counts, not
+only the reference.
+
+Reward (``SudokuTask.reward``): 1.0 for a correct grid; otherwise, by default, ESPO's dense Sudoku
+reward (Ou et al. 2025, taken from d1): the fraction of the puzzle's blank cells whose digit equals the
+reference's, reading the completion's first 16 non-space characters as the grid. With
+``dense_reward=False`` anything but a correct grid scores 0.0.
 """
 
 from __future__ import annotations
@@ -41,15 +45,25 @@ def consistent(grid: str, puzzle: str) -> bool:
     return len(grid) == len(puzzle) and all(p == "." or p == g for p, g in zip(puzzle, grid))
 
 
-def score_grid(completion: str, puzzle: str, partial_credit: bool = False) -> float:
-    """1.0 for a valid solution of ``puzzle``; the unit fraction if ``partial_credit``; else 0.0."""
+def is_solution(completion: str, puzzle: str) -> bool:
+    """True when ``completion`` is a valid full grid that keeps every given digit of ``puzzle``."""
     grid = parse_grid(completion)
-    if grid is None or not consistent(grid, puzzle):
-        return 0.0
-    units = valid_units(grid)
-    if units == len(UNITS):
+    return grid is not None and consistent(grid, puzzle) and valid_units(grid) == len(UNITS)
+
+
+def blank_cell_accuracy(completion: str, puzzle: str, answer: str) -> float:
+    """Fraction of ``puzzle``'s blank cells that ``completion`` (first 16 non-space characters) fills
+    with ``answer``'s digit: ESPO's / d1's Sudoku reward."""
+    grid = "".join(completion.split())[: SIZE * SIZE]
+    blanks = [i for i, ch in enumerate(puzzle) if ch == "."]
+    return sum(i < len(grid) and grid[i] == answer[i] for i in blanks) / max(1, len(blanks))
+
+
+def score_grid(completion: str, puzzle: str, answer: str, dense: bool = True) -> float:
+    """1.0 for a valid solution of ``puzzle``; else ``blank_cell_accuracy`` if ``dense``, else 0.0."""
+    if is_solution(completion, puzzle):
         return 1.0
-    return units / len(UNITS) if partial_credit else 0.0
+    return blank_cell_accuracy(completion, puzzle, answer) if dense else 0.0
 
 
 def all_solutions() -> list[str]:
@@ -79,13 +93,13 @@ class SudokuTask:
     name = "sudoku"
 
     def __init__(self, min_blanks: int = 4, max_blanks: int = 8, pool_size: int = 4000, test_size: int = 256,
-                 seed: int = 1234, partial_credit: bool = False) -> None:
+                 seed: int = 1234, dense_reward: bool = True) -> None:
         if not 1 <= min_blanks <= max_blanks <= SIZE * SIZE:
             raise ValueError(f"sudoku blanks must satisfy 1 <= min_blanks <= max_blanks <= 16, "
                              f"got {min_blanks}..{max_blanks}")
         self.min_blanks, self.max_blanks = min_blanks, max_blanks
         self.pool_size, self.test_size, self.seed = pool_size, test_size, seed
-        self.partial_credit = partial_credit
+        self.dense_reward = dense_reward
 
     def _all(self) -> list[Example]:
         rng = random.Random(self.seed)
@@ -103,11 +117,20 @@ class SudokuTask:
         return head_tail_split(self._all(), name, self.test_size, self.name)
 
     def reward(self, prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
-        """Score each completion against ``columns['puzzle']`` (see ``score_grid``)."""
-        if "puzzle" not in columns:
-            raise KeyError("sudoku reward needs the 'puzzle' column (the 16-character grid with '.' blanks)")
-        return [score_grid(c, p, self.partial_credit)
-                for c, p in zip(completions, columns["puzzle"], strict=True)]
+        """Score each completion against ``columns['puzzle']`` and ``columns['answer']`` (see ``score_grid``)."""
+        for column in ("puzzle", "answer"):
+            if column not in columns:
+                raise KeyError(f"sudoku reward needs the {column!r} column (16-character grids, '.' = blank)")
+        return [score_grid(c, p, a, self.dense_reward)
+                for c, p, a in zip(completions, columns["puzzle"], columns["answer"], strict=True)]
 
     def is_correct(self, completion: str, example: Example) -> bool:
-        return score_grid(completion, example.columns["puzzle"]) == 1.0
+        return is_solution(completion, example.columns["puzzle"])
+
+    def distractor(self, example: Example) -> str:
+        """A systematic wrong answer: the solution with digits 1 and 2 swapped in the blank cells (givens
+        kept). It breaks at least one unit whenever a blank holds a 1 or a 2, and gives a warm start
+        trained on it a consistent mistake that RL can learn to remove (see TinyRecipe.target_noise)."""
+        swap = {"1": "2", "2": "1"}
+        return "".join(swap.get(a, a) if p == "." else a
+                       for p, a in zip(example.columns["puzzle"], example.answer, strict=True))

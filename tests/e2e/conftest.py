@@ -22,6 +22,15 @@ def tiny_arithmetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_recipe(recipe, cache_dir=tmp_path_factory.mktemp("tiny-cache"))
 
 
+@pytest.fixture(scope="session")
+def tiny_diffusion(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The diffusion-sudoku recipe with a very short warm start (tests need a model, not a good one)."""
+    from posttrain.models.tiny import RECIPES, build_recipe
+
+    recipe = dataclasses.replace(RECIPES.get("diffusion-sudoku"), warm_start_steps=5, batch_size=16)
+    return build_recipe(recipe, cache_dir=tmp_path_factory.mktemp("tiny-diffusion-cache"))
+
+
 def run_entry(args: list[str], launcher: list[str] | None = None, timeout: float = 600,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``posttrain/train.py`` as a user would: under the deepspeed launcher or plain python."""

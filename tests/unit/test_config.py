@@ -73,3 +73,21 @@ def test_help_documents_every_field() -> None:
     for name in ("--clip_high", "--kl_coef", "--zero_stage", "--resume"):
         assert name in text
     assert "{k1, k2, k3}" in text
+
+
+def test_model_kind_follows_the_rollout_engine() -> None:
+    from posttrain.algos.espo import ESPOConfig
+    from posttrain.algos.sft import SFTConfig
+    from posttrain.rollout.registry import engine_options
+
+    espo = build_config(ESPOConfig, ["--algo", "espo"])
+    assert (espo.task, espo.rollout, espo.model_kind) == ("sudoku", "diffusion", "diffusion")
+    assert espo.output_dir == "outputs/espo-sudoku"
+    sampling = engine_options(build_config(ESPOConfig, ["--block_length", "8", "--diffusion_steps", "12"]))["sampling"]
+    assert (sampling.block_length, sampling.steps, sampling.remasking) == (8, 12, "low_confidence")
+    assert build_config(SFTConfig, ["--rollout", "diffusion"]).model_kind == "diffusion"
+    assert build_config(SFTConfig, []).model_kind == "causal" and engine_options(build_config(SFTConfig, [])) == {}
+    with pytest.raises(ConfigError, match="rollout"):
+        build_config(GRPOConfig, ["--rollout", "diffusion"]).validate()
+    with pytest.raises(ConfigError, match="block_length"):
+        build_config(ESPOConfig, ["--block_length", "0"]).validate()

@@ -177,3 +177,29 @@ def test_sft_loss_masks_only_the_response_and_weights_by_inverse_t(tokenizer):
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     loss.backward()
     assert any(p.grad is not None for p in model.parameters())
+
+
+@pytest.fixture(scope="module")
+def remote_code_dir(tmp_path_factory):
+    from tests.remote_code_model import write_remote_code_model
+
+    return write_remote_code_model(tmp_path_factory.mktemp("remote") / "tiny-llada")
+
+
+def test_remote_code_checkpoint_loads_bidirectional_with_the_tokenizer_mask(remote_code_dir, tokenizer):
+    model = load_diffusion_lm(remote_code_dir, trust_remote_code=True)
+    assert type(model).__name__ == "TinyLLaDAModel" and is_diffusion_model(model)
+    assert diffusion_mask_token_id(model) == tokenizer.mask_token_id and not uses_shifted_logits(model)
+    assert _last_token_changes_first_logits(model)
+    assert _last_token_changes_first_logits(model, PADDINGS["left-padded"])
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        load_diffusion_lm(remote_code_dir)
+
+
+def test_config_names_the_flag_a_remote_code_checkpoint_needs(remote_code_dir):
+    from posttrain.algos.espo import ESPOConfig
+    from posttrain.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError, match="trust_remote_code"):
+        build_config(ESPOConfig, ["--model", str(remote_code_dir)]).validate()
+    build_config(ESPOConfig, ["--model", str(remote_code_dir), "--trust_remote_code", "true"]).validate()

@@ -28,3 +28,11 @@ def test_resume_from_state_continues_identically() -> None:
     resumed = EpochSampler(list(range(7)), batch_size=2, seed=3)
     resumed.load_state_dict(first.state_dict())
     assert head + [resumed.next_batch() for _ in range(5)] == reference
+
+
+def test_without_shuffle_every_epoch_keeps_the_file_order() -> None:
+    sampler = EpochSampler(list("abcde"), batch_size=3, seed=7, shuffle=False)
+    assert [sampler.next_batch() for _ in range(4)] == [list("abc"), list("dea"), list("bcd"), list("eab")]
+    resumed = EpochSampler(list("abcde"), batch_size=3, seed=7, shuffle=False)
+    resumed.load_state_dict({"consumed": 6})
+    assert resumed.next_batch() == list("bcd")

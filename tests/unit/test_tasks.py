@@ -16,7 +16,14 @@ from posttrain.tasks.base import Example
 from posttrain.tasks.countdown import CountdownTask, check_solution, evaluate_expression, problem_from_answer
 from posttrain.tasks.dataset import DatasetError, DatasetTask
 from posttrain.tasks.prompts import encode_prompts
-from posttrain.tasks.sudoku import SudokuTask, all_solutions, score_grid, valid_units
+from posttrain.tasks.sudoku import (
+    SudokuTask,
+    all_solutions,
+    blank_cell_accuracy,
+    is_solution,
+    score_grid,
+    valid_units,
+)
 
 BUILT_IN = ["arithmetic", "countdown", "sudoku"]
 
@@ -79,18 +86,23 @@ def test_sudoku_validity_hand_made() -> None:
     solution = "1234341221434321"
     assert valid_units(solution) == 12
     assert len(all_solutions()) == 288 and solution in all_solutions()
-    puzzle = "1.3.34.2..4.4.21"
-    assert score_grid(solution, puzzle) == 1.0
-    assert score_grid("1234 3412\n2143 4321", puzzle) == 1.0
-    swapped = "2134341221434321"  # breaks a given (first cell) -> 0 regardless of credit mode
-    assert score_grid(swapped, puzzle, partial_credit=True) == 0.0
+    puzzle = "1.3.34.2..4.4.21"  # blanks at cells 1, 3, 6, 8, 9, 11, 13
+    assert score_grid(solution, puzzle, solution) == 1.0
+    assert score_grid("1234 3412\n2143 4321", puzzle, solution) == 1.0
+    assert is_solution(solution, puzzle) and not is_solution("123434122143432", puzzle)
+    swapped = "2134341221434321"  # breaks a given (cell 0) and blank cell 1 -> 6 of 7 blanks right
+    assert not is_solution(swapped, puzzle)
+    assert score_grid(swapped, puzzle, solution) == pytest.approx(6 / 7)
+    assert score_grid(swapped, puzzle, solution, dense=False) == 0.0
     # swap the last two cells: rows and boxes stay valid, columns 3 and 4 break -> 10/12 valid units
     broken = "1234341221434312"
     assert valid_units(broken) == 10
-    assert score_grid(broken, "................") == 0.0
-    assert score_grid(broken, "................", partial_credit=True) == pytest.approx(10 / 12)
-    assert score_grid("123434122143432", puzzle) == 0.0
-    assert score_grid("1234341221434325", puzzle) == 0.0
+    assert score_grid(broken, "................", solution, dense=False) == 0.0
+    assert score_grid(broken, "................", solution) == pytest.approx(14 / 16)
+    # dense reward, by hand: blanks 1, 3, 6, 8, 9, 11, 13 hold 2, 4, 1, 2, 1, 3, 3; two are wrong here
+    wrong_two = "1434341231434321"  # cell 1 -> 4 and cell 8 -> 3
+    assert blank_cell_accuracy(wrong_two, puzzle, solution) == pytest.approx(5 / 7)
+    assert blank_cell_accuracy("12", puzzle, solution) == pytest.approx(1 / 7)  # short: missing cells are wrong
 
 
 def test_sudoku_reward_needs_puzzle_and_accepts_any_valid_solution() -> None:
@@ -102,6 +114,19 @@ def test_sudoku_reward_needs_puzzle_and_accepts_any_valid_solution() -> None:
     assert task.reward([puzzle] * 2, grids, answer=[grids[0]] * 2, puzzle=[puzzle] * 2) == [1.0, 1.0]
     with pytest.raises(KeyError, match="puzzle"):
         task.reward([puzzle], grids[:1], answer=grids[:1])
+    with pytest.raises(KeyError, match="answer"):
+        task.reward([puzzle], grids[:1], puzzle=[puzzle])
+
+
+def test_sudoku_distractor_swaps_ones_and_twos_in_blanks_only() -> None:
+    task = SudokuTask()
+    example = task.split("train")[0]
+    wrong = task.distractor(example)
+    puzzle, answer = example.columns["puzzle"], example.answer
+    for p, a, w in zip(puzzle, answer, wrong):
+        assert w == (a if p != "." else {"1": "2", "2": "1"}.get(a, a))
+    assert task.distractor(type(example)(prompt="1.3.34.2..4.4.21", answer="1234341221434321",
+                                         columns={"puzzle": "1.3.34.2..4.4.21"})) == "1134342212434321"
 
 
 def _write(path: Path, lines: list[str]) -> Path:
