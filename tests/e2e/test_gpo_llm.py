@@ -55,5 +55,7 @@ def test_guider_prompt_template_and_validation() -> None:
     assert algo.guider_examples([ex])[0].prompt == "2+2= [4|apples]"
     with pytest.raises(ValueError, match="column 'unit'"):
         algo.guider_examples([Example(prompt="1+1=", answer="2")])
-    bad = {name for name, _, _ in GPOConfig(algo="gpo", inner_clip=1.5, privileged_template="x").incompatibilities()}
-    assert {"inner_clip", "privileged_template"} <= bad
+    bad = {name for name, _, _ in GPOConfig(algo="gpo", inner_clip=1.5, privileged_template="x",
+                                            clip_low=0.2).incompatibilities()}
+    assert {"inner_clip", "privileged_template", "clip_low"} <= bad
+    assert not GPOConfig(algo="gpo").incompatibilities()

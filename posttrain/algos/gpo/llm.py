@@ -31,6 +31,7 @@ import torch
 from posttrain.algos.base import ALGORITHMS, Experience
 from posttrain.algos.core import aggregate_loss, group_advantages, masked_mean, rewards_to_tensor
 from posttrain.algos.gpo import core
+from posttrain.algos.gpo.hint import PRIVILEGED_TEMPLATE, privileged_examples
 from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import opt
@@ -45,10 +46,10 @@ class GPOConfig(GRPOConfig):
 
     gpo_variant: str = opt("clip", "GPO variant: clip (default), naive (clip, alpha = 0) or penalty.",
                            ["clip", "naive", "penalty"])
-    privileged_template: str = opt("{prompt}\nHint: the answer is {answer}.",
+    privileged_template: str = opt(PRIVILEGED_TEMPLATE,
                                    "Guider prompt: str.format over the prompt, answer and dataset columns.")
-    clip_low: float = opt(core.PPO_CLIP, "PPO clip epsilon below 1 (GPO code: 0.3).")
-    clip_high: float = opt(core.PPO_CLIP, "PPO clip epsilon above 1 (GPO code: 0.3).")
+    clip_low: float = opt(core.PPO_CLIP, "PPO clip epsilon below 1 (GPO code: 0.3); must equal clip_high.")
+    clip_high: float = opt(core.PPO_CLIP, "PPO clip epsilon above 1 (GPO code: 0.3; one symmetric clip).")
     inner_clip: float = opt(core.INNER_CLIP, "delta: the guider may move at most 1 +- delta from the learner.")
     alpha: float = opt(core.GPO_CLIP_ALPHA, "Weight of the learner's RL term (clip variant; 0 = pure imitation).")
     target_kl: float = opt(core.PENALTY_TARGET_KL, "penalty variant: target KL(mu || pi) per token (d_targ).")
@@ -58,6 +59,8 @@ class GPOConfig(GRPOConfig):
         bad = super().incompatibilities()
         if not 0 < self.inner_clip < 1:
             bad.append(("inner_clip", self.inner_clip, "must be in (0, 1)"))
+        if self.clip_low != self.clip_high:
+            bad.append(("clip_low", self.clip_low, f"GPO's PPO clip is symmetric: must equal clip_high {self.clip_high}"))
         if self.alpha < 0:
             bad.append(("alpha", self.alpha, "must be >= 0"))
         if self.target_kl <= 0:
@@ -99,15 +102,8 @@ class GPO(GRPO):
         self._kl_sum, self._kl_count = float(state.get("kl_sum", 0.0)), int(state.get("kl_count", 0))
 
     def guider_examples(self, examples: list[Example]) -> list[Example]:
-        """The privileged (hinted) version of each example."""
-        out = []
-        for i, ex in enumerate(examples):
-            try:
-                text = self.config.privileged_template.format(prompt=ex.prompt, answer=ex.answer, **ex.columns)
-            except KeyError as err:
-                raise ValueError(f"privileged_template names column {err} that example {i} does not have") from None
-            out.append(Example(prompt=text, answer=ex.answer, columns=ex.columns))
-        return out
+        """The privileged (hinted) version of each example, through ``config.privileged_template``."""
+        return privileged_examples(examples, self.config.privileged_template)
 
     def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
