@@ -20,9 +20,10 @@ with ``<think>`` and, for target-language reasoning, mR3's forcing sentence), li
 ``reasoning\\n</think>\\n\\n{"explanation": ..., "score": ...}``. ``messages`` holds the un-rendered
 system + user turns for trainers that apply their own template.
 
-Training with ``--algo sft``: the trainer's dataset task must (1) take ``prompt`` as *raw text* (not wrap
-it in the chat template again: it is already rendered) and ``answer`` as the target, with the loss on the
-answer tokens plus EOS, and (2) keep the file order (no shuffling) when a curriculum ordering is wanted.
+Training with ``--algo sft``: ``posttrain/train.py --algo sft --task dataset --dataset OUT.jsonl
+--raw_prompts true --shuffle false``: ``--raw_prompts`` takes ``prompt`` as *raw text* (not wrapped in the
+chat template again: it is already rendered) and ``answer`` as the target, with the loss on the answer
+tokens plus EOS; ``--shuffle false`` keeps the file order, so the curriculum ordering survives.
 
 Curriculum (notes §3.2): orderings ``random``, ``easy_to_hard`` (the paper's final choice),
 ``hard_to_easy``, ``english_first``, ``english_first_easy_to_hard``, ``english_first_hard_to_easy``.

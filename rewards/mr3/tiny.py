@@ -1,35 +1,42 @@
 """The embedded tiny reward model: mR3-style verdicts on a checkable built-in task (arithmetic).
 
 The judge sees a problem from the ``arithmetic`` task and candidate answers (numbers in fixed width,
-``templates.compact_number``), and writes a short reasoning trace, ``</think>``, and a JSON verdict, in
-the ``compact`` template style (``templates.compact_prompt``). The trace is a *check*: each character
-of the correct answer followed by ``=`` if the candidate has it at that place, else ``!``
-(``check_trace``), so the verdict only has to look for a ``!``:
+``templates.compact_number``), and writes a reasoning trace, ``</think>``, and a JSON verdict, in the
+``compact`` template style (``templates.compact_prompt``). The trace (``judge_trace``) *solves* the
+problem and then *checks* each candidate against its own answer:
 
-- pairwise: ``P|23+07=|A:+030|B:+031|<think>`` -> ``A+=0=3=0=B+=0=3=0!</think>{"score":"A"}``;
-- binary:   ``C|23+07=|R:+031|<think>``        -> ``+=0=3=0!</think>{"score":"false"}``;
-- pointwise (1..5): ``S|23+07=|R:+030|<think>`` -> ``+=0=3=0=</think>{"score":"5"}`` (5 right, else 1).
+- pairwise: ``P|07-13=|A:-006|B:+006|<think>`` ->
+  ``-13-07,16,-006;A-=0=0=6=B+!0=0=6=</think>{"score":"A"}``;
+- binary:   ``C|23+07=|R:+031|<think>`` -> ``+23+07,10,+030;+=0=3=1!</think>{"score":"false"}``;
+- pointwise (1..5): ``S|23+07=|R:+030|<think>`` -> ``+23+07,10,+030;+=0=3=0=</think>{"score":"5"}``
+  (5 right, else 1).
 
-Wrong candidates are near misses (off by 1, 2, 10, a sign flip or a random value), so the judge must
-compute the answer rather than spot a format cue. Training problems come from the task's train split
-and evaluation problems from its disjoint test split.
+The solution is worked column by column (``worked_solution``: the sign, the operands reordered so a
+subtraction never borrows past zero, the ones column's carry/borrow flag and digit, then the answer), so
+each character the judge writes depends on a few characters at fixed offsets, a function a 3-layer
+character-level model learns from the train split and applies to unseen problems. The check
+(``check_trace``) copies each character of a candidate and marks it ``=`` or ``!`` against the answer;
+the verdict then only looks for a ``!``. With a reference answer in the prompt (``with_reference``,
+reference-guided judging, 30% of the warm-start examples) the judge skips the working and copies the
+reference as its answer. Wrong candidates are near misses (off by 1, 2, 10, a sign flip or a random
+value), so the judge must compute rather than spot a format cue. Training problems come from the task's
+train split and evaluation problems from its disjoint test split.
 
-``warm_start`` (the ``reward-mr3`` recipe's warm start in ``posttrain.models.tiny``) is a plain
-torch SFT loop on freshly drawn examples (loss on the verdict tokens only). ``pairwise_accuracy``
-evaluates through the same pipeline the server uses (compact prompts -> ``HFRolloutEngine`` ->
-``parse_verdict`` -> rewards). ``python -m rewards.mr3.tiny`` prints and saves accuracy before and
-after the warm start (``benchmarks/results/mr3_tiny_rm.json``).
+``warm_start`` (the ``reward-mr3`` recipe's warm start in ``posttrain.models.tiny``) is a plain torch
+SFT loop on freshly drawn examples (loss on the completion, the trace and the verdict weighed up).
+``pairwise_accuracy`` evaluates through the same pipeline the server uses (compact prompts ->
+``HFRolloutEngine`` -> ``parse_verdict`` -> rewards). ``python -m rewards.mr3.tiny`` prints and saves
+held-out pairwise and binary accuracy before and after the warm start
+(``benchmarks/results/mr3_tiny_rm.json``: 0.953 pairwise and 0.953 binary when the judge solves the
+problem itself, 1.0 when shown the reference; an untrained model writes no readable verdict).
 
-Deviation from the paper: mR3 distils long reasoning from gpt-oss-120b and fine-tunes Qwen3 models;
-here the "reasoning" is a digit-by-digit check written by a program, because a 3-layer
-character-level model with a 256-token context cannot hold mR3's prompt or its traces. (A first
-version whose trace was just the computed answer learned the format but never the comparison: its
-verdicts stayed at chance after 600 steps. With the per-character marks, a shown reference answer
-(``with_reference``, 70% of the warm-start examples) and up-weighted marks and verdict tokens, the
-verdict *given* a trace is easy, but in the recipe's 200 steps the model still learns to emit ``=``
-marks everywhere (the majority class) instead of comparing digits, so its verdicts stay near chance
-on held-out problems: see ``benchmarks/results/mr3_tiny_rm.json``. Format, parsing, scoring and
-serving work; the judgement itself needs far more warm-start steps or a bigger recipe.)
+Deviation from the paper: mR3 distils long free-text reasoning from gpt-oss-120b into Qwen3 models;
+here the "reasoning" is a worked solution and a character-by-character check written by a program,
+because a 3-layer character-level model with a 256-token context cannot hold mR3's prompt or its
+traces, and it can only judge what it can compute. (Earlier versions whose trace skipped the working,
+going straight to the answer or to per-character marks, stayed near chance: the model learnt the format
+and the majority mark, never the comparison.) The same traces go through the SFT data builder
+(``rewards.mr3.data``, ``--style compact``) and ``posttrain/train.py --algo sft --raw_prompts true``.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -44,15 +52,17 @@ from typing import Any
 import torch
 
 from rewards.mr3.scoring import aggregate, plan_samples
-from rewards.mr3.templates import EvalItem, compact_number, compact_prompt, format_verdict
+from rewards.mr3.templates import EvalItem, compact_number, compact_problem, compact_prompt, format_verdict
 
 MIX = (("pairwise", 0.5), ("binary", 0.35), ("pointwise", 0.15))
-REFERENCE_FRACTION = 0.7  # share of warm-start examples that show the judge the gold answer
-DECISION_WEIGHT = 8.0  # the one verdict token carries little of a mean token loss; weigh it up
-MARK_WEIGHT = 4.0  # the check marks (mostly "=", rarely "!") are the comparison the judge must learn
+REFERENCE_FRACTION = 0.3  # share of warm-start examples that show the judge the gold answer
+DECISION_WEIGHT = 4.0  # the one verdict token carries little of a mean token loss; weigh it up
+TRACE_WEIGHT = 2.0  # the worked solution and the check marks are the judgement itself
+_PROBLEM = re.compile(r"(\d\d)([+-])(\d\d)=")
 
 
-def _problems(split: str) -> list[tuple[str, int]]:
+def arithmetic_problems(split: str) -> list[tuple[str, int]]:
+    """``(problem, answer)`` pairs of the ``arithmetic`` task's ``train`` or ``test`` split."""
     from posttrain.tasks.arithmetic import ArithmeticTask
 
     return [(e.prompt, int(e.answer)) for e in ArithmeticTask().split(split)]
@@ -74,49 +84,70 @@ def wrong_answer(correct: int, rng: random.Random) -> int:
             return cand
 
 
+def worked_solution(problem: str) -> str:
+    """The judge's working for a two-operand problem, column by column (``07-13=`` -> ``-13-07,16,``): the
+    sign of the result, the operands reordered so the larger comes first for a subtraction, then the ones
+    column as carry/borrow flag and digit. The answer that follows (``-006``) copies the sign and the ones
+    digit and gets its tens digit from the operands' tens digits and the flag: every step looks at a
+    few characters at fixed offsets."""
+    match = _PROBLEM.fullmatch(compact_problem(problem))
+    if match is None:
+        raise ValueError(f"not a two-operand problem: {problem!r}")
+    a, op, b = int(match.group(1)), match.group(2), int(match.group(3))
+    x, y = (b, a) if op == "-" and a < b else (a, b)
+    sign = "-" if op == "-" and a < b else "+"
+    ones = x % 10 + y % 10 if op == "+" else x % 10 - y % 10
+    flag = int(ones >= 10) if op == "+" else int(ones < 0)
+    return f"{sign}{x:02d}{op}{y:02d},{flag}{ones % 10},"
+
+
 def check_trace(answer: int, candidate: str) -> str:
-    """The judge's reasoning for one candidate: each character of the fixed-width correct answer followed
-    by ``=`` when the candidate has the same character there, else ``!`` (``+058`` vs ``+056`` ->
-    ``+=0=5=8!``). Every mark compares the token just written with one candidate token at a fixed
-    offset, the simplest comparison a tiny model can learn; the verdict then only looks for a ``!``."""
+    """The check of one candidate: each character of its fixed-width form followed by ``=`` when the
+    correct answer has the same character there, else ``!`` (``+056`` against ``+058`` -> ``+=0=5=6!``; a
+    missing character is written ``_`` and marked ``!``).
+    Each mark compares the token just copied with one token of the answer written earlier in the trace, at
+    a fixed offset; the verdict then only looks for a ``!``."""
     ref = compact_number(str(answer))
     cand = compact_number(candidate)
-    return "".join(f"{c}{'=' if i < len(cand) and cand[i] == c else '!'}" for i, c in enumerate(ref))
+    return "".join(f"{cand[i] if i < len(cand) else '_'}{'=' if i < len(cand) and i < len(ref) and cand[i] == ref[i] else '!'}"
+                   for i in range(max(len(ref), len(cand))))
+
+
+def judge_trace(problem: str, answer: int, candidates: list[str], with_reference: bool) -> str:
+    """The full reasoning: the worked solution (skipped when the reference answer is shown), the answer in
+    fixed width, then the check of each candidate (labelled ``A`` / ``B`` when there are two)."""
+    work = "" if with_reference else worked_solution(problem)
+    labels = "AB" if len(candidates) == 2 else ""
+    checks = "".join(f"{labels[i] if labels else ''}{check_trace(answer, c)}" for i, c in enumerate(candidates))
+    return f"{work}{compact_number(str(answer))};{checks}"
 
 
 def make_example(problem: str, answer: int, mode: str, rng: random.Random,
                  with_reference: bool = False) -> tuple[EvalItem, str, Any]:
     """One (item, target completion, label) triple. The label is the index of the correct response for
     pairwise, the correctness (bool) for binary, the target score for pointwise. ``with_reference`` shows
-    the judge the gold answer (reference-guided judging)."""
-    reference = str(answer) if with_reference else None
-    item, target, label = _make_example(problem, answer, mode, rng)
-    if reference is not None:
-        item.reference = reference
-    return item, target, label
-
-
-def _make_example(problem: str, answer: int, mode: str, rng: random.Random) -> tuple[EvalItem, str, Any]:
+    the judge the gold answer (reference-guided judging), which lets it skip the worked solution."""
     if mode == "pairwise":
         wrong = wrong_answer(answer, rng)
         first_correct = rng.random() < 0.5
         responses = [str(answer), str(wrong)] if first_correct else [str(wrong), str(answer)]
         score = "Assistant A" if first_correct else "Assistant B"
-        reasoning = f"A{check_trace(answer, responses[0])}B{check_trace(answer, responses[1])}"
-        return EvalItem(mode, problem, responses), format_verdict(score, reasoning=reasoning, style="compact"), (
-            0 if first_correct else 1)
-    candidate = answer if rng.random() < 0.5 else wrong_answer(answer, rng)
-    reasoning = check_trace(answer, str(candidate))
-    if mode == "binary":
-        score = "true" if candidate == answer else "false"
-        label: Any = candidate == answer
+        label: Any = 0 if first_correct else 1
     else:
-        score = "5" if candidate == answer else "1"
-        label = score
-    return EvalItem(mode, problem, [str(candidate)]), format_verdict(score, reasoning=reasoning, style="compact"), label
+        candidate = answer if rng.random() < 0.5 else wrong_answer(answer, rng)
+        responses = [str(candidate)]
+        if mode == "binary":
+            score = "true" if candidate == answer else "false"
+            label = candidate == answer
+        else:
+            score = label = "5" if candidate == answer else "1"
+    item = EvalItem(mode, problem, responses, reference=str(answer) if with_reference else None)
+    reasoning = judge_trace(problem, answer, responses, with_reference)
+    return item, format_verdict(score, reasoning=reasoning, style="compact"), label
 
 
 def sample_batch(problems: list[tuple[str, int]], size: int, rng: random.Random) -> list[tuple[str, str]]:
+    """``size`` (compact prompt, target) pairs on random problems, formats drawn from ``MIX``."""
     modes, weights = zip(*MIX)
     out = []
     for _ in range(size):
@@ -128,14 +159,12 @@ def sample_batch(problems: list[tuple[str, int]], size: int, rng: random.Random)
 
 
 def _batch_tensors(tokenizer: Any, pairs: list[tuple[str, str]], decision_weight: float = 1.0,
-                   mark_weight: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Left-padded prompt+target ids, attention mask, and loss weights over the target tokens (+ eos);
-    the tokens of the score value (the decision) weigh ``decision_weight`` and the check marks
-    (``=`` / ``!``, located by character: the tiny tokenizer is character-level) ``mark_weight``."""
-    seqs, n_target, decisions, marks = [], [], [], []
+                   trace_weight: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-padded prompt+target ids, attention mask, and loss weights over the target tokens (+ eos): the
+    reasoning tokens (before ``</think>``; the tiny tokenizer is character-level, so characters are
+    tokens) weigh ``trace_weight``, the tokens of the score value (the decision) ``decision_weight``."""
+    seqs, n_target, decisions, n_trace = [], [], [], []
     for prompt, target in pairs:
-        reasoning = target.split("</think>", 1)[0]
-        marks.append([i for i, ch in enumerate(reasoning) if ch in "=!"])
         p = tokenizer(prompt, add_special_tokens=True)["input_ids"]
         t = tokenizer(target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         head = target[: target.rindex('"score":"') + len('"score":"')]
@@ -143,30 +172,30 @@ def _batch_tensors(tokenizer: Any, pairs: list[tuple[str, str]], decision_weight
         seqs.append(p + t)
         n_target.append(len(t))
         decisions.append((start, len(t) - 3))  # score value tokens, before '"}' and eos
+        n_trace.append(len(target.split("</think>", 1)[0]))
     width = max(len(s) for s in seqs)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids = torch.full((len(seqs), width), pad, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     loss_mask = torch.zeros((len(seqs), width - 1))
-    for row, (seq, nt, (d0, d1), mk) in enumerate(zip(seqs, n_target, decisions, marks)):
+    for row, (seq, nt, (d0, d1), nr) in enumerate(zip(seqs, n_target, decisions, n_trace)):
         ids[row, width - len(seq):] = torch.tensor(seq)
         mask[row, width - len(seq):] = 1
         first = width - nt - 1  # loss position predicting the first target token
         loss_mask[row, first:] = 1.0
+        loss_mask[row, first: first + nr] = trace_weight
         loss_mask[row, first + d0: first + d1] = decision_weight
-        for i in mk:
-            loss_mask[row, first + i] = mark_weight
     return ids, mask, loss_mask
 
 
 def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int, generator: torch.Generator,
               log_every: int = 0, decision_weight: float = DECISION_WEIGHT,
-              mark_weight: float = MARK_WEIGHT) -> list[float]:
+              trace_weight: float = TRACE_WEIGHT) -> list[float]:
     """Plain AdamW SFT on freshly drawn compact verdict examples, in place; returns the losses."""
     from posttrain.models.likelihood import causal_token_logprobs
 
     rng = random.Random(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
-    problems = _problems("train")
+    problems = arithmetic_problems("train")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     warmup = max(1, steps // 20)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -175,7 +204,7 @@ def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int
     losses = []
     for step in range(steps):
         ids, mask, loss_mask = _batch_tensors(tokenizer, sample_batch(problems, batch_size, rng), decision_weight,
-                                              mark_weight)
+                                              trace_weight)
         logprobs, _ = causal_token_logprobs(model, ids, mask)
         loss = -(logprobs * loss_mask).sum() / loss_mask.sum()
         optimizer.zero_grad(set_to_none=True)
@@ -207,7 +236,7 @@ def eval_items(n: int = 256, seed: int = 0, mode: str = "pairwise",
                with_reference: bool = False) -> list[tuple[EvalItem, Any]]:
     """Held-out items (test-split problems) with their labels."""
     rng = random.Random(seed)
-    problems = _problems("test")
+    problems = arithmetic_problems("test")
     out = []
     for i in range(n):
         problem, answer = problems[i % len(problems)]
@@ -227,7 +256,7 @@ def pairwise_accuracy(model: Any, tokenizer: Any, n: int = 256, seed: int = 0, s
 
     torch.set_num_threads(1)  # see warm_start
     engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
-    params = SamplingParams(max_new_tokens=64, temperature=0.0)
+    params = SamplingParams(max_new_tokens=96, temperature=0.0)
 
     def run(mode: str) -> tuple[list[Any], list[Any]]:
         pairs = eval_items(n, seed, mode, with_reference)
@@ -265,27 +294,28 @@ def main(argv: list[str] | None = None) -> int:
 
     recipe = RECIPES.get("reward-mr3")
     tokenizer = build_tokenizer()
-    untrained = build_model(recipe, tokenizer)
-    before = pairwise_accuracy(untrained, tokenizer, n=args.n)
-    before_ref = pairwise_accuracy(untrained, tokenizer, n=args.n, with_reference=True)
-    print("before warm start:", before, "| with reference:", before_ref, flush=True)
-    start = time.time()
+    wall, cpu = time.time(), time.process_time()
     path = build_tiny("reward-mr3", cache_dir=args.cache_dir, force=args.force)
-    built_s = time.time() - start
-    model = AutoModelForCausalLM.from_pretrained(path)
-    after = pairwise_accuracy(model, tokenizer, n=args.n)
-    after_swap = pairwise_accuracy(model, tokenizer, n=args.n, swap_positions=True)
-    after_ref = pairwise_accuracy(model, tokenizer, n=args.n, with_reference=True)
-    after_ref_swap = pairwise_accuracy(model, tokenizer, n=args.n, with_reference=True, swap_positions=True)
-    print("after warm start:", after, "| with A/B swap:", after_swap, flush=True)
-    print("after, with reference:", after_ref, "| with A/B swap:", after_ref_swap, flush=True)
+    wall, cpu = time.time() - wall, time.process_time() - cpu
+    models = {"before": build_model(recipe, tokenizer), "after": AutoModelForCausalLM.from_pretrained(path)}
+    results: dict[str, Any] = {}
+    for setting, with_reference in (("no_reference", False), ("with_reference", True)):
+        results[setting] = {}
+        for stage, model in models.items():
+            for swap in (False, True):
+                key = stage + ("_with_swap" if swap else "")
+                results[setting][key] = pairwise_accuracy(model, tokenizer, n=args.n, swap_positions=swap,
+                                                          with_reference=with_reference)
+                print(setting, key, results[setting][key], flush=True)
     result = {"command": "python -m rewards.mr3.tiny" + (" --force" if args.force else ""),
               "recipe": {k: getattr(recipe, k) for k in ("warm_start_steps", "lr", "batch_size", "hidden_size",
                                                           "num_layers", "seed")},
-              "held_out": "arithmetic test split (disjoint from the warm start's train problems)",
-              "no_reference": {"before": before, "after": after, "after_with_swap": after_swap},
-              "with_reference": {"before": before_ref, "after": after_ref, "after_with_swap": after_ref_swap},
-              "build_seconds_if_built": round(built_s, 1), "model_dir": str(path)}
+              "held_out": "arithmetic test split (disjoint from the warm start's train problems); pairwise = the "
+                          "correct answer against a near miss, binary = one answer, half of them correct (chance 50%)",
+              **results,
+              "warm_start": {"built_now": wall > 1.0, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                             "threads": 1},
+              "model_dir": str(path)}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

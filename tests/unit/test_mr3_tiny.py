@@ -10,13 +10,36 @@ import torch
 from rewards.mr3.parser import parse_verdict
 from rewards.mr3.scoring import verdict_reward
 from rewards.mr3.templates import compact_prompt
-from rewards.mr3.tiny import check_trace, eval_items, make_example, sample_batch, warm_start, wrong_answer
+from rewards.mr3.tiny import (
+    arithmetic_problems,
+    check_trace,
+    eval_items,
+    judge_trace,
+    make_example,
+    warm_start,
+    worked_solution,
+    wrong_answer,
+)
 
 
 def test_check_trace_marks_each_character():
-    assert check_trace(58, "56") == "+=0=5=8!"
+    assert check_trace(58, "56") == "+=0=5=6!"
     assert check_trace(-7, "-7") == "-=0=0=7="
-    assert check_trace(30, "3O") == "+!0!3!0!"
+    assert check_trace(30, "3O") == "3!O!_!_!"  # not a number: nothing matches, missing places marked
+    assert check_trace(30, "") == "_!_!_!_!"
+
+
+def test_worked_solution_is_right_for_every_problem():
+    from posttrain.tasks.arithmetic import ArithmeticTask
+
+    for example in ArithmeticTask().split("train") + ArithmeticTask().split("test"):
+        work = worked_solution(example.prompt)
+        sign, x, op, y, flag, ones = work[0], int(work[1:3]), work[3], int(work[4:6]), int(work[7]), int(work[8])
+        assert (-1 if sign == "-" else 1) * (x + y if op == "+" else x - y) == int(example.answer)
+        assert ones == abs(int(example.answer)) % 10 and flag in (0, 1)
+    assert worked_solution("7-13=") == "-13-07,16,"
+    assert judge_trace("7-13=", -6, ["-6", "6"], with_reference=False) == "-13-07,16,-006;A-=0=0=6=B+!0=0=6="
+    assert judge_trace("7-13=", -6, ["6"], with_reference=True) == "-006;+!0=0=6="
 
 
 def test_examples_are_checkable_and_parse_to_their_label():
@@ -31,7 +54,7 @@ def test_examples_are_checkable_and_parse_to_their_label():
                 assert verdict_reward(mode, verdict.score, item.score_values()) == (1.0 if label == 0 else 0.0)
             elif mode == "binary":
                 assert (verdict.score == "true") == label == (item.responses[0] == "30")
-            assert len(compact_prompt(item)) + len(target) < 80  # fits the tiny model's context easily
+            assert len(compact_prompt(item)) + len(target) < 100  # fits the tiny model's context easily
 
 
 def test_reference_guided_examples():
@@ -42,7 +65,7 @@ def test_reference_guided_examples():
 def test_wrong_answers_are_wrong_and_eval_items_are_held_out():
     rng = random.Random(1)
     assert all(wrong_answer(a, rng) != a for a in range(-49, 99))
-    train = {p for p, _ in sample_batch.__globals__["_problems"]("train")}
+    train = {p for p, _ in arithmetic_problems("train")}
     assert all(item.instruction not in train for item, _ in eval_items(64))
 
 
