@@ -41,8 +41,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from posttrain.models.loading import load_tokenizer
 from posttrain.models.likelihood import entropy_from_logits, logprobs_from_logits
+from posttrain.models.loading import load_tokenizer
 from posttrain.rollout.base import SamplingParams
 
 __all__ = [

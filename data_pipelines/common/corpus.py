@@ -15,11 +15,11 @@ fact is symmetric (the ``use`` document also pins down the code in the ``def`` d
 ``Corpus.true_pairs()`` holds both directions.
 
 ``warm_start`` trains the tiny corpus LM (``posttrain.models.tiny`` recipe ``corpus-lm``) on freshly
-generated text (other seeds than the demo corpus, so it learns to *copy from context*, not to memorise
-codes): first echo drills (where an induction/copy mechanism forms), then sequences of 1-3 documents with
-the matching definition present or absent, so that copying pays only when the code's place matches.
-A tiny transformer needs well over 1,000 steps of batch 32 before content-based copying appears (see
-``warm_start``).
+generated text (other seeds than the demo corpus, with random codes, so it learns to *copy from
+context*, not to memorise codes): first short echo drills (a list of codes written twice, on which a
+copy mechanism forms within a few hundred steps), then a mix of far echo drills (filler between the
+two lists, so copying must reach over document distances), copy drills and 1-3 documents with the
+matching definition present or absent (copying pays only when the code's place matches).
 """
 
 from __future__ import annotations
@@ -112,33 +112,53 @@ def make_corpus(num_entities: int = 40, num_misc: int = 20, seed: int = 0) -> Co
     return Corpus(documents=docs, dependencies=deps)
 
 
-def training_text(rng: random.Random) -> str:
-    """One warm-start sequence.
+def _distinct_places(rng: random.Random, n: int) -> list[str]:
+    """``n`` fresh place names with pairwise different initials (so their codes start differently)."""
+    places: list[str] = []
+    while len(places) < n:
+        p = _place(rng)
+        if all(p[0] != q[0] for q in places):
+            places.append(p)
+    return places
 
-    30% are echo drills (a list of random codes written twice: the classic task on which induction heads
-    form), 30% copy drills (2-4 short definitions, then uses of all but one of them in shuffled order), so
-    the tiny model learns to copy codes from context quickly; the other 40% are 1-3 documents joined by
-    blank lines: 45% a definition then its usage (copying pays), 15% the reverse, 25% an unrelated
-    definition before a usage (copying must *not* happen), 15% a single document of any kind.
+
+def echo_drill(rng: random.Random, far: bool = False, shuffle: bool = False) -> str:
+    """A list of 2-6 random seal codes, then the same codes again (characters 2..5 of a repeated code are
+    predictable only by copying: the classic task on which induction heads form).
+
+    ``far`` puts 0-4 filler sentences between the lists (copy distances of up to ~200 characters, as
+    between a definition and a usage) and ``shuffle`` repeats the codes in another order (so only
+    content-based copying works, not copying at a fixed offset)."""
+    codes = [_code(rng, p) for p in _distinct_places(rng, rng.randint(2, 4) if far else rng.randint(3, 6))]
+    again = codes[:]
+    if shuffle:
+        rng.shuffle(again)
+    middle = _filler(rng, rng.randint(0, 4)) if far else ""
+    return "seals: " + " ".join(codes) + "." + (" " + middle if middle else "") + "\n\nagain: " + " ".join(again) + "."
+
+
+def training_text(rng: random.Random) -> str:
+    """One sequence of the warm start's second phase.
+
+    10% short echo drills, 45% far echo drills (half shuffled), 15% copy drills (2-4 short definitions,
+    then uses of all but one of them in shuffled order), 30% 1-3 documents joined by blank lines: 45% a
+    definition then its usage (copying pays), 15% the reverse, 25% an unrelated definition before a
+    usage (copying must *not* happen), 15% a single document of any kind.
     """
     u = rng.random()
-    if u < 0.3:  # echo drill: a list of random codes, then the same list again (every repeat is copyable)
+    if u < 0.10:
         return echo_drill(rng)
-    if u < 0.6:  # dense copy drill: several definitions, then their uses in another order
-        places = []
-        while len(places) < rng.randint(2, 4):
-            p = _place(rng)
-            if all(p[0] != q[0] for q in places):
-                places.append(p)
+    if u < 0.55:
+        return echo_drill(rng, far=True, shuffle=rng.random() < 0.5)
+    if u < 0.70:
+        places = _distinct_places(rng, rng.randint(2, 4))
         codes = [_code(rng, p) for p in places]
         defs = [f"registry of {p}: the seal {c}." for p, c in zip(places, codes)]
         order = list(range(len(places)))
         rng.shuffle(order)
         uses = [f"a courier from {places[i]} showed the seal {codes[i]}." for i in order[:-1]]
         return " ".join(defs) + "\n\n" + " ".join(uses)
-    a, b = _place(rng), _place(rng)
-    while b[0] == a[0]:
-        b = _place(rng)
+    a, b = _distinct_places(rng, 2)
     ca, cb = _code(rng, a), _code(rng, b)
     u = rng.random()
     if u < 0.45:
@@ -154,35 +174,26 @@ def training_text(rng: random.Random) -> str:
     return "\n\n".join(parts)
 
 
-ECHO_FRACTION = 0.75
-"""Share of the warm-start steps spent on echo drills before the mixed corpus phase."""
-
-
-def echo_drill(rng: random.Random) -> str:
-    """A list of random seal codes, then the same codes in a shuffled order: characters 2..5 of each
-    repeated code are predictable only by content-based copying (an induction head keyed on the previous
-    characters). The shuffle matters: with the same order a tiny model learns to copy by relative
-    position instead, which does not transfer to the documents."""
-    codes = [_code(rng, _place(rng)) for _ in range(rng.randint(3, 6))]
-    again = codes[:]
-    rng.shuffle(again)
-    return "seals: " + " ".join(codes) + ".\n\nagain: " + " ".join(again) + "."
+ECHO_FRACTION = 0.25
+"""Share of the warm-start steps spent on short echo drills before the mixed phase (``training_text``)."""
 
 
 def warm_start(model, tokenizer, recipe, generator: torch.Generator) -> None:
     """Train the corpus LM in place on freshly generated synthetic text (plain AdamW loop).
 
-    Curriculum: the first ``ECHO_FRACTION`` of ``recipe.warm_start_steps`` are echo drills (short, cheap
-    sequences on which an induction/copy mechanism forms), the rest are ``training_text`` sequences
-    (documents, definitions and usages, plus drills). ``recipe.batch_size`` sequences per step, the
-    recipe's LR with a short warm-up and linear decay in the second phase, sequences truncated to 512
-    tokens. The python ``random`` stream is seeded from ``generator``, so the build is deterministic.
-    Measured on the shared 2-core CPU (status at hand-off): with *unshuffled* echo drills a copy
-    mechanism appeared after ~800 steps of batch 32 at LR 1e-3 but copied by relative position and did
-    not transfer to the documents; with the shuffled drills used now, 1,200 drill + 400 mixed steps
-    (batch 32, LR 1e-3) give only partial copying in drills and none yet in the documents, so the
-    corpus LM still needs a longer warm start (more steps) before EntropyLong's verification finds the
-    planted facts with it. ``CacheLMBackend`` (``--model cachelm``) is the copying scorer meanwhile.
+    Curriculum: the first ``ECHO_FRACTION`` of ``recipe.warm_start_steps`` are short echo drills (cheap
+    sequences on which a copy mechanism forms within a few hundred steps), the rest are
+    ``training_text`` sequences (documents, definitions and usages, plus short and far drills meant to
+    stretch copying to document distances). ``recipe.batch_size`` sequences per step, the recipe's LR
+    with a 2% linear warm-up, constant, then a linear decay to 10% over the last 30% of the steps;
+    sequences truncated to 512 tokens. The python ``random`` stream is seeded from ``generator``, so the
+    build is deterministic.
+
+    Measured (2-core shared CPU; hidden 64, 2 layers, 4 heads, batch 16, LR 3e-3, 3,000 steps, ~11 min
+    under load): copying forms in the short drills (entropy of repeated code characters 3.59 -> 0.50
+    nats, 0.57 shuffled) but stays tied to that format: far drills 2.8-3.2 nats, copy drills 3.52-3.55,
+    a definition prepended to a usage 3.57 vs 3.59 alone. With this model EntropyLong's verification
+    keeps no planted pair; ``CacheLMBackend`` (``--model cachelm``) is the copying scorer meanwhile.
     """
     from tqdm.auto import tqdm
 
@@ -195,9 +206,7 @@ def warm_start(model, tokenizer, recipe, generator: torch.Generator) -> None:
     warmup = max(1, steps // 50)
 
     def lr_lambda(s: int) -> float:
-        if s < echo_steps:
-            return min(1.0, (s + 1) / warmup)
-        return max(0.1, 1.0 - (s - echo_steps) / max(1, steps - echo_steps))
+        return min((s + 1) / warmup, max(0.1, (steps - s) / (0.3 * steps)), 1.0)
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0, betas=(0.9, 0.98))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)

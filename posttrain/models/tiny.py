@@ -183,9 +183,8 @@ _declare(TinyRecipe(name="diffusion-countdown", kind="diffusion", task="countdow
                     warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=200, **_POLICY))
 _declare(TinyRecipe(name="reward-mr3", kind="reward", task=None, warm_start="rewards.mr3.tiny:warm_start",
                     warm_start_steps=1200, **_POLICY))
-_declare(TinyRecipe(name="corpus-lm", kind="corpus", task=None, warm_start="data_pipelines.common.corpus:warm_start",
-                    warm_start_steps=3000, **{**_POLICY, "hidden_size": 64, "num_layers": 2, "num_kv_heads": 4,
-                                              "intermediate_size": 128, "batch_size": 16}))
+_declare(TinyRecipe(name="corpus-lm", kind="corpus", task=None,
+                    warm_start="data_pipelines.common.corpus:warm_start", warm_start_steps=200, **_POLICY))
 
 
 def default_recipe_for(task: str, kind: str = "causal") -> str:

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from data_pipelines.common.corpus import make_corpus, training_text
+from data_pipelines.common.corpus import echo_drill, make_corpus, training_text, warm_start
 from data_pipelines.common.dedup import minhash_dedup
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever, chunk_text
@@ -41,7 +41,27 @@ def test_corpus_is_deterministic_with_planted_pairs():
         assert dep["code"][0] == dep["entity"][0].upper()
     import random
 
-    assert "seal" in training_text(random.Random(0)) or "stone" in training_text(random.Random(0))
+    rng = random.Random(0)
+    assert all(("seal" in t or "stone" in t) for t in (training_text(rng) for _ in range(50)))
+    for far, shuffle in ((False, False), (True, True)):
+        first, again = echo_drill(rng, far=far, shuffle=shuffle).split("\n\nagain: ")
+        codes = first.removeprefix("seals: ").split(".")[0].split()
+        assert sorted(codes) == sorted(again.rstrip(".").split()) and len({c[0] for c in codes}) == len(codes)
+
+
+def test_warm_start_is_deterministic_and_trains():
+    from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+
+    tok = build_tokenizer()
+    recipe = dataclasses.replace(RECIPES.get("corpus-lm"), hidden_size=32, num_layers=1, num_heads=2,
+                                 num_kv_heads=1, intermediate_size=64, warm_start_steps=8, batch_size=2)
+    models = [build_model(recipe, tok) for _ in range(2)]
+    start = [p.detach().clone() for p in models[0].parameters()]
+    for m in models:
+        warm_start(m, tok, recipe, torch.Generator().manual_seed(0))
+    after = list(models[0].parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(start, after)) and not models[0].training
+    assert all(torch.equal(a, b) for a, b in zip(after, models[1].parameters()))
 
 
 def test_retrieval_dedup_and_chunking():
