@@ -13,8 +13,9 @@ shape, step count, learning rate and mu, so the budget is identical):
 Each run is ``python posttrain/train.py --algo ALGO --seed S [--kl_estimator K]`` with every other
 setting at the ``espo`` default (the embedded default job), so the curves are what a user of the README's
 main command would see. Runs go ``--jobs`` at a time (one CPU thread each); finished runs are kept, so a
-killed benchmark resumes where it stopped. Results: a JSON summary (commands, per-run curves, final
-accuracies, mean and std per variant) and a PNG (held-out solve rate, train reward, KL to the reference).
+killed benchmark resumes where it stopped, and a rerun with every run finished only re-summarises.
+Results: a JSON summary (commands, per-run curves, final accuracies, mean and std per variant) and a PNG
+(held-out solve rate, train reward, KL to the reference).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_diffusion_learning.py --seeds 0 1 2 --jobs 2 \\
         --out benchmarks/results/diffusion_learning.json
@@ -144,7 +145,7 @@ def plot(summary: dict, variants: list[str], seeds: list[int], path: Path) -> No
     axes[0].set_title("held-out solve rate (greedy, mean ± std over seeds)")
     axes[1].set_title("train reward (dense cell reward, T=1; 10-step mean)")
     axes[2].set_title("KL to the reference (estimator of each run; 10-step mean)")
-    axes[2].set_yscale("log")
+    axes[2].set_yscale("symlog", linthresh=1e-3)  # k1 estimates can be negative
     for ax in axes:
         ax.set_xlabel("step")
         ax.legend(fontsize=8)
