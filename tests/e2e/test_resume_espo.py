@@ -7,14 +7,9 @@ training puzzles) to reproduce the uninterrupted run bit for bit.
 
 from __future__ import annotations
 
-import signal
-import time
 from pathlib import Path
 
-import torch
-from safetensors.torch import load_file
-
-from tests.e2e.test_resume import _popen, _stable_metrics
+from tests.e2e.resume import assert_same_end, kill_and_resume
 
 
 def _args(model: Path, out: Path) -> list[str]:
@@ -27,30 +22,6 @@ def _args(model: Path, out: Path) -> list[str]:
 
 def test_espo_sigkill_and_resume_equals_uninterrupted(tiny_diffusion: Path, tmp_path: Path) -> None:
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    full = _popen(_args(tiny_diffusion, straight))
-    victim = _popen(_args(tiny_diffusion, killed))
-    marker = killed / "checkpoints" / "step_2" / "COMPLETE"
-    deadline = time.time() + 600
-    while not marker.exists():
-        assert victim.poll() is None, "the run ended before it could be killed: " + victim.stderr.read()[-3000:]
-        assert time.time() < deadline
-        time.sleep(0.05)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    _, err = full.communicate(timeout=600)
-    assert full.returncode == 0, err[-3000:]
-    assert not (killed / "checkpoints" / "step_4").exists()
-    resumed = _popen(_args(tiny_diffusion, killed) + ["--resume", "auto"])
-    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()[-3000:]
-
-    final = "checkpoints/step_4/hf/model.safetensors"
-    a, b = load_file(straight / final), load_file(killed / final)
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
-    before = load_file(tiny_diffusion / "model.safetensors")
-    assert any(not torch.equal(before[k], a[k]) for k in a)  # training really changed the weights
-    rows = _stable_metrics(killed)
-    assert _stable_metrics(straight) == rows
-    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    kill_and_resume(lambda out: _args(tiny_diffusion, out), straight, killed, kill_after=2, final=4)
+    rows = assert_same_end(tiny_diffusion, straight, killed, final=4)
     assert all("train/ratio_mean" in r for r in rows[1:])

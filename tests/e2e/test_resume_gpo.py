@@ -10,15 +10,11 @@ alpha changes every step from the previous step's KL, so a resume that lost that
 from __future__ import annotations
 
 import json
-import signal
-import time
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
-from tests.e2e.test_resume import _popen, _stable_metrics
+from tests.e2e.resume import assert_same_end, kill_and_resume
 
 
 def _args(model: Path, out: Path, data: Path, variant: str) -> list[str]:
@@ -35,35 +31,9 @@ def test_gpo_sigkill_and_resume_equals_uninterrupted(tiny_arithmetic: Path, tmp_
     # 10 rows, 2 held out: 8 training prompts = 2 steps of 4, so the step-2 checkpoint is an epoch boundary.
     data.write_text("".join(json.dumps({"prompt": f"{a}+{a + 1}", "answer": str(2 * a + 1)}) + "\n"
                             for a in range(10)))
-    # The uninterrupted run and the victim run side by side (single-threaded, deterministic on CPU):
-    # their start-up dominates the test's time.
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    full = _popen(_args(tiny_arithmetic, straight, data, variant))
-    victim = _popen(_args(tiny_arithmetic, killed, data, variant))
-    marker = killed / "checkpoints" / "step_2" / "COMPLETE"
-    deadline = time.time() + 600
-    while not marker.exists():
-        assert victim.poll() is None, "the run ended before it could be killed: " + victim.stderr.read()[-3000:]
-        assert time.time() < deadline
-        time.sleep(0.05)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    _, err = full.communicate(timeout=600)
-    assert full.returncode == 0, err[-3000:]
-    assert not (killed / "checkpoints" / "step_4").exists()
-    resumed = _popen(_args(tiny_arithmetic, killed, data, variant) + ["--resume", "auto"])
-    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()[-3000:]
-
-    final = "checkpoints/step_4/hf/model.safetensors"
-    a, b = load_file(straight / final), load_file(killed / final)
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
-    before = load_file(tiny_arithmetic / "model.safetensors")
-    assert any(not torch.equal(before[k], a[k]) for k in a)  # training really changed the weights
-    rows = _stable_metrics(killed)
-    assert _stable_metrics(straight) == rows
-    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    kill_and_resume(lambda out: _args(tiny_arithmetic, out, data, variant), straight, killed, kill_after=2, final=4)
+    rows = assert_same_end(tiny_arithmetic, straight, killed, final=4)
     train = [r for r in rows if r["step"] > 0]
     assert all("train/gpo/kl_guider_learner" in r and "gpo/alpha" in r for r in train)
     assert train[2]["gpo/alpha"] != 0.0  # step 3 used an alpha adapted from step 2's KL, restored on resume
