@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 import torch.distributed as torch_dist

@@ -9,7 +9,8 @@ and skips nothing.
 
 from __future__ import annotations
 
-from typing import Generic, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 import torch
 

@@ -13,8 +13,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from posttrain.algos import algorithm_names, get_algorithm  # noqa: E402
-from posttrain.config import ConfigError, build_config, help_text  # noqa: E402
+from posttrain.algos import algorithm_names, get_algorithm
+from posttrain.config import ConfigError, build_config, help_text
 
 
 def _algo_from_argv(argv: list[str]) -> str:

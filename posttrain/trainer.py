@@ -16,7 +16,14 @@ from posttrain.algos import get_algorithm
 from posttrain.algos.base import AlgoContext, Algorithm
 from posttrain.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from posttrain.config import TrainConfig
-from posttrain.dist import DistInfo, all_reduce_mean, gathered_named_parameters, init_distributed, initialize_engine, set_cpu_threads
+from posttrain.dist import (
+    DistInfo,
+    all_reduce_mean,
+    gathered_named_parameters,
+    init_distributed,
+    initialize_engine,
+    set_cpu_threads,
+)
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
 from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_path

@@ -11,7 +11,6 @@ any other thread (e.g. a reward server's workers) the limits are switched off.
 from __future__ import annotations
 
 import functools
-
 import re
 import threading
 

@@ -8,8 +8,9 @@ DeepSpeed engine, the optimizer, checkpoints or logging sinks.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -34,14 +35,14 @@ class Experience:
     def __getitem__(self, key: str) -> torch.Tensor:
         return self.tensors[key]
 
-    def split(self, micro_batch_size: int) -> list["Experience"]:
+    def split(self, micro_batch_size: int) -> list[Experience]:
         n = len(self)
         return [
             Experience({k: v[i : i + micro_batch_size] for k, v in self.tensors.items()})
             for i in range(0, n, micro_batch_size)
         ]
 
-    def to(self, device: torch.device | str) -> "Experience":
+    def to(self, device: torch.device | str) -> Experience:
         return Experience({k: v.to(device) for k, v in self.tensors.items()})
 
 
@@ -50,11 +51,11 @@ class AlgoContext:
     """What the trainer lends an algorithm to build experience. Nothing here is owned by the algorithm."""
 
     tokenizer: Any
-    reward_fn: "RewardFn"
-    is_correct: Callable[[str, "Example"], bool]
-    rollout: "RolloutEngine | None"
+    reward_fn: RewardFn
+    is_correct: Callable[[str, Example], bool]
+    rollout: RolloutEngine | None
     reference: torch.nn.Module | None
-    timer: "PhaseTimer"
+    timer: PhaseTimer
     device: torch.device
     rank: int = 0
     world_size: int = 1
@@ -64,9 +65,9 @@ class AlgoContext:
 class Algorithm(ABC):
     """Base class of every ``--algo``. Subclasses set ``config_class`` and register themselves."""
 
-    config_class: ClassVar[type["TrainConfig"]]
+    config_class: ClassVar[type[TrainConfig]]
 
-    def __init__(self, config: "TrainConfig", ctx: AlgoContext) -> None:
+    def __init__(self, config: TrainConfig, ctx: AlgoContext) -> None:
         self.config = config
         self.ctx = ctx
         self.step = 0  # set by the trainer before each make_experience
@@ -95,7 +96,7 @@ class Algorithm(ABC):
         return True
 
     @abstractmethod
-    def make_experience(self, examples: list["Example"], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
         """Roll out, score and prepare one step's samples (this rank's share); returns metrics too."""
 
     @abstractmethod

@@ -7,8 +7,9 @@ sample whose reward could not be computed; the trainer masks it out of the loss.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from posttrain.registry import Registry
 

@@ -37,4 +37,4 @@ def run_entry(args: list[str], launcher: list[str] | None = None, timeout: float
     cmd = (launcher or [sys.executable]) + [str(REPO / "posttrain" / "train.py")] + args
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     full_env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + full_env.get("PATH", "")
-    return subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, check=False, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
