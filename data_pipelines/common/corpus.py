@@ -198,6 +198,7 @@ def warm_start(model, tokenizer, recipe, generator: torch.Generator) -> None:
     from tqdm.auto import tqdm
 
     from posttrain.models.likelihood import causal_token_logprobs
+    from posttrain.models.tiny import warm_start_update
 
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item())
     rng = random.Random(seed)
@@ -226,10 +227,6 @@ def warm_start(model, tokenizer, recipe, generator: torch.Generator) -> None:
         logprobs, _ = causal_token_logprobs(model, input_ids, mask)
         loss_mask = mask[:, 1:].float()
         loss = -(logprobs * loss_mask).sum() / loss_mask.sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
+        warm_start_update(model, optimizer, scheduler, loss)
         bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()

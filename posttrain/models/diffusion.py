@@ -403,7 +403,7 @@ def warm_start(
     """
     from tqdm.auto import tqdm
 
-    from posttrain.models.tiny import sft_warm_start_pair
+    from posttrain.models.tiny import sft_warm_start_pair, warm_start_update
     from posttrain.tasks import TASKS
     from posttrain.tasks.prompts import encode_prompts
 
@@ -437,10 +437,6 @@ def warm_start(
         input_ids, attention_mask, response_mask = sft_batch(
             [prompts[i] for i in index], batch_answers, tokenizer.pad_token_id, tokenizer.eos_token_id, length)
         loss, _ = diffusion_sft_loss(model, input_ids, response_mask, mask_id, generator, attention_mask)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
+        warm_start_update(model, optimizer, scheduler, loss)
         bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()

@@ -242,6 +242,16 @@ def resolve_warm_start(recipe: TinyRecipe) -> WarmStart:
         raise ImportError(f"recipe {recipe.name!r}: cannot import warm_start {spec!r}: {err}") from err
 
 
+def warm_start_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                      scheduler: torch.optim.lr_scheduler.LRScheduler, loss: torch.Tensor) -> None:
+    """One optimizer step of a warm start: backward, gradient norm clipped at 1, step, schedule advanced."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+
+
 def sft_warm_start_pair(
     task: Task, example: Example, recipe: TinyRecipe, noise_generator: torch.Generator,
     hint_generator: torch.Generator,
@@ -306,11 +316,7 @@ def sft_warm_start(
         mask = batch["completion_mask"]
         logprobs, _ = causal_token_logprobs(model, batch["input_ids"], batch["attention_mask"], last=mask.shape[1])
         loss = sft_loss(logprobs, mask)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
+        warm_start_update(model, optimizer, scheduler, loss)
         bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()
 

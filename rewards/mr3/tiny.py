@@ -193,6 +193,7 @@ def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int
               trace_weight: float = TRACE_WEIGHT) -> list[float]:
     """Plain AdamW SFT on freshly drawn compact verdict examples, in place; returns the losses."""
     from posttrain.models.likelihood import causal_token_logprobs
+    from posttrain.models.tiny import warm_start_update
 
     rng = random.Random(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
     problems = arithmetic_problems("train")
@@ -207,11 +208,7 @@ def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int
                                               trace_weight)
         logprobs, _ = causal_token_logprobs(model, ids, mask)
         loss = -(logprobs * loss_mask).sum() / loss_mask.sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
+        warm_start_update(model, optimizer, scheduler, loss)
         losses.append(loss.item())
         if log_every and (step % log_every == 0 or step == steps - 1):
             print(f"  step {step:4d} loss {loss.item():.4f}", flush=True)
