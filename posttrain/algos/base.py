@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from posttrain.registry import Registry
+from posttrain.rollout.base import SamplingParams
 
 if TYPE_CHECKING:
     from posttrain.config import TrainConfig
@@ -77,6 +78,12 @@ class Algorithm(ABC):
     def sampling_seed(self) -> int:
         """Rollout seed for the current step on this rank: a pure function of (seed, step, rank)."""
         return (self.config.seed * 1_000_003 + self.step * 7_919 + self.ctx.rank * 104_729) % 2**63
+
+    def sampling_params(self) -> SamplingParams:
+        """The rollout sampling settings of the config, seeded for the current step on this rank."""
+        cfg = self.config
+        return SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                              top_k=cfg.top_k, seed=self.sampling_seed())
 
     def state_dict(self) -> dict[str, Any]:
         """Anything besides the generator that the algorithm carries between steps (JSON-serialisable)."""

@@ -47,7 +47,6 @@ from posttrain.algos.core import (
     group_advantages,
     kl_estimate,
     masked_mean,
-    rewards_to_tensor,
 )
 from posttrain.algos.elbo import (
     draw_elbo_masks,
@@ -57,11 +56,11 @@ from posttrain.algos.elbo import (
     model_logits_fn,
 )
 from posttrain.algos.pg import group_pg_incompatibilities
+from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.config import TrainConfig, opt
 from posttrain.models.diffusion import diffusion_mask_token_id, resolve_mask_token_id
-from posttrain.rollout.base import SamplingParams
 from posttrain.rollout.diffusion import fixed_length_completions
-from posttrain.tasks.base import Example, reward_columns
+from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 
 
@@ -179,16 +178,9 @@ class ESPO(Algorithm):
         tokenizer = ctx.tokenizer
         group = [ex for ex in examples for _ in range(cfg.group_size)]
         prompt_ids = encode_prompts(tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
-        params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                                top_k=cfg.top_k, seed=self.sampling_seed())
         with ctx.timer.phase("generate"):
-            rollouts = ctx.rollout.generate(prompt_ids, params)
-        with ctx.timer.phase("reward"):
-            rewards = ctx.reward_fn([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
-            if len(rewards) != len(group):
-                raise ValueError(f"the reward function returned {len(rewards)} rewards for {len(group)} completions")
-            correct = [ctx.is_correct(text, ex) for text, ex in zip(rollouts.texts, group)]
-        reward_tensor, valid = rewards_to_tensor(rewards)
+            rollouts = ctx.rollout.generate(prompt_ids, self.sampling_params())
+        reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
         advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
 
         length = cfg.max_new_tokens
@@ -224,17 +216,7 @@ class ESPO(Algorithm):
         self._loss_calls = 0
         self._micro_batches = math.ceil(batch / min(cfg.micro_batch_size, batch))
 
-        finite = reward_tensor[valid]
-        lengths = torch.tensor([len(c) for c in rollouts.completion_ids], dtype=torch.float32)
-        metrics = {
-            "reward/mean": float(finite.mean()) if finite.numel() else 0.0,
-            "reward/std": float(finite.std()) if finite.numel() > 1 else 0.0,
-            "reward/failed_fraction": float(1 - valid.float().mean()),
-            "train/accuracy": sum(correct) / len(correct),
-            "completion/length_mean": float(lengths.mean()),
-            "completion/length_max": float(lengths.max()),
-            "completion/truncated_fraction": sum(r == "length" for r in rollouts.finish_reasons) / len(group),
-        }
+        metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
         return Experience(tensors), metrics
 
     # -- loss ------------------------------------------------------------------------------------

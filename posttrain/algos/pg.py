@@ -24,13 +24,12 @@ from posttrain.algos.core import (
     group_advantages,
     kl_estimate,
     masked_mean,
-    rewards_to_tensor,
 )
+from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import TrainConfig, opt
 from posttrain.models.likelihood import causal_token_logprobs
-from posttrain.rollout.base import SamplingParams
-from posttrain.tasks.base import Example, reward_columns
+from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 
 
@@ -81,11 +80,6 @@ class GRPO(Algorithm):
     def needs_reference(self) -> bool:
         return self.config.kl_coef > 0
 
-    def sampling_params(self) -> SamplingParams:
-        cfg = self.config
-        return SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                              top_k=cfg.top_k, seed=self.sampling_seed())
-
     def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
         group = [ex for ex in examples for _ in range(cfg.group_size)]
@@ -93,13 +87,7 @@ class GRPO(Algorithm):
         prompt_ids = [ids for ids in encoded for _ in range(cfg.group_size)]
         with ctx.timer.phase("generate"):
             rollouts = ctx.rollout.generate(prompt_ids, self.sampling_params())
-        with ctx.timer.phase("reward"):
-            columns = reward_columns(group)
-            rewards = ctx.reward_fn([ex.prompt for ex in group], rollouts.texts, **columns)
-            if len(rewards) != len(group):
-                raise ValueError(f"the reward function returned {len(rewards)} rewards for {len(group)} completions")
-            correct = [ctx.is_correct(text, ex) for text, ex in zip(rollouts.texts, group)]
-        reward_tensor, valid = rewards_to_tensor(rewards)
+        reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
         advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
         tensors = pack_sequences(prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         tensors["advantages"] = advantages
@@ -112,17 +100,7 @@ class GRPO(Algorithm):
             if self.needs_reference:
                 with ctx.timer.phase("reference"):
                     tensors["ref_logprobs"] = self._logprobs(ctx.reference, tensors, completion_len)
-        lengths = torch.tensor([len(c) for c in rollouts.completion_ids], dtype=torch.float32)
-        finite = reward_tensor[valid]
-        metrics = {
-            "reward/mean": float(finite.mean()) if finite.numel() else 0.0,
-            "reward/std": float(finite.std()) if finite.numel() > 1 else 0.0,
-            "reward/failed_fraction": float(1 - valid.float().mean()),
-            "train/accuracy": sum(correct) / len(correct),
-            "completion/length_mean": float(lengths.mean()),
-            "completion/length_max": float(lengths.max()),
-            "completion/truncated_fraction": sum(r == "length" for r in rollouts.finish_reasons) / len(group),
-        }
+        metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
         return Experience(tensors), metrics
 
     def _logprobs(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:

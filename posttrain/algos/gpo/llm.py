@@ -29,14 +29,15 @@ from typing import Any
 import torch
 
 from posttrain.algos.base import ALGORITHMS, Experience
-from posttrain.algos.core import aggregate_loss, group_advantages, masked_mean, rewards_to_tensor
+from posttrain.algos.core import aggregate_loss, group_advantages, masked_mean
 from posttrain.algos.gpo import core
 from posttrain.algos.gpo.hint import PRIVILEGED_TEMPLATE, privileged_examples
 from posttrain.algos.pg import GRPO, GRPOConfig
+from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import opt
 from posttrain.models.likelihood import logprobs_from_logits
-from posttrain.tasks.base import Example, reward_columns
+from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 
 
@@ -115,12 +116,7 @@ class GPO(GRPO):
         learner_ids = encode_prompts(ctx.tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
         with ctx.timer.phase("generate"):  # behaviour policy = the guider (hinted prompts)
             rollouts = ctx.rollout.generate(guider_ids, self.sampling_params())
-        with ctx.timer.phase("reward"):
-            rewards = ctx.reward_fn([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
-            if len(rewards) != len(group):
-                raise ValueError(f"the reward function returned {len(rewards)} rewards for {len(group)} completions")
-            correct = [ctx.is_correct(text, ex) for text, ex in zip(rollouts.texts, group)]
-        reward_tensor, valid = rewards_to_tensor(rewards)
+        reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
         tensors = pack_sequences(guider_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         learner = pack_sequences(learner_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         tensors["learner_input_ids"] = learner["input_ids"]
@@ -129,14 +125,9 @@ class GPO(GRPO):
         tensors["valid"] = valid.float()
         with torch.no_grad(), ctx.timer.phase("old_logprobs"):  # beta: needed even at mu = 1 (pi != beta)
             tensors["old_logprobs"] = self._logprobs(policy, tensors, tensors["completion_mask"].shape[1])
-        finite = reward_tensor[valid]
-        metrics = {
-            "reward/mean": float(finite.mean()) if finite.numel() else 0.0,
-            "reward/failed_fraction": float(1 - valid.float().mean()),
-            "train/guider_accuracy": sum(correct) / len(correct),
-            "completion/length_mean": float(sum(len(c) for c in rollouts.completion_ids) / len(group)),
-            "gpo/alpha": self.alpha,
-        }
+        metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
+        metrics["train/guider_accuracy"] = metrics.pop("train/accuracy")  # the rollouts are the guider's
+        metrics["gpo/alpha"] = self.alpha
         return Experience(tensors), metrics
 
     def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:

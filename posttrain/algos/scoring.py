@@ -1,0 +1,46 @@
+"""Scoring one step's rollouts, shared by the group policy-gradient algorithms (GRPO/RLOO, ESPO, GPO):
+call the reward function once for the whole batch, check the task's verifier per completion, and summarise
+rewards and completions as the metrics every such run logs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from posttrain.algos.core import rewards_to_tensor
+from posttrain.tasks.base import Example, reward_columns
+
+if TYPE_CHECKING:
+    from posttrain.algos.base import AlgoContext
+    from posttrain.rollout.base import Rollouts
+
+
+def score_rollouts(ctx: AlgoContext, group: list[Example], rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                         list[bool]]:
+    """Rewards as a float tensor, the mask of valid (non-None) rewards, and verifier correctness per completion.
+
+    Timed as the "reward" phase; fails when the reward function returns the wrong number of rewards."""
+    with ctx.timer.phase("reward"):
+        rewards = ctx.reward_fn([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
+        if len(rewards) != len(group):
+            raise ValueError(f"the reward function returned {len(rewards)} rewards for {len(group)} completions")
+        correct = [ctx.is_correct(text, ex) for text, ex in zip(rollouts.texts, group)]
+    reward_tensor, valid = rewards_to_tensor(rewards)
+    return reward_tensor, valid, correct
+
+
+def rollout_metrics(reward_tensor: torch.Tensor, valid: torch.Tensor, correct: list[bool],
+                    rollouts: Rollouts) -> dict[str, float]:
+    """Reward mean/std over valid rewards, failed-reward fraction, verifier accuracy and completion lengths."""
+    finite = reward_tensor[valid]
+    lengths = torch.tensor([len(c) for c in rollouts.completion_ids], dtype=torch.float32)
+    return {
+        "reward/mean": float(finite.mean()) if finite.numel() else 0.0,
+        "reward/std": float(finite.std()) if finite.numel() > 1 else 0.0,
+        "reward/failed_fraction": float(1 - valid.float().mean()),
+        "train/accuracy": sum(correct) / len(correct),
+        "completion/length_mean": float(lengths.mean()),
+        "completion/length_max": float(lengths.max()),
+        "completion/truncated_fraction": sum(r == "length" for r in rollouts.finish_reasons) / len(correct),
+    }
