@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -36,6 +35,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 
+from data_pipelines.common.io import atomic_write_text
 from posttrain.algos.elbo import draw_elbo_masks, model_logits_fn, sequence_elbo
 from posttrain.models.diffusion import load_diffusion_lm, make_bidirectional, resolve_mask_token_id
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
@@ -291,10 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["elbo_agreement"] = agreement
     print(json.dumps(summary, indent=2))
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=args.out.parent, delete=False, suffix=".tmp") as handle:
-            json.dump(result, handle, indent=2)
-        os.replace(handle.name, args.out)
+        atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     return 0
 
 

@@ -29,7 +29,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import IO
@@ -164,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("extra", nargs=argparse.REMAINDER,
                         help="After '--': options passed to every run (e.g. -- --lr 3e-4).")
     args = parser.parse_args(argv)
+    from data_pipelines.common.io import atomic_write_text
     from posttrain.algos import get_algorithm
     from posttrain.config import build_config
     from posttrain.models.loading import resolve_model_path
@@ -177,10 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = [(v, s) for s in args.seeds for v in args.variants]
     commands = run_all(runs, args.runs_dir, shared, steps, args.jobs)
     summary = summarise(args.runs_dir, args.variants, args.seeds, commands, " ".join([sys.executable, *sys.argv]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=args.out.parent, delete=False, suffix=".tmp") as handle:
-        json.dump(summary, handle, indent=2)
-    os.replace(handle.name, args.out)
+    atomic_write_text(args.out, json.dumps(summary, indent=2) + "\n")
     plot(summary, args.variants, args.seeds, args.out.with_suffix(".png"))
     print(json.dumps({v: {k: summary["variants"][v][k] for k in ("start_accuracy", "final_accuracy", "final_mean",
                                                                   "final_std")} for v in summary["variants"]}, indent=2))

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +22,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from data_pipelines.common.io import atomic_write_text
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.rollout.base import SamplingParams
 from posttrain.rollout.hf import HFRolloutEngine
@@ -106,10 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps({k: result[k] for k in ("median_tokens_per_s", "ratio_ours_over_hf")}, indent=2))
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=args.out.parent, delete=False, suffix=".tmp") as handle:
-            json.dump(result, handle, indent=2)
-        os.replace(handle.name, args.out)
+        atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     return 0
 
 
