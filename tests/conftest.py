@@ -27,3 +27,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> str:
+    """The packaged SmolLM2-135M-Instruct as a Hugging Face folder (converted once into the user cache)."""
+    from posttrain.models.pretrained import build_pretrained
+
+    return str(build_pretrained("smollm2-135m"))

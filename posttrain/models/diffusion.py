@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
+from posttrain.models.padding import left_padded_positions
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -300,7 +302,7 @@ def diffusion_logits(
         else:
             kwargs["attention_mask"] = attention_mask
         if accepts("position_ids"):
-            kwargs["position_ids"] = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+            kwargs["position_ids"] = left_padded_positions(attention_mask)
     positions = keep
     if keep is not None and shift:
         positions = (keep - 1).clamp(min=0)

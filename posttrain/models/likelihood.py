@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from posttrain.models.padding import left_padded_positions
+
 
 def logprobs_from_logits(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log softmax(logits / T)[target] per position, computed in float32 for stability."""
@@ -38,7 +40,7 @@ def causal_token_logprobs(
     final C tokens (``[B, C]``), and the model computes logits for those positions only. Position ids
     follow the attention mask so left-padded batches give the same numbers as unpadded sequences.
     """
-    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    position_ids = left_padded_positions(attention_mask)
     kwargs = {"logits_to_keep": last + 1} if last else {}
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs).logits
     logits = logits[:, :-1]

@@ -1,6 +1,7 @@
 """Load tokenizers and causal LMs (real checkpoints or the embedded tiny ones) through transformers.
 
-``resolve_model_path`` turns a run's config into a model path: ``config.model`` when set, otherwise the
+``resolve_model_path`` turns a run's config into a model path: ``config.model`` when set (a packaged alias
+such as ``smollm2-135m`` becomes its converted folder, see ``posttrain.models.pretrained``), otherwise the
 cached build of the task's tiny recipe (built on first use).
 """
 
@@ -19,6 +20,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from posttrain.models.pretrained import resolve_model_name
 from posttrain.models.tiny import build_tiny, default_recipe_for
 
 if TYPE_CHECKING:
@@ -57,7 +59,8 @@ def load_causal_lm(
 
 
 def resolve_model_path(config: TrainConfig, kind: str = "causal") -> str:
-    """``config.model``, or the directory of the tiny ``kind`` model for ``config.task`` (built if needed)."""
+    """``config.model`` (aliases resolved), or the directory of the tiny ``kind`` model for ``config.task``
+    (built if needed)."""
     if config.model:
-        return config.model
+        return resolve_model_name(config.model)
     return str(build_tiny(default_recipe_for(config.task, kind)))

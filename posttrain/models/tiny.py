@@ -321,14 +321,14 @@ def sft_warm_start(
     model.eval()
 
 
-def _cache_root(cache_dir: str | Path | None) -> Path:
+def cache_root(cache_dir: str | Path | None) -> Path:
     if cache_dir is not None:
         return Path(cache_dir)
     return Path(os.environ.get("POSTTRAIN_CACHE") or Path.home() / ".cache")
 
 
 @contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     """Exclusive ``fcntl`` lock on ``path`` for the duration of the block (released if the process dies)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as handle:
@@ -341,7 +341,7 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 def recipe_dir(recipe: TinyRecipe, cache_dir: str | Path | None = None) -> Path:
     """Where ``recipe`` is (or would be) cached: ``<cache>/posttrain/tiny/<name>-<fingerprint>``."""
-    return _cache_root(cache_dir) / "posttrain" / "tiny" / f"{recipe.name}-{recipe.fingerprint()}"
+    return cache_root(cache_dir) / "posttrain" / "tiny" / f"{recipe.name}-{recipe.fingerprint()}"
 
 
 def build_recipe(recipe: TinyRecipe, cache_dir: str | Path | None = None, force: bool = False) -> Path:
@@ -351,7 +351,7 @@ def build_recipe(recipe: TinyRecipe, cache_dir: str | Path | None = None, force:
     under a file lock, so concurrent callers never see a half-written model.
     """
     target = recipe_dir(recipe, cache_dir)
-    with _file_lock(target.with_name(target.name + ".lock")):
+    with file_lock(target.with_name(target.name + ".lock")):
         if target.is_dir() and not force:
             logger.info("tiny model %s: reused %s", recipe.name, target)
             return target

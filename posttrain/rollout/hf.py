@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
+from posttrain.models.padding import left_pad, left_padded_positions
 from posttrain.rollout.base import Rollouts, SamplingParams, start_generation
 from posttrain.rollout.weights import WeightReceiver
 
@@ -131,12 +132,8 @@ class HFRolloutEngine:
     def _generate_batch(
         self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator
     ) -> list[_Completion]:
-        batch, width = len(prompts), max(len(p) for p in prompts)
-        input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((batch, width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-            mask[row, width - len(prompt) :] = 1
+        batch = len(prompts)
+        input_ids, mask = left_pad(prompts, self.pad_token_id)
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         stop_ids = self._stop_ids(params)
 
@@ -145,7 +142,7 @@ class HFRolloutEngine:
         logits = self.model(
             input_ids=input_ids,
             attention_mask=mask,
-            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+            position_ids=left_padded_positions(mask),
             use_cache=True,
             **{self._cache_kwarg: cache},
             **extra,

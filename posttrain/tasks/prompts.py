@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
+from posttrain.models.chat import has_chat_template, render_chat
 from posttrain.tasks.base import Example
 
 logger = logging.getLogger(__name__)
@@ -28,10 +29,10 @@ class RawPromptExample(Example):
 def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, system_prompt: str | None) -> str:
     """The text the model sees before its answer: chat template + generation prompt, or the raw text."""
     global _warned_no_template
-    if getattr(tokenizer, "chat_template", None):
+    if has_chat_template(tokenizer):
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
         messages.append({"role": "user", "content": prompt})
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return render_chat(tokenizer, messages)
     if not _warned_no_template:
         logger.warning("tokenizer %s has no chat template; prompts are fed as raw text",
                        getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
@@ -51,7 +52,7 @@ def encode_prompts(
     gets the tokenizer's usual special tokens (e.g. a BOS), except that a ``RawPromptExample`` starting
     with the BOS text does not get a second one. A system prompt cannot apply to a ``RawPromptExample``.
     """
-    templated = bool(getattr(tokenizer, "chat_template", None))
+    templated = has_chat_template(tokenizer)
     bos = getattr(tokenizer, "bos_token", None)
     encoded: list[list[int]] = []
     for index, example in enumerate(examples):

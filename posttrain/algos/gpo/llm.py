@@ -37,6 +37,7 @@ from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import opt
 from posttrain.models.likelihood import logprobs_from_logits
+from posttrain.models.padding import left_padded_positions
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 
@@ -75,7 +76,7 @@ def completion_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention
                       temperature: float) -> torch.Tensor:
     """Float32 logits [B, last, V] predicting the final ``last`` tokens (same positions and scaling as
     ``causal_token_logprobs(..., last=last)``)."""
-    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    position_ids = left_padded_positions(attention_mask)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                    logits_to_keep=last + 1).logits[:, :-1].float()
     return logits / temperature if temperature not in (0, 1.0) else logits
