@@ -32,7 +32,6 @@ is the k+1-th; otherwise a lower bound. ``TokenScores.exact`` says which you got
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +43,7 @@ import torch
 from posttrain.models.likelihood import entropy_from_logits, logprobs_from_logits
 from posttrain.models.loading import load_tokenizer
 from posttrain.rollout.base import SamplingParams
+from posttrain.rollout.scores import TokenScores, mass_above_from_logits, topk_entropy, topk_mass_above
 
 __all__ = [
     "Generation",
@@ -66,19 +66,6 @@ class Generation:
     finish_reason: str
 
 
-@dataclass
-class TokenScores:
-    """Scores of positions 1..T-1 of one sequence (``token_ids`` are those scored tokens)."""
-
-    token_ids: list[int] | None
-    logprobs: list[float]
-    entropies: list[float] | None = None
-    mass_above: list[float] | None = None  # DMAP a_i: sum of p(v) over v with p(v) > p(observed)
-    distributions: torch.Tensor | None = None  # [T-1, V] log-probs, HF only (``full=True``)
-    exact: bool = True  # False when entropies / mass_above come from top-k log-probs
-    tokens: list[str] | None = None  # token strings (HTTP backend, when ids are unknown)
-
-
 @runtime_checkable
 class LLMBackend(Protocol):
     name: str
@@ -93,35 +80,6 @@ class LLMBackend(Protocol):
 
 
 # ----------------------------------------------------------------------------------------- pure helpers
-def mass_above_from_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """``sum_v p(v) * [p(v) > p(target)]`` per position (float32), the DMAP left endpoint a_i."""
-    probs = torch.softmax(logits.float(), dim=-1)
-    p_obs = probs.gather(-1, targets.unsqueeze(-1))
-    return (probs * (probs > p_obs)).sum(-1)
-
-
-def topk_entropy(top_logprobs: Sequence[float]) -> float:
-    """Entropy approximated from top-k log-probs, the remaining mass counted as one atom."""
-    probs = [math.exp(lp) for lp in top_logprobs if lp is not None and lp > -math.inf]
-    h = -sum(p * math.log(p) for p in probs if p > 0)
-    rest = max(0.0, 1.0 - sum(probs))
-    if rest > 1e-12:
-        h -= rest * math.log(rest)
-    return h
-
-
-def _topk_mass_above(top_logprobs: Sequence[float], observed_logprob: float) -> tuple[float, bool]:
-    """(mass above the observed token from top-k, exact?) - exact iff the observed token is in the top-k
-    or the top-k are all above it and nothing else can be (k+1-th)."""
-    p_obs = math.exp(observed_logprob)
-    above = [math.exp(lp) for lp in top_logprobs if lp > observed_logprob]
-    in_topk = any(abs(lp - observed_logprob) < 1e-6 for lp in top_logprobs)
-    rest = max(0.0, 1.0 - sum(math.exp(lp) for lp in top_logprobs) - (0.0 if in_topk else p_obs))
-    exact = in_topk or rest <= 1e-9 or (top_logprobs and min(top_logprobs) <= observed_logprob)
-    return sum(above), bool(exact)
-
-
-# ----------------------------------------------------------------------------------------- HF
 class HFBackend:
     """Transformers backend: generation through ``HFRolloutEngine``, exact batched scoring.
 
@@ -288,7 +246,7 @@ class VLLMBackend:
                              reverse=True)[: self.top_k]
                 lps.append(observed)
                 ents.append(topk_entropy(top))
-                m, ok = _topk_mass_above(top, observed)
+                m, ok = topk_mass_above(top, observed)
                 masses.append(m)
                 exact = exact and ok
             results.append(TokenScores(ids[1:], lps, ents if entropy else None, masses if mass_above else None,
@@ -400,7 +358,7 @@ class OpenAIHTTPBackend:
                 observed = float("-inf") if observed is None else observed
                 lps.append(observed)
                 ents.append(topk_entropy(values))
-                masses.append(_topk_mass_above(values, observed)[0])
+                masses.append(topk_mass_above(values, observed)[0])
             return TokenScores(ids[1:] if ids is not None else None, lps, ents if entropy else None,
                                masses if mass_above else None, exact=False,
                                tokens=lp["tokens"][1:n_prompt])

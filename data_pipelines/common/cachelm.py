@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from data_pipelines.common.backends import TokenScores
+from posttrain.rollout.scores import TokenScores
 
 
 class CacheLMBackend:

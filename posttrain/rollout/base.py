@@ -41,6 +41,7 @@ class Rollouts:
     texts: list[str]  # decoded completions, special tokens removed
     logprobs: list[list[float]]  # per completion token, under the sampling distribution
     finish_reasons: list[str] = field(default_factory=list)  # "stop" or "length"
+    weight_version: int = 0  # the engine's weight version that produced these completions
 
     def __len__(self) -> int:
         return len(self.completion_ids)

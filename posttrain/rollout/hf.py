@@ -121,6 +121,7 @@ class HFRolloutEngine:
             texts=self.tokenizer.batch_decode([c.ids for c in completions], skip_special_tokens=True),
             logprobs=[c.logprobs for c in completions],
             finish_reasons=[c.finish_reason for c in completions],
+            weight_version=self.weight_version,
         )
 
     def _stop_ids(self, params: SamplingParams) -> torch.Tensor:

@@ -14,8 +14,9 @@ import torch
 from fastapi import FastAPI, Request  # module level: the handler's string annotations must resolve here
 from fastapi.responses import JSONResponse
 
-from data_pipelines.common.backends import HFBackend, OpenAIHTTPBackend, mass_above_from_logits, topk_entropy
+from data_pipelines.common.backends import HFBackend, OpenAIHTTPBackend
 from posttrain.rollout.base import SamplingParams
+from posttrain.rollout.scores import mass_above_from_logits, topk_entropy
 
 
 @pytest.fixture(scope="module")

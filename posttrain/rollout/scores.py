@@ -1,0 +1,58 @@
+"""Token scores: what an engine's ``score`` returns for a sequence, and the pure functions that compute
+them (per-token log-probs, entropies, and the DMAP "mass above" the observed token).
+
+Top-k approximation (engines that return only the top-k log-probs: vLLM, OpenAI-compatible HTTP), with
+``p_1..p_k`` the returned probabilities and ``r = 1 - sum p_j``: ``H ~= -sum_j p_j log p_j - r log r``
+(the tail treated as one atom, a lower bound of the true tail term), and
+``mass_above ~= sum_{j: p_j > p_obs} p_j``, exact iff the observed token is in the top-k or is the
+k+1-th; otherwise a lower bound. ``TokenScores.exact`` says which you got.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class TokenScores:
+    """Scores of positions 1..T-1 of one sequence (``token_ids`` are those scored tokens)."""
+
+    token_ids: list[int] | None
+    logprobs: list[float]
+    entropies: list[float] | None = None
+    mass_above: list[float] | None = None  # DMAP a_i: sum of p(v) over v with p(v) > p(observed)
+    distributions: torch.Tensor | None = None  # [T-1, V] log-probs, HF only (``full=True``)
+    exact: bool = True  # False when entropies / mass_above come from top-k log-probs
+    tokens: list[str] | None = None  # token strings (HTTP backend, when ids are unknown)
+
+
+def mass_above_from_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``sum_v p(v) * [p(v) > p(target)]`` per position (float32), the DMAP left endpoint a_i."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    p_obs = probs.gather(-1, targets.unsqueeze(-1))
+    return (probs * (probs > p_obs)).sum(-1)
+
+
+def topk_entropy(top_logprobs: Sequence[float]) -> float:
+    """Entropy approximated from top-k log-probs, the remaining mass counted as one atom."""
+    probs = [math.exp(lp) for lp in top_logprobs if lp is not None and lp > -math.inf]
+    h = -sum(p * math.log(p) for p in probs if p > 0)
+    rest = max(0.0, 1.0 - sum(probs))
+    if rest > 1e-12:
+        h -= rest * math.log(rest)
+    return h
+
+
+def topk_mass_above(top_logprobs: Sequence[float], observed_logprob: float) -> tuple[float, bool]:
+    """(mass above the observed token from top-k, exact?) - exact iff the observed token is in the top-k
+    or the top-k are all above it and nothing else can be (k+1-th)."""
+    p_obs = math.exp(observed_logprob)
+    above = [math.exp(lp) for lp in top_logprobs if lp > observed_logprob]
+    in_topk = any(abs(lp - observed_logprob) < 1e-6 for lp in top_logprobs)
+    rest = max(0.0, 1.0 - sum(math.exp(lp) for lp in top_logprobs) - (0.0 if in_topk else p_obs))
+    exact = in_topk or rest <= 1e-9 or (top_logprobs and min(top_logprobs) <= observed_logprob)
+    return sum(above), bool(exact)
