@@ -19,6 +19,9 @@ from typing import Any
 
 import yaml
 
+DEFAULT_ALGO = "grpo"
+"""The algorithm of a run that names none (neither ``--algo`` nor an ``algo:`` key in its ``--config`` file)."""
+
 
 class ConfigError(ValueError):
     """A bad configuration value: the message names the field, the value and what is allowed."""
@@ -41,7 +44,8 @@ class TrainConfig:
     """Options shared by every algorithm."""
 
     # --- what to train -------------------------------------------------------------------------
-    algo: str = opt("grpo", "Algorithm to run (see `posttrain train --help`).")
+    algo: str = opt(DEFAULT_ALGO, "Algorithm to run: --algo on the command line, else `algo:` in the --config file, "
+                                  "else grpo (`posttrain train --help` lists them).")
     model: str | None = opt(None, "Model path or hub id; unset = the embedded tiny model for the task.")
     trust_remote_code: bool = opt(False, "Run the checkpoint's own modeling code (needed by e.g. LLaDA and Dream).")
     task: str = opt("arithmetic", "Built-in task (arithmetic, countdown, sudoku) or 'dataset' to use --dataset.")
@@ -58,7 +62,8 @@ class TrainConfig:
     # --- output and run control ----------------------------------------------------------------
     output_dir: str = opt("", "Where checkpoints, metrics and the resolved config go; empty = outputs/<algo>-<task>.")
     seed: int = opt(0, "Seed for data order, sampling and initialisation.")
-    steps: int = opt(200, "Number of optimizer steps (each from one batch of rollouts).")
+    steps: int = opt(200, "Training steps: each samples one batch of rollouts and takes mu optimizer steps on it "
+                          "(steps x mu optimizer steps in all); save_every, eval_every and log_every count these.")
     resume: str | None = opt(None, "'auto' = latest checkpoint in output_dir, or a checkpoint path.")
     save_every: int = opt(100, "Save a checkpoint every N steps (and at the end); 0 = only at the end.")
     keep_last: int = opt(2, "Keep only the newest N checkpoints.", None)
@@ -73,12 +78,13 @@ class TrainConfig:
     prompts_per_step: int = opt(16, "Prompts per optimizer step across all ranks.")
     group_size: int = opt(8, "Completions sampled per prompt (G).")
     micro_batch_size: int = opt(32, "Samples per forward/backward on one rank.")
-    mu: int = opt(1, "Inner iterations (optimizer steps) over each batch of rollouts.")
+    mu: int = opt(1, "Inner iterations: optimizer steps taken on each step's batch of rollouts.")
     # --- optimisation --------------------------------------------------------------------------
     lr: float = opt(1e-4, "Peak learning rate (AdamW).")
     weight_decay: float = opt(0.0, "AdamW weight decay.")
-    warmup_steps: int = opt(0, "Linear warm-up steps.")
-    lr_scheduler: str = opt("constant", "Learning-rate schedule after warm-up.", ["constant", "linear", "cosine"])
+    warmup_steps: int = opt(0, "Linear warm-up, in optimizer steps (a run takes steps x mu of them).")
+    lr_scheduler: str = opt("constant", "Learning-rate schedule after warm-up, over the run's steps x mu optimizer "
+                                        "steps.", ["constant", "linear", "cosine"])
     max_grad_norm: float = opt(1.0, "Gradient clipping norm; 0 = off.")
     zero_stage: int = opt(0, "DeepSpeed ZeRO stage.", [0, 1, 2, 3])
     precision: str = opt("fp32", "Training precision.", ["fp32", "bf16"])
@@ -148,6 +154,8 @@ class TrainConfig:
             raise ConfigError("lora_r", self.lora_r, "LoRA is supported with zero_stage 0, 1 or 2, not 3")
         if self.task == "dataset" and not self.dataset:
             raise ConfigError("dataset", self.dataset, "--task dataset needs --dataset PATH_OR_ID")
+        if not self.model:
+            _check_embedded_model(self.task, self.model_kind)
         if self.raw_prompts and (self.task != "dataset" or self.system_prompt):
             raise ConfigError("raw_prompts", self.raw_prompts,
                               "applies to --task dataset only, and excludes --system_prompt (the prompt is used as is)")
@@ -187,6 +195,20 @@ class TrainConfig:
         tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
         os.replace(tmp, path)
         return path
+
+
+def _check_embedded_model(task: str, kind: str) -> None:
+    """Without ``--model`` a run needs an embedded tiny model of ``kind`` for ``task``; name the fix when none exists."""
+    from posttrain.models.tiny import RECIPES, default_recipe_for
+
+    try:
+        default_recipe_for(task, kind)
+    except KeyError:
+        recipes = [RECIPES.get(name) for name in RECIPES.names()]
+        tasks = sorted({r.task for r in recipes if r.kind == kind and r.task})
+        raise ConfigError("task", task, f"there is no embedded tiny {kind} model for it; pass --task "
+                          f"{' or --task '.join(tasks)} (the tasks with one), or name a checkpoint with "
+                          "--model PATH_OR_HUB_ID") from None
 
 
 def _ships_own_code(model: str) -> bool:
@@ -262,6 +284,34 @@ def _split_overrides(argv: Sequence[str]) -> list[tuple[str, str | None]]:
     return pairs
 
 
+def load_config_file(path: str | None) -> dict[str, Any]:
+    """The ``field: value`` mapping of a ``--config`` YAML file (``-`` in a key reads as ``_``)."""
+    if path is None or not Path(path).is_file():
+        raise ConfigError("config", path, "must be an existing YAML file")
+    loaded = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(loaded, dict):
+        raise ConfigError("config", path, "the YAML file must hold a mapping of field: value")
+    return {str(k).replace("-", "_"): v for k, v in loaded.items()}
+
+
+def requested_algo(argv: Sequence[str]) -> str:
+    """The algorithm a command line asks for: its ``--algo NAME``, else the ``algo:`` key of its ``--config``
+    file(s), else ``DEFAULT_ALGO``. The flag wins over the file, as every ``--key value`` flag does."""
+    pairs = _split_overrides(argv)
+    flags = [value for key, value in pairs if key == "algo"]
+    if flags:
+        if flags[-1] is None:
+            raise ConfigError("algo", None, "needs a value, e.g. --algo grpo")
+        return flags[-1]
+    from_files = [load_config_file(value).get("algo") for key, value in pairs if key == "config"]
+    from_files = [algo for algo in from_files if algo is not None]
+    if not from_files:
+        return DEFAULT_ALGO
+    if not isinstance(from_files[-1], str):
+        raise ConfigError("algo", from_files[-1], "the --config file's algo must be an algorithm name, e.g. grpo")
+    return from_files[-1]
+
+
 def build_config(cls: type[TrainConfig], argv: Sequence[str]) -> TrainConfig:
     """Build ``cls`` from ``--config FILE`` and ``--key value`` overrides (no validation yet)."""
     pairs = _split_overrides(argv)
@@ -269,13 +319,8 @@ def build_config(cls: type[TrainConfig], argv: Sequence[str]) -> TrainConfig:
     values: dict[str, Any] = {}
     for key, value in pairs:
         if key == "config":
-            if value is None or not Path(value).is_file():
-                raise ConfigError("config", value, "must be an existing YAML file")
-            loaded = yaml.safe_load(Path(value).read_text()) or {}
-            if not isinstance(loaded, dict):
-                raise ConfigError("config", value, "the YAML file must hold a mapping of field: value")
-            for k, v in loaded.items():
-                values[k.replace("-", "_")] = ("yaml", v)
+            for k, v in load_config_file(value).items():
+                values[k] = ("yaml", v)
     for key, value in pairs:
         if key in ("config", "local_rank"):
             continue
@@ -285,7 +330,8 @@ def build_config(cls: type[TrainConfig], argv: Sequence[str]) -> TrainConfig:
         if key not in fields:
             close = [n for n in fields if n.startswith(key[:4])]
             hint = f"; did you mean {close}?" if close else "; see --help"
-            raise ConfigError(key, value, f"unknown option for --algo {cls.__name__}{hint}")
+            algo = values["algo"][1] if "algo" in values else cls.__name__
+            raise ConfigError(key, value, f"unknown option for --algo {algo}{hint}")
         annotation = _field_type(cls, fields[key])
         if value is None:
             if annotation is not bool:
@@ -295,11 +341,14 @@ def build_config(cls: type[TrainConfig], argv: Sequence[str]) -> TrainConfig:
     return cls(**kwargs)
 
 
-def help_text(cls: type[TrainConfig]) -> str:
-    """Every field with its type, default, choices and one-line doc, for ``--help``."""
-    lines = [f"Options for {cls.__name__} (--key value, or a YAML file with --config):", ""]
+def help_text(cls: type[TrainConfig], algo: str | None = None) -> str:
+    """Every field with its type, default, choices and one-line doc, for ``--help`` of ``--algo algo``."""
+    title = f"--algo {algo} ({cls.__name__})" if algo else cls.__name__
+    lines = [f"Options of {title} (--key value, or a YAML file with --config):", ""]
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if f.name == "algo" and algo:
+            default = algo  # every config class inherits TrainConfig's "grpo"; show the documented algorithm
         annotation = _field_type(cls, f)
         type_name = getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
         choices = f.metadata.get("choices")

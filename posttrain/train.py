@@ -1,6 +1,7 @@
 """Entry point: ``deepspeed posttrain/train.py --algo NAME [--config run.yaml] [--key value ...]``.
 
-Also ``python posttrain/train.py ...`` (one process) and ``posttrain train ...``.
+Also ``python posttrain/train.py ...`` (one process) and ``posttrain train ...``. The algorithm is the
+``--algo`` flag, else the ``algo:`` key of the ``--config`` file, else grpo (``requested_algo``).
 """
 
 from __future__ import annotations
@@ -14,31 +15,37 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from posttrain.algos import algorithm_names, get_algorithm
-from posttrain.config import ConfigError, build_config, help_text
+from posttrain.config import ConfigError, build_config, help_text, requested_algo
+
+HELP_FLAGS = ("-h", "--help")
 
 
-def _algo_from_argv(argv: list[str]) -> str:
-    for i, token in enumerate(argv):
-        if token == "--algo" and i + 1 < len(argv):
-            return argv[i + 1]
-        if token.startswith("--algo="):
-            return token.split("=", 1)[1]
-    return "grpo"
+def _usage() -> str:
+    return (f"usage: deepspeed posttrain/train.py --algo {{{','.join(algorithm_names())}}} "
+            "[--config run.yaml] [--key value ...]\n"
+            "       (or: posttrain train ..., python posttrain/train.py ...: one process)\n\n"
+            "The algorithm is --algo, else `algo:` in the --config file, else grpo. --key value flags override "
+            "the file;\nthe options below are those of the chosen algorithm (`--algo NAME --help` for another's).\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = [a for a in argv if not a.startswith("--local_rank") and not a.startswith("--local-rank")]
-    name = _algo_from_argv(argv)
+    wants_help = any(a in HELP_FLAGS for a in argv)
+    argv = [a for a in argv if a not in HELP_FLAGS]
+    try:
+        name = requested_algo(argv)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         algo_cls = get_algorithm(name)
     except KeyError:
         print(f"error: unknown --algo {name!r}; choose one of {algorithm_names()}", file=sys.stderr)
         return 2
-    if "-h" in argv or "--help" in argv:
-        print(f"usage: deepspeed posttrain/train.py --algo {{{','.join(algorithm_names())}}} "
-              "[--config run.yaml] [--key value ...]\n")
-        print(help_text(algo_cls.config_class))
+    if wants_help:
+        print(_usage())
+        print(help_text(algo_cls.config_class, name))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

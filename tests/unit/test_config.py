@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from posttrain.algos.pg import GRPOConfig, RLOOConfig
-from posttrain.config import ConfigError, build_config, help_text
+from posttrain.config import ConfigError, build_config, help_text, requested_algo
+from posttrain.dist import deepspeed_config, lr_lambda
 
 
 def test_precedence_defaults_yaml_cli(tmp_path: Path) -> None:
@@ -91,3 +92,60 @@ def test_model_kind_follows_the_rollout_engine() -> None:
         build_config(GRPOConfig, ["--rollout", "diffusion"]).validate()
     with pytest.raises(ConfigError, match="block_length"):
         build_config(ESPOConfig, ["--block_length", "0"]).validate()
+
+
+def test_algo_comes_from_the_flag_then_the_config_file_then_grpo(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"algo": "rloo", "steps": 3}))
+    assert requested_algo(["--config", str(path)]) == "rloo"
+    assert requested_algo(["--config", str(path), "--algo", "sft"]) == "sft"  # the flag wins, as every flag does
+    assert requested_algo(["--algo=espo", "--lr", "0.1"]) == "espo"
+    assert requested_algo(["--lr", "0.1"]) == "grpo"
+    with pytest.raises(ConfigError, match="needs a value"):
+        requested_algo(["--config", str(path), "--algo"])
+    path.write_text(yaml.safe_dump({"algo": 3}))
+    with pytest.raises(ConfigError, match="algorithm name"):
+        requested_algo(["--config", str(path)])
+
+
+def test_train_entry_honours_algo_in_the_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from posttrain.train import main
+
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"algo": "rloo", "kl_coef": 0.02}))
+    assert main(["--config", str(path), "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "Options of --algo rloo (RLOOConfig)" in out and '--algo (str, default "rloo")' in out
+    path.write_text(yaml.safe_dump({"algo": "sft", "kl_coef": 0.02}))  # kl_coef is no SFT option
+    assert main(["--config", str(path)]) == 2
+    assert "unknown option for --algo sft" in capsys.readouterr().err
+
+
+def test_no_embedded_model_for_the_task_fails_at_start_up_naming_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    from posttrain.algos.sft import SFTConfig
+    from posttrain.train import main
+
+    with pytest.raises(ConfigError) as err:
+        build_config(SFTConfig, ["--rollout", "diffusion"]).validate()
+    assert err.value.field_name == "task"
+    assert "no embedded tiny diffusion model" in str(err.value) and "--task countdown or --task sudoku" in str(err.value)
+    build_config(SFTConfig, ["--rollout", "diffusion", "--task", "sudoku"]).validate()
+    build_config(SFTConfig, ["--rollout", "diffusion", "--model", "my/diffusion-lm"]).validate()
+    assert main(["--algo", "sft", "--rollout", "diffusion"]) == 2  # the README's row: one line, no traceback
+    assert "--task countdown or --task sudoku" in capsys.readouterr().err
+
+
+def test_steps_count_rollout_batches_of_mu_optimizer_steps() -> None:
+    # The LR schedule spans steps x mu optimizer steps: steps 3, mu 2, linear decay -> 1 - s / 6.
+    cfg = build_config(GRPOConfig, ["--steps", "3", "--mu", "2", "--lr_scheduler", "linear"])
+    factor = lr_lambda(cfg)
+    assert [factor(s) for s in (0, 3, 6)] == [1.0, 0.5, 0.0]
+    warm = lr_lambda(build_config(GRPOConfig, ["--steps", "3", "--mu", "2", "--lr_scheduler", "linear",
+                                               "--warmup_steps", "2"]))
+    assert [warm(s) for s in (0, 1, 2, 4, 6)] == [0.5, 1.0, 1.0, 0.5, 0.0]
+    # One pass over a step's samples is exactly one optimizer step (micro-batch x accumulation = the rank's
+    # samples), so the trainer's mu passes per step are mu optimizer steps.
+    for argv, world in ([], 1), (["--micro_batch_size", "8"], 2), (["--micro_batch_size", "512"], 1):
+        cfg = build_config(GRPOConfig, argv)
+        ds = deepspeed_config(cfg, world)
+        assert ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] == cfg.per_rank_samples(world)
