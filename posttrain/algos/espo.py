@@ -71,7 +71,8 @@ class ESPOConfig(TrainConfig):
     # Batch shape and budget sized for the embedded default (tiny diffusion model, 4x4 Sudoku, 2 CPU cores,
     # under 10 minutes with its warm start); the paper's runs use G = 6 too, mu = 8 and far more steps.
     task: str = opt("sudoku", "Built-in task (arithmetic, countdown, sudoku) or 'dataset' to use --dataset.")
-    steps: int = opt(60, "Number of optimizer-step batches of rollouts (each gives mu optimizer steps).")
+    steps: int = opt(60, "Training steps: each samples one batch of rollouts and takes mu optimizer steps on it "
+                         "(steps x mu optimizer steps in all); save_every, eval_every and log_every count these.")
     prompts_per_step: int = opt(8, "Prompts per step across all ranks.")
     group_size: int = opt(6, "Completions sampled per prompt (G; ESPO uses 6).")
     micro_batch_size: int = opt(48, "Samples per forward/backward on one rank.")
@@ -79,7 +80,7 @@ class ESPOConfig(TrainConfig):
     pass_k: int = opt(1, "k for pass@k at evaluation (sampled at the rollout temperature); 1 = off.")
     rollout: str = opt("diffusion", "Rollout engine (masked-diffusion sampler).", ["diffusion"])
     max_new_tokens: int = opt(24, "Fixed generation length L (completions are EOS-padded to it).")
-    mu: int = opt(2, "Inner iterations (optimizer steps) over each batch of rollouts.")
+    mu: int = opt(2, "Inner iterations: optimizer steps taken on each step's batch of rollouts.")
     lr: float = opt(3e-4, "Peak learning rate (AdamW).")
     likelihood: str = opt("elbo", "Likelihood proxy: coupled sequence ELBO or d1 mean-field.", ["elbo", "mean-field"])
     action: str = opt("sequence", "Action space of the ratio: whole sequence (ESPO) or each token.", ["sequence", "token"])
