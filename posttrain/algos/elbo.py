@@ -14,7 +14,7 @@ micro-batching splits them consistently.
 Sequence ELBO (ESPO ``_get_elbo`` / ``_get_elbo_mc``; notes section 1.4):
 
 1. Stratified mask counts: per Monte Carlo sample m, k ~ U{0..L}; row j of the batch gets
-   l_j = round(k + j (L+1)/B) mod (L+1) (``stratify="batch"``, ESPO). Alternatives: ``"mc"`` spreads
+   l_j = (k + floor(j (L+1)/B)) mod (L+1) (``stratify="batch"``, ESPO). Alternatives: ``"mc"`` spreads
    the counts over the M samples of the same row (LLaDA's ``get_log_likelihood`` style), ``"none"``
    draws l ~ U{0..L} independently. Exactly l_j completion positions, a uniform random subset, are masked.
 2. Pass 1: each masked token contributes log p(y_i | y_masked) * (L+1)/l.
@@ -23,7 +23,13 @@ Sequence ELBO (ESPO ``_get_elbo`` / ``_get_elbo_mc``; notes section 1.4):
 4. M samples are averaged. ``elbo_terms`` returns per-token terms [B, L] (the token-level ELBO terms
    L^k used by the token-elbo baseline); the sequence ELBO is their sum.
 
-Deviations from the papers' code (deliberate): masks come from a local generator instead of
+Deviations from the papers' code (deliberate): ESPO's code computes l_j = round(k + j (L+1)/B), and
+``torch.round`` rounds halves to even, so when j (L+1)/B is a half (even B, even L) the offset of row j
+depends on the parity of k: with B = 2, L = 4 row 1 takes the counts {2, 4, 4, 1, 1} instead of
+{0, ..., 4}, never 0 and 4 twice, and its ELBO estimate is biased (a context-free model: E = (L+1)/L times
+the exact ELBO without coupling). Here the offset is the integer floor(j (L+1)/B), the same for every k,
+so each row's count is exactly uniform on {0..L} and the rows stay evenly spread (offsets differ by
+floor or ceil of (L+1)/B). Masks come from a local generator instead of
 ``accelerate.set_seed`` (which reseeds global RNGs); padded prompt positions get attention mask 0 (ESPO
 passes no attention mask, so pads are visible); the M samples and both coupled passes go through the
 model through one code path that can batch several passes per forward (``max_batch``); a pass row with
@@ -68,22 +74,24 @@ def model_logits_fn(model: torch.nn.Module) -> LogitsFn:
 def stratified_mask_counts(
     batch_size: int, length: int, num_mc: int, generator: torch.Generator, stratify: Stratify = "batch"
 ) -> torch.Tensor:
-    """Mask counts l in {0..L}, LongTensor [B, M], each marginally uniform on {0..L}."""
+    """Mask counts l in {0..L}, LongTensor [B, M], each exactly uniform on {0..L}.
+
+    Stratified counts are one uniform draw k plus a fixed integer offset per row (``"batch"``) or per
+    sample (``"mc"``), taken mod L+1: a shift of a uniform variable is uniform, whatever the offsets.
+    """
     if length < 1 or batch_size < 1 or num_mc < 1:
         raise ValueError(f"need length, batch_size and num_mc >= 1; got {length}, {batch_size}, {num_mc}")
     span = length + 1
     if stratify == "none":
         return torch.randint(0, span, (batch_size, num_mc), generator=generator)
     if stratify == "batch":  # ESPO forward_process: one k per MC sample, spread over the batch rows
-        k = torch.randint(0, span, (num_mc,), generator=generator).double()
-        j = torch.arange(batch_size, dtype=torch.float64)
-        counts = torch.round(k[None, :] + j[:, None] * (span / batch_size)).long()
-        return counts % span
+        k = torch.randint(0, span, (num_mc,), generator=generator)
+        offsets = torch.arange(batch_size) * span // batch_size
+        return (k[None, :] + offsets[:, None]) % span
     if stratify == "mc":  # spread over the M samples of each row
-        k = torch.randint(0, span, (batch_size,), generator=generator).double()
-        m = torch.arange(num_mc, dtype=torch.float64)
-        counts = torch.round(k[:, None] + m[None, :] * (span / num_mc)).long()
-        return counts % span
+        k = torch.randint(0, span, (batch_size,), generator=generator)
+        offsets = torch.arange(num_mc) * span // num_mc
+        return (k[:, None] + offsets[None, :]) % span
     raise ValueError(f"stratify must be 'batch', 'mc' or 'none', got {stratify!r}")
 
 

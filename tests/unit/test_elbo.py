@@ -80,6 +80,44 @@ def test_stratified_counts_cover_range_and_spread_over_batch():
     assert torch.allclose(freq, torch.full((5,), 0.2), atol=0.02)
 
 
+@pytest.mark.parametrize("stratify", ["batch", "mc"])
+@pytest.mark.parametrize("size,length", [(2, 4), (4, 6), (2, 3), (6, 4)])
+def test_stratified_counts_are_exactly_uniform_for_every_row(stratify, size, length):
+    """Every row (or MC sample) is the shared draw k shifted by a fixed offset, so it is distributed exactly
+    like k, even when size and length are both even (where round-half-to-even made the offset of a middle
+    row depend on k's parity: B = 2, L = 4 gave row 1 the counts {2, 4, 4, 1, 1})."""
+    span, draws = length + 1, 3000
+    g = torch.Generator().manual_seed(11)
+    if stratify == "batch":
+        counts = stratified_mask_counts(size, length, draws, g, "batch")  # [size, draws]
+    else:
+        counts = stratified_mask_counts(draws, length, size, g, "mc").T  # [size, draws]
+    shifts = (counts - counts[0]) % span
+    expected = [j * span // size for j in range(size)]  # floor(j (L+1) / B): spread as evenly as possible
+    assert [set(row.tolist()) for row in shifts] == [{e} for e in expected]
+    for row in counts:
+        freq = torch.bincount(row, minlength=span).float() / draws
+        assert torch.allclose(freq, torch.full((span,), 1 / span), atol=0.03)
+
+
+def test_stratified_elbo_is_unbiased_in_every_row_at_even_batch_and_length():
+    """A context-free model with every log-prob c = -log 12: pass 1 with l > 0 masked tokens scores exactly
+    (L+1)/l * l * c = (L+1) c, and l = 0 scores 0. With counts uniform on {0..L} the mean is L/(L+1) of
+    that, the exact ELBO L c; a row that never gets l = 0 (row 1 of B = 2, L = 4 under rounding) averages
+    (L+1) c = -12.42 instead of -9.94."""
+    length, draws = 4, 3000
+    table = torch.zeros(length, 12)
+    ids = torch.cat([torch.tensor([[7, 8]]), torch.tensor([[1, 3, 0, 11]])], dim=1).expand(2, -1)
+    masks = draw_elbo_masks(2, length, draws, torch.Generator().manual_seed(4), stratify="batch")
+    c = -math.log(12)
+    per_sample = elbo_terms(_table_fn(table), ids, masks[:, :1], MASK, coupled=False).sum(-1)
+    assert per_sample.tolist() == pytest.approx([(length + 1) * c if masks[r, 0].any() else 0.0 for r in range(2)])
+    estimate = sequence_elbo(_table_fn(table), ids, masks, MASK, coupled=False)
+    exact = exact_elbo(_table_fn(table), ids, length, MASK)
+    assert exact.tolist() == pytest.approx([length * c] * 2, abs=1e-5)
+    assert estimate.tolist() == pytest.approx(exact.tolist(), rel=0.03)
+
+
 def test_masks_have_exact_counts_and_are_seeded():
     masks = draw_elbo_masks(5, 9, 2, torch.Generator().manual_seed(3))
     again = draw_elbo_masks(5, 9, 2, torch.Generator().manual_seed(3))
