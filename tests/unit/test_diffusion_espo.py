@@ -96,6 +96,43 @@ def test_sequence_ratio_is_normalised_by_length_and_clipped(tokenizer, policy):
     policy.zero_grad(set_to_none=True)
 
 
+# Token-level ratios r per completion position and reference offsets s (ref = current + s), cycled.
+TOKEN_RATIOS = [1.5, 0.5, 1.1, 1.0, 1.5, 0.5, 1.1, 1.0]
+REF_SHIFTS = [0.0, 1.0, 2.0, 0.0, 0.0, 1.0, 2.0, 0.0]
+
+
+@pytest.mark.parametrize("cls,config_cls,kl", [
+    # k2 per token: s^2 / 2 = 0, .5, 2; sums over the kept tokens: 5 + 2.5 + 2.5 = 10, / 16 tokens
+    (TokenELBO, TokenELBOConfig, 10 / 16),
+    # k3 per token: e^s - 1 - s = 0, e - 2, e^2 - 3; row sums 2 (e^2 + e - 5), (e^2 + e - 5) twice; / 16
+    (DiffuGRPO, DiffuGRPOConfig, 4 * (math.e**2 + math.e - 5) / 16),
+])
+def test_token_ratios_are_clipped_per_token(tokenizer, policy, cls, config_cls, kl):
+    """Token level with ratios != 1, clip_low 0.2 / clip_high 0.3, hand-computed. Factor f(r) of -A:
+    A > 0: r = 1.5 -> 1.3 (clipped), 0.5 -> 0.5, 1.1 -> 1.1, 1.0 -> 1.0; A < 0: 1.5 -> 1.5, 0.5 -> 0.8
+    (clipped). Rows (A, tokens up to EOS): (1, 8), (-2, 3), (0.5, 5), and an invalid row left out.
+    Surrogate sums: -(1.3 + .5 + 1.1 + 1) * 2 = -7.8; 2 (1.5 + .8 + 1.1) = 6.8; -.5 (1.3 + .5 + 1.1 + 1 + 1.3)
+    = -2.6; mean over the 16 kept tokens: -3.6 / 16 = -0.225."""
+    algo = _algo(cls, config_cls, tokenizer, policy, clip_low=0.2, clip_high=0.3, kl_coef=0.1)
+    exp, _ = algo.make_experience(EXAMPLES, policy)
+    micro = exp.split(4)[0]
+    assert micro["completion_mask"].shape[1] == len(TOKEN_RATIOS)
+    micro.tensors["advantages"] = torch.tensor([1.0, -2.0, 0.5, -1.0])
+    micro.tensors["valid"] = torch.tensor([1.0, 1.0, 1.0, 0.0])
+    micro.tensors["completion_mask"] = (torch.arange(8)[None, :] < torch.tensor([8, 3, 5, 2])[:, None]).float()
+    micro.tensors["old"] = micro["old"] - torch.log(torch.tensor(TOKEN_RATIOS))  # [4, mu, L]: ratio = r
+    micro.tensors["ref"] = micro["ref"] + torch.tensor(REF_SHIFTS)
+    loss, m = algo.loss(policy, micro)
+    assert m["iteration"] == 0.0
+    assert m["ratio_mean"] == pytest.approx((8.2 + 3.1 + 5.6) / 16, rel=1e-5)
+    assert m["clip_fraction"] == pytest.approx(5 / 16)  # r = 1.5 at A > 0 (2 + 2 tokens), r = 0.5 at A < 0 (1)
+    assert m["kl"] == pytest.approx(kl, rel=1e-4)
+    assert loss.item() == pytest.approx(-0.225 + 0.1 * kl, rel=1e-4, abs=1e-6)
+    loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.parameters())
+    policy.zero_grad(set_to_none=True)
+
+
 def test_masks_come_from_the_algorithm_generator(tokenizer, policy):
     a = _algo(ESPO, ESPOConfig, tokenizer, policy)
     b = _algo(ESPO, ESPOConfig, tokenizer, policy)
