@@ -1,13 +1,18 @@
-"""GPO's pure loss terms against hand-computed values (posttrain/algos/gpo/core.py)."""
+"""GPO's pure loss terms (posttrain/algos/gpo/core.py) and ``--algo gpo``'s LLM loss (llm.py) against
+hand-computed values."""
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from posttrain.algos.base import AlgoContext, Experience
 from posttrain.algos.gpo import core as g
+from posttrain.algos.gpo.llm import GPO, GPOConfig
+from posttrain.metrics import PhaseTimer
 
 
 def t(*xs: float) -> torch.Tensor:
@@ -124,3 +129,92 @@ def test_defaults_are_the_papers() -> None:
     assert (c.ppo_clip, c.alpha, c.target_kl, c.alpha_max, c.log_ratio_cap) == (0.3, 2.0, 0.001, 10.0, 10.0)
     with pytest.raises(ValueError):
         g.guider_clip_surrogate(t(0.0), t(0.0), t(0.0), t(1.0), inner_clip=1.5)
+
+
+# ---------------------------------------------------------------------------------------------------
+# --algo gpo's LLM loss (posttrain/algos/gpo/llm.py) on a two-token vocabulary, by hand
+# ---------------------------------------------------------------------------------------------------
+
+def bernoulli_kl(p: float, q: float) -> float:
+    """KL between two-token distributions (p, 1 - p) and (q, 1 - q)."""
+    return p * math.log(p / q) + (1 - p) * math.log((1 - p) / (1 - q))
+
+
+# Per (row, completion token): probability of the sampled token (id 0) under the guider mu (hinted
+# prompt), the learner pi (plain prompt) and the behaviour policy beta; rows have advantages +1 and -1.
+MU = [[0.8, 0.5], [0.3, 0.5]]
+PI = [[0.5, 0.5], [0.5, 0.25]]
+BETA = [[0.5, 0.4], [0.5, 0.5]]
+ADVANTAGES = [1.0, -1.0]
+
+
+class TwoTableModel(torch.nn.Module):
+    """A stand-in causal LM: the completion logits are a guider table for the (longer) hinted inputs and a
+    learner table for the plain ones, laid out as ``completion_logits`` reads them (the last position,
+    which predicts nothing, is dropped)."""
+
+    def __init__(self, hinted_width: int) -> None:
+        super().__init__()
+        self.hinted_width = hinted_width
+        self.guider = torch.nn.Parameter(torch.log(torch.tensor([[[p, 1 - p] for p in row] for row in MU])))
+        self.learner = torch.nn.Parameter(torch.log(torch.tensor([[[p, 1 - p] for p in row] for row in PI])))
+
+    def forward(self, input_ids, attention_mask, position_ids, logits_to_keep):
+        table = self.guider if input_ids.shape[1] == self.hinted_width else self.learner
+        assert logits_to_keep == table.shape[1] + 1
+        return SimpleNamespace(logits=torch.cat([table, torch.zeros_like(table[:, :1])], dim=1))
+
+
+def _gpo_batch() -> Experience:
+    completion = torch.zeros((2, 2), dtype=torch.long)  # token 0 sampled everywhere
+    hinted = torch.cat([torch.full((2, 5), 7), completion], 1)
+    plain = torch.cat([torch.full((2, 3), 7), completion], 1)
+    return Experience({"input_ids": hinted, "attention_mask": torch.ones_like(hinted),
+                       "learner_input_ids": plain, "learner_attention_mask": torch.ones_like(plain),
+                       "completion_mask": torch.ones((2, 2)), "valid": torch.ones(2),
+                       "old_logprobs": torch.log(torch.tensor(BETA)), "advantages": torch.tensor(ADVANTAGES)})
+
+
+def _gpo(variant: str) -> GPO:
+    ctx = AlgoContext(tokenizer=None, reward_fn=None, is_correct=None, rollout=None, reference=None,
+                      timer=PhaseTimer(), device=torch.device("cpu"))
+    return GPO(GPOConfig(algo="gpo", gpo_variant=variant, max_new_tokens=2), ctx)
+
+
+def test_gpo_llm_clip_loss_by_hand() -> None:
+    """GPO-clip with eps 0.3, delta 0.2, alpha 2, token-mean over the 4 tokens. Per token (guider; learner):
+    (0,0) rho_mu 1.6, mu/pi 1.6 -> 1.2: -min(1.6, 1.2) + KL = -1.2 + kl1; rho_pi 1: kl1 - 2 * 1
+    (0,1) rho_mu 1.25, mu/pi 1 inside: -1.25, no KL; rho_pi 1.25: 0 - 2 * 1.25
+    (1,0) rho_mu 0.6, mu/pi 0.6 -> 0.8: -min(-0.6, -0.8) + KL = 0.8 + kl2; rho_pi 1: kl2 + 2 * 1
+    (1,1) rho_mu 1, mu/pi 2 -> 1.2, 1.2 * pi/beta = 0.6 -> 0.7: -min(-1, -0.7) + KL = 1 + kl3;
+          rho_pi 0.5 -> -min(-0.5, -0.7) = 0.7: kl3 + 2 * 0.7
+    """
+    kl1, kl2, kl3 = bernoulli_kl(0.8, 0.5), bernoulli_kl(0.3, 0.5), bernoulli_kl(0.5, 0.25)
+    guider = [-1.2 + kl1, -1.25, 0.8 + kl2, 1.0 + kl3]
+    learner = [kl1 - 2.0, -2.5, kl2 + 2.0, kl3 + 1.4]
+    batch = _gpo_batch()
+    model = TwoTableModel(hinted_width=batch["input_ids"].shape[1])
+    algo = _gpo("clip")
+    loss, metrics = algo.loss(model, batch)
+    assert loss.item() == pytest.approx(sum(guider + learner) / 4, rel=1e-5)
+    assert metrics["gpo/backtrack_fraction"] == pytest.approx(3 / 4)
+    assert metrics["gpo/kl_guider_learner"] == pytest.approx((kl1 + kl2 + kl3) / 4, rel=1e-5)
+    assert metrics["gpo/learner_ratio_mean"] == pytest.approx((1 + 1.25 + 1 + 0.5) / 4, rel=1e-5)
+    loss.backward()
+    # every guider token has a gradient (an unclipped surrogate or the backtracking KL), every learner one too
+    assert model.guider.grad.abs().sum(-1).gt(0).all() and model.learner.grad.abs().sum(-1).gt(0).all()
+
+
+def test_gpo_llm_penalty_loss_by_hand() -> None:
+    """GPO-penalty with alpha 0.5: guider -L1 + alpha KL (plain PPO on mu/beta, eps 0.3), learner KL - alpha L4.
+    -L1: -min(1.6, 1.3) = -1.3; -1.25; -min(-0.6, -0.7) = 0.7; -min(-1, -1) = 1. L4 as in the clip test."""
+    kl1, kl2, kl3 = bernoulli_kl(0.8, 0.5), bernoulli_kl(0.3, 0.5), bernoulli_kl(0.5, 0.25)
+    guider = [-1.3 + 0.5 * kl1, -1.25, 0.7 + 0.5 * kl2, 1.0 + 0.5 * kl3]
+    learner = [kl1 - 0.5, -0.5 * 1.25, kl2 + 0.5, kl3 + 0.5 * 0.7]
+    batch = _gpo_batch()
+    algo = _gpo("penalty")
+    algo.alpha = 0.5
+    loss, metrics = algo.loss(TwoTableModel(hinted_width=batch["input_ids"].shape[1]), batch)
+    assert loss.item() == pytest.approx(sum(guider + learner) / 4, rel=1e-5)
+    assert "gpo/backtrack_fraction" not in metrics
+    assert algo._kl_count == 1 and algo._kl_sum == pytest.approx((kl1 + kl2 + kl3) / 4, rel=1e-5)
