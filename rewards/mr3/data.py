@@ -5,9 +5,16 @@ Input: JSONL files or Hugging Face datasets whose records look like one of
 - pairwise preference: ``{"prompt", "chosen", "rejected"}`` or ``{"prompt", "responses": [a, b], "label":
   "A" | "B" | 0 | 1 | "Assistant A" | "tie"}``;
 - pointwise rating: ``{"prompt", "response", "score": 4}`` (scale = the rubric's numeric keys, default 1..5);
-- binary correctness: ``{"prompt", "response", "label": true | "false" | 0 | 1}``;
+- binary correctness: ``{"prompt", "response", "label": true | "false" | 0 | 1}`` (the label is the
+  verdict in the rubric's terms);
+- binary safety: ``{"prompt", "response", "label": "safe" | "unsafe" | "harmful" | "harmless"}`` (or no
+  ``response``, to judge the request itself): mR3's PolyGuard formats (``safety-response`` /
+  ``safety-prompt``), whose verdict ``true`` means *harmful*, so ``unsafe`` -> ``"true"`` and
+  ``safe`` -> ``"false"``;
+- multiple choice: ``{"template": "mcq", "prompt": question, "options": "A. ...\nB. ...", "label": "B"}``;
 
-each optionally with ``mode``, ``rubric`` (dict or JSON string), ``task_description``, ``language``,
+each optionally with ``mode``, ``template`` (a format of ``rewards.mr3.official``), ``good_verdict`` (binary,
+required with a custom rubric), ``rubric`` (dict or JSON string), ``task_description``, ``language``,
 ``reasoning`` (a teacher's reasoning trace), ``explanation``, ``id`` and difficulty signals
 (``teacher_consistency`` in [0, 1] = share of teacher settings/tries that were right, higher = easier;
 or ``difficulty`` in [0, 1], higher = harder; ``teacher_correct``: false drops the record;
@@ -46,11 +53,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewards.mr3.official import FORMATS
 from rewards.mr3.templates import EvalItem, build_messages, format_verdict, render_prompt, stable_rng
 
 CURRICULA = ("random", "easy_to_hard", "hard_to_easy", "english_first", "english_first_easy_to_hard",
              "english_first_hard_to_easy")
-SETTINGS = {"en-en": ("en", "en"), "tgt-en": ("tgt", "en"), "tgt-tgt": ("tgt", "tgt")}
+SETTINGS = {"en-en": ("en", "en"), "en-tgt": ("en", "tgt")}
+"""Prompt / reasoning languages. Target-language prompts need mR3's translated templates, not shipped."""
 
 
 class RecordError(ValueError):
@@ -131,13 +140,37 @@ def _pair_label(label: Any, where: str) -> str:
     return mapping[text]
 
 
-def _bool_label(label: Any, where: str) -> str:
+SAFETY_LABELS = {"safe": True, "harmless": True, "benign": True, "unsafe": False, "harmful": False}
+"""Safety labels: whether the judged text is safe (the verdict they mean depends on the rubric's polarity)."""
+
+
+def _is_safety_label(label: Any) -> bool:
+    return str(label).strip().lower() in SAFETY_LABELS
+
+
+def _binary_gold(label: Any, item: EvalItem, where: str) -> str:
+    """The gold verdict of a binary record: a true/false label is the verdict itself; a safety label is
+    the item's good verdict when safe and the other one when not (``true`` = harmful in mR3's rubrics)."""
     text = str(label).strip().lower()
-    if text in ("true", "1", "yes", "correct", "safe"):
+    if text in SAFETY_LABELS:
+        if not item.format().name.startswith("safety-"):
+            raise RecordError(f"{where}: label {label!r} is a safety label but template {item.format().name!r} "
+                              "is not a safety format (use safety-response or safety-prompt)")
+        good = item.binary_good_verdict()
+        return good if SAFETY_LABELS[text] else next(v for v in item.score_values() if v != good)
+    if text in ("true", "1", "yes", "correct"):
         return "true"
-    if text in ("false", "0", "no", "incorrect", "unsafe"):
+    if text in ("false", "0", "no", "incorrect"):
         return "false"
-    raise RecordError(f"{where}: binary label {label!r} is not true/false")
+    raise RecordError(f"{where}: binary label {label!r} is not true/false or safe/unsafe")
+
+
+def _item(where: str, mode: str, prompt: str, responses: list[str], **fields: Any) -> EvalItem:
+    """An ``EvalItem``, its errors (template, responses, good verdict, gold) naming the record."""
+    try:
+        return EvalItem(mode, prompt, responses, **fields)
+    except ValueError as err:
+        raise RecordError(f"{where}: {err}") from None
 
 
 def record_to_item(record: dict[str, Any], index: int, setting: str = "en-en",
@@ -151,8 +184,11 @@ def record_to_item(record: dict[str, Any], index: int, setting: str = "en-en",
     prompt_lang, reason_lang = SETTINGS[setting]
     common: dict[str, Any] = {"rubric": _rubric(record, where), "task_description": record.get("task_description"),
                               "language": record.get("language") or "en", "prompt_language": prompt_lang,
-                              "reasoning_language": reason_lang, "key": rid}
+                              "reasoning_language": reason_lang, "key": rid, "template": record.get("template"),
+                              "good_verdict": record.get("good_verdict")}
     mode = record.get("mode")
+    if mode is None and record.get("template") in FORMATS:
+        mode = FORMATS[record["template"]].mode
     if mode is None:
         if "chosen" in record or isinstance(record.get("responses"), list) and len(record["responses"]) == 2:
             mode = "pairwise"
@@ -175,20 +211,37 @@ def record_to_item(record: dict[str, Any], index: int, setting: str = "en-en",
             if not (isinstance(responses, list) and len(responses) == 2 and all(isinstance(r, str) for r in responses)):
                 raise RecordError(f"{where}: pairwise needs 'responses': [A, B] (strings) or chosen/rejected")
             gold = _pair_label(_first(record, "label", "preference", "winner"), where)
-        item = EvalItem("pairwise", prompt, list(responses), **common)
-    elif mode in ("pointwise", "binary"):
+        item = _item(where, "pairwise", prompt, list(responses), **common)
+    elif mode == "binary":
+        label = _first(record, "label", "correct")
         response = _first(record, "response", "completion", "output")
-        if not isinstance(response, str):
-            raise RecordError(f"{where}: {mode} needs a string 'response'")
-        item = EvalItem(mode, prompt, [response], reference=record.get("reference"), **common)
-        if mode == "binary":
-            gold = _bool_label(_first(record, "label", "correct"), where)
+        if common["template"] is None and _is_safety_label(label):
+            common["template"] = "safety-prompt" if response is None else "safety-response"
+        if common["template"] == "safety-prompt":
+            responses = []
+        elif isinstance(response, str):
+            responses = [response]
         else:
-            raw = _first(record, "score", "rating", "label")
+            raise RecordError(f"{where}: binary needs a string 'response'")
+        item = _item(where, "binary", prompt, responses, reference=record.get("reference"), **common)
+        gold = _binary_gold(label, item, where)
+    elif mode == "pointwise":
+        raw = _first(record, "score", "rating", "label")
+        if common["template"] == "mcq":
+            options = record.get("options")
+            if not isinstance(options, str) or not options:
+                raise RecordError(f"{where}: a multiple-choice record needs its 'options' as one string")
+            gold = str(raw).strip()
+            item = _item(where, "pointwise", prompt, [options], gold=gold, **common)
+        else:
+            response = _first(record, "response", "completion", "output")
+            if not isinstance(response, str):
+                raise RecordError(f"{where}: pointwise needs a string 'response'")
             try:
                 gold = str(int(float(raw)))
             except (TypeError, ValueError):
                 raise RecordError(f"{where}: pointwise score {raw!r} is not a number") from None
+            item = _item(where, "pointwise", prompt, [response], reference=record.get("reference"), **common)
     else:
         raise RecordError(f"{where}: mode {mode!r} is not pointwise, pairwise or binary")
     values = item.score_values(seed)
@@ -234,7 +287,7 @@ def build_examples(records: Iterable[dict[str, Any]], tokenizer: Any = None, sty
                 errors.append(str(err))
             continue
         reasoning = str(record.get("reasoning") or "")
-        explanation = str(record.get("explanation") or _stub_explanation(item.mode, gold))
+        explanation = str(record.get("explanation") or _stub_explanation(item, gold, seed))
         prompt = render_prompt(item, tokenizer, style, seed)
         answer = format_verdict(gold, explanation, reasoning, style=style)
         length = _length(tokenizer, prompt + answer)
@@ -244,13 +297,9 @@ def build_examples(records: Iterable[dict[str, Any]], tokenizer: Any = None, sty
     return out
 
 
-def _stub_explanation(mode: str, gold: str) -> str:
-    if mode == "pairwise":
-        return f"{gold} better satisfies the evaluation rubric." if gold.startswith("Assistant") else \
-            f"Verdict: {gold}."
-    if mode == "binary":
-        return "The response is correct." if gold == "true" else "The response is not correct."
-    return f"The response best matches the rubric description for score {gold}."
+def _stub_explanation(item: EvalItem, gold: str, seed: int) -> str:
+    """The rubric's description of the gold score (or the gold option), for records without a teacher's."""
+    return item.resolved_rubric(seed).get(gold) or f"The correct option is {gold}."
 
 
 def _length(tokenizer: Any, text: str) -> int:

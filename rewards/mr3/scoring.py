@@ -1,10 +1,14 @@
 """From verdicts to scalar rewards, and the plan -> generate -> aggregate pipeline shared by the server,
 offline evaluation and the tiny model's warm start.
 
-Reward mapping (paper notes §3.5):
+Reward mapping (mR3, arXiv 2510.01146, and its evaluation code):
 
-- binary: ``true`` -> 1.0, ``false`` -> 0.0;
+- binary: 1.0 for the item's good verdict, 0.0 for the other. Which verdict is good comes from the
+  format or the request (``EvalItem.binary_good_verdict``), never from the word: in mR3's safety formats
+  ``true`` means harmful, so ``false`` earns the reward there;
 - pointwise on a numeric scale ``lo..hi``: ``(s - lo) / (hi - lo)`` (1..5 gives ``(s - 1) / 4``);
+- pointwise on categories (multiple choice, options A-D): accuracy, 1.0 when the verdict is the gold
+  option, else 0.0 (mR3 reports accuracy on MMMLU / INCLUDE); options are not a scale;
 - pairwise: each verdict votes for the first response (1), the second (0) or neither (``Tie`` /
   ``Both Bad``: 0.5); a graded 1..7 scale (HelpSteer3, 1 = first much better, 4 = equal) votes
   ``(7 - s) / 6``, i.e. ``(1 + (4 - s)/3) / 2``. ``p_first`` is the mean vote over the original and
@@ -13,8 +17,8 @@ Reward mapping (paper notes §3.5):
 
 A sample whose verdict cannot be read is left out of the mean; when none can be read the result has
 ``parse_ok = False`` and the *neutral* reward (pairwise 0.0 with p_first 0.5; binary 0.5; pointwise
-the middle of the scale, 0.5) rather than an error, so batches stay rectangular (the notes' advice
-against Text2Grad's dropping of unparsable samples). The client can turn it into ``None`` instead.
+the middle of the scale, 0.5) rather than an error, so batches stay rectangular (dropping unparsable
+samples, as Text2Grad does, makes them ragged). The client can turn it into ``None`` instead.
 """
 
 from __future__ import annotations
@@ -36,15 +40,20 @@ def _numeric(values: Sequence[str]) -> list[float] | None:
         return None
 
 
-def verdict_reward(mode: str, score: str, values: Sequence[str]) -> float:
-    """The scalar for one readable score (see the module doc). For pairwise: the vote for the first."""
+def verdict_reward(mode: str, score: str, values: Sequence[str], good_verdict: str | None = None,
+                   gold: str | None = None) -> float:
+    """The scalar for one readable score (see the module doc). For pairwise: the vote for the first.
+    ``good_verdict`` (binary) and ``gold`` (categorical pointwise) are required where they apply."""
     if mode == "binary":
-        return 1.0 if score.lower() == "true" else 0.0
+        if good_verdict not in values:
+            raise ValueError(f"a binary verdict needs good_verdict, one of {list(values)}; got {good_verdict!r}")
+        return 1.0 if score == good_verdict else 0.0
     numbers = _numeric(values)
     if mode == "pointwise":
         if numbers is None:
-            # a categorical pointwise scale (e.g. MCQ A-D): rank in the listed order, first = best
-            return 1.0 - values.index(score) / max(1, len(values) - 1)
+            if gold not in values:
+                raise ValueError(f"a multiple-choice verdict needs gold, one of {list(values)}; got {gold!r}")
+            return 1.0 if score == gold else 0.0
         lo, hi = min(numbers), max(numbers)
         return (float(score) - lo) / (hi - lo) if hi > lo else 1.0
     if mode == "pairwise":
@@ -116,7 +125,7 @@ def aggregate(items: Sequence[EvalItem], samples: Sequence[Sample], texts: Seque
             if not verdict.parse_ok or verdict.score is None:
                 errors.append(verdict.error or "unreadable verdict")
                 continue
-            vote = verdict_reward(item.mode, verdict.score, values)
+            vote = verdict_reward(item.mode, verdict.score, values, item.binary_good_verdict(), item.gold)
             score = verdict.score
             if item.mode == "pairwise" and sample.swapped:
                 vote = 1.0 - vote

@@ -35,7 +35,7 @@ def test_formats_and_targets_round_trip_through_the_parser():
         item, gold = record_to_item(rec, 0)
         verdict = parse_verdict(ex.answer, item.score_values())
         assert verdict.parse_ok and verdict.score == gold
-        assert ex.prompt.endswith("<think>\n") and ex.messages[0]["role"] == "system"
+        assert ex.prompt.endswith("<think>") and ex.messages[0]["role"] == "system"
     assert parse_verdict(examples[1].answer).reasoning == "Paris is the capital."
     # chosen is placed at A or B reproducibly, and the gold label follows it
     item, gold = record_to_item(RECORDS[0], 0)
@@ -43,8 +43,32 @@ def test_formats_and_targets_round_trip_through_the_parser():
 
 
 def test_target_language_setting():
-    (ex,) = build_examples([RECORDS[3]], setting="tgt-tgt")
-    assert "strictly in Korean" in ex.prompt and ex.prompt.endswith("provide my answer in Korean. ")
+    from rewards.mr3.official_languages import SYSTEM_MESSAGES, THINKING_PREFIXES
+
+    (ex,) = build_examples([RECORDS[3]], setting="en-tgt")
+    assert SYSTEM_MESSAGES["ko"] in ex.prompt and ex.prompt.endswith("<think>" + THINKING_PREFIXES["ko"])
+
+
+def test_safety_labels_follow_the_rubric_polarity():
+    """mR3's PolyGuard rubrics say ``true`` = harmful, so an unsafe response's gold verdict is "true"."""
+    unsafe = {"id": "u", "prompt": "How do I pick a lock?", "response": "Step 1...", "label": "unsafe"}
+    safe = {"id": "s", "prompt": "How do I bake bread?", "response": "Mix flour...", "label": "safe"}
+    request = {"id": "r", "prompt": "How do I hurt someone?", "label": "harmful"}
+    (item, gold), (_, gold_safe), (req, gold_req) = (record_to_item(r, i) for i, r in enumerate([unsafe, safe,
+                                                                                                  request]))
+    assert (item.format().name, gold, gold_safe) == ("safety-response", "true", "false")
+    assert req.format().name == "safety-prompt" and req.responses == [] and gold_req == "true"
+    (ex,) = build_examples([unsafe])
+    assert ex.answer.endswith('"score": "true"}') and "harmful" in ex.answer
+    with pytest.raises(RecordError, match="not a safety format"):
+        record_to_item({**safe, "template": "math-correctness"}, 0)
+
+
+def test_multiple_choice_records():
+    record = {"id": "m", "template": "mcq", "prompt": "Capital of France?", "options": "A. Lyon\nB. Paris",
+              "label": "B"}
+    item, gold = record_to_item(record, 0)
+    assert (item.mode, item.gold, gold, item.responses) == ("pointwise", "B", "B", ["A. Lyon\nB. Paris"])
 
 
 @pytest.mark.parametrize("record,needle", [
@@ -54,6 +78,7 @@ def test_target_language_setting():
     ({"prompt": "q", "response": "a", "score": "great"}, "not a number"),
     ({"prompt": "q", "response": "a", "score": 9}, "not one of the rubric's values"),
     ({"prompt": "q", "response": "a", "label": "maybe"}, "not true/false"),
+    ({"prompt": "q", "response": "a", "label": 1, "rubric": {"yes": "y", "no": "n"}}, "which verdict is good"),
     ({"prompt": "q", "response": "a", "label": 1, "rubric": "{bad"}, "not a JSON object"),
 ])
 def test_bad_records_name_the_record(record, needle):

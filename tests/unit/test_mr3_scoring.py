@@ -9,8 +9,6 @@ from rewards.mr3.templates import EvalItem
 
 
 @pytest.mark.parametrize("mode,score,values,expected", [
-    ("binary", "true", ["true", "false"], 1.0),
-    ("binary", "false", ["true", "false"], 0.0),
     ("pointwise", "1", ["1", "2", "3", "4", "5"], 0.0),
     ("pointwise", "4", ["1", "2", "3", "4", "5"], 0.75),
     ("pairwise", "Assistant A", ["Assistant A", "Assistant B"], 1.0),
@@ -24,6 +22,37 @@ def test_verdict_reward(mode, score, values, expected):
     assert verdict_reward(mode, score, values) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("score,good,expected", [
+    ("true", "true", 1.0), ("false", "true", 0.0),  # correctness: true = correct
+    ("true", "false", 0.0), ("false", "false", 1.0),  # mR3 safety: true = harmful
+    ("yes", "yes", 1.0), ("no", "yes", 0.0),  # a rubric of its own
+])
+def test_binary_reward_follows_the_good_verdict(score, good, expected):
+    values = ["yes", "no"] if good == "yes" else ["true", "false"]
+    assert verdict_reward("binary", score, values, good_verdict=good) == expected
+    with pytest.raises(ValueError, match="needs good_verdict"):
+        verdict_reward("binary", score, values)
+
+
+def test_multiple_choice_is_accuracy_against_the_gold_option():
+    options = ["A", "B", "C", "D"]
+    assert [verdict_reward("pointwise", s, options, gold="C") for s in options] == [0.0, 0.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="needs gold"):
+        verdict_reward("pointwise", "A", options)
+    item = EvalItem("pointwise", "Capital of France?", ["A. Lyon\nB. Paris"], template="mcq", gold="B")
+    samples = plan_samples([item], n_samples=2)
+    (r,) = aggregate([item], samples, [verdict("B"), verdict("A")])
+    assert r.reward == 0.5 and r.parse_ok
+
+
+def test_safety_format_rewards_the_harmless_verdict():
+    item = EvalItem("binary", "How do I make a bomb?", ["Here is how..."], template="safety-response")
+    samples = plan_samples([item])
+    (harmful,) = aggregate([item], samples, [verdict("true")])
+    (harmless,) = aggregate([item], samples, [verdict("false")])
+    assert harmful.reward == 0.0 and harmless.reward == 1.0
+
+
 def verdict(score):
     return f'ok</think>{{"explanation": "e", "score": "{score}"}}'
 
@@ -32,7 +61,7 @@ def test_pairwise_swap_cancels_position_bias():
     item = EvalItem("pairwise", "Q", ["good", "bad"])
     samples = plan_samples([item], n_samples=1, swap_positions=True)
     assert [s.swapped for s in samples] == [False, True]
-    assert "# Assistant A\nbad" in samples[1].prompt
+    assert "# Assistant A\n    bad" in samples[1].prompt
     # A position-biased judge that always says "Assistant A": p_first = (1 + 0) / 2.
     (biased,) = aggregate([item], samples, [verdict("Assistant A")] * 2)
     assert biased.p_first == 0.5 and biased.reward == 0.0
@@ -56,7 +85,7 @@ def test_unreadable_samples_are_left_out_and_all_unreadable_is_neutral():
 
 def test_score_items_and_pairwise_judge():
     def gen(prompts):  # prefers whichever position holds "good"
-        return [verdict("Assistant A" if "# Assistant A\ngood" in p else "Assistant B") for p in prompts]
+        return [verdict("Assistant A" if "# Assistant A\n    good" in p else "Assistant B") for p in prompts]
 
     items = [EvalItem("binary", "Q", ["x"]), EvalItem("pairwise", "Q", ["bad", "good"])]
     out = score_items(items, lambda ps: [verdict("true") if "# Assistant A" not in p else gen([p])[0] for p in ps])

@@ -1,4 +1,10 @@
-"""mR3 templates: formats, rubric rendering, schema, language instructions, chat rendering."""
+"""mR3 templates: the official prompt formats byte for byte, rubric choice, languages, the compact style.
+
+The expected prompts below were checked against mR3's own ``src/evaluation/dataset_gen.py`` (HEAD
+``54ad59a``, rubric choice fixed to the first paraphrase in the listed order) rendering the same rows with
+the same tokenizer: the layouts (indentation included) are written out literally here, the long official
+texts are taken from ``official_text``.
+"""
 
 from __future__ import annotations
 
@@ -7,77 +13,122 @@ import sys
 
 import pytest
 
+from posttrain.models.tiny import build_tokenizer
+from rewards.mr3 import official_text as text
+from rewards.mr3.official import FORMATS
+from rewards.mr3.official_languages import SYSTEM_MESSAGES, THINKING_PREFIXES
 from rewards.mr3.templates import (
     EvalItem,
-    build_messages,
     choose_rubric,
     compact_prompt,
     default_score_values,
     format_verdict,
     render_prompt,
-    render_rubric,
 )
 
-
-def test_pairwise_layout_matches_mr3():
-    item = EvalItem("pairwise", "What is 2+2?", ["4", "5"])
-    system, user = build_messages(item)
-    assert system["role"] == "system" and user["role"] == "user"
-    assert system["content"].startswith("You are Qwen3, an AI assistant that reasons, thinks, and answers strictly "
-                                        "in English.\n\n# Instruction\n")
-    assert "# Evaluation Rubric\n" in system["content"] and "# Response Format\n\n{'type': 'object'" in system["content"]
-    assert "'enum': ['Assistant A', 'Assistant B']" in system["content"]
-    assert user["content"] == "# Input (User's Prompt)\nWhat is 2+2?\n\n# Assistant A\n4\n\n# Assistant B\n5\n\n# Your Response\n"
+ENGLISH = "You are Qwen3, an AI assistant that reasons, thinks, and answers strictly in English."
 
 
-@pytest.mark.parametrize("mode,values", [("pointwise", ["1", "2", "3", "4", "5"]), ("binary", ["true", "false"])])
-def test_single_response_formats(mode, values):
-    item = EvalItem(mode, "Q", ["R"], rubric=None)
-    assert sorted(item.score_values()) == sorted(values)
-    assert "# Response\nR\n\n# Your Response\n" in build_messages(item)[1]["content"]
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
 
 
-def test_wrong_number_of_responses_and_bad_mode():
+def first_rubric(name: str) -> dict[str, str]:
+    return dict(FORMATS[name].rubrics[0])
+
+
+def test_pairwise_prompt_is_mr3s_byte_for_byte(tok):
+    rubric = first_rubric("pairwise-general")
+    item = EvalItem("pairwise", "What is 2+2?", ["4", "5"], rubric=rubric)
+    expected = (
+        f"<bos><|system|>{ENGLISH}\n\n# Instruction\n    {text.STRICT_PAIR['general']['task_description']}"
+        f"\n\n    # Evaluation Rubric\n    Assistant A: {rubric['Assistant A']}\nAssistant B: {rubric['Assistant B']}"
+        f"\n\n\n    # Response Format\n\n    {text.STRICT_PAIR['schema']}"
+        "<|user|># Input (User's Prompt)\n    What is 2+2?\n\n    # Assistant A\n    4\n\n    # Assistant B\n    5"
+        "\n\n    # Your Response\n    <|assistant|><think>")
+    assert render_prompt(item, tok) == expected
+
+
+def test_binary_correctness_with_target_language_reasoning(tok):
+    rubric = first_rubric("math-correctness")
+    item = EvalItem("binary", "1+1?", ["2"], rubric=rubric, good_verdict="true", language="de",
+                    reasoning_language="tgt")
+    expected = (
+        f"<bos><|system|>{SYSTEM_MESSAGES['de']}\n\n# Instruction\n    {text.MATH500['task_description']}"
+        f"\n        \n    # Evaluation Rubric\n    true: {rubric['true']}\nfalse: {rubric['false']}"
+        f"\n\n\n    # Response Format\n\n    {text.MATH500['schema']}"
+        "<|user|># Input (Math Problem)\n    1+1?\n\n    # Provided Math Solution\n    2\n\n    # Your Response"
+        f"\n    <|assistant|><think>{THINKING_PREFIXES['de']}")
+    assert render_prompt(item, tok) == expected
+    assert THINKING_PREFIXES["de"].startswith("Okay, ich muss ausdrücklich nachdenken")
+
+
+def test_safety_prompt_and_multiple_choice_layouts(tok):
+    rubric = first_rubric("safety-prompt")
+    item = EvalItem("binary", "How do I bake bread?", [], template="safety-prompt", rubric=rubric,
+                    good_verdict="false")
+    part = text.POLYGUARD["prompt_template"]
+    assert render_prompt(item, tok) == (
+        f"<bos><|system|>{ENGLISH}\n\n# Instruction\n    {part['task_description']}\n\n    # Evaluation Rubric"
+        f"\n    true: {rubric['true']}\nfalse: {rubric['false']}\n\n    # Response Format\n\n    {part['schema']}"
+        "<|user|># Input\n    How do I bake bread?\n\n    # Your Response\n        <|assistant|><think>")
+    mcq = EvalItem("pointwise", "Capital of France?", ["A. Paris\nB. Rome"], template="mcq", gold="A")
+    assert render_prompt(mcq, tok) == (
+        f"<bos><|system|>{ENGLISH}\n\n# Instruction\n    {text.MCQ['task_description']}\n\n    # Response Format"
+        f"\n\n    {text.MCQ['schema']}<|user|># Input Question\n    Capital of France?\n\n    # Answer Options"
+        "\n    A. Paris\nB. Rome\n\n    # Your Response\n    <|assistant|><think>")
+    assert mcq.score_values() == ["A", "B", "C", "D"]
+
+
+def test_think_is_not_doubled_and_plain_layout_without_a_template():
+    item = EvalItem("binary", "Q", ["A"])
+    plain = render_prompt(item, tokenizer=None)
+    assert plain.startswith(f"<|system|>\n{ENGLISH}\n\n# Instruction\n    ") and plain.endswith("<|assistant|>\n<think>")
+
+
+def test_formats_say_which_verdict_is_good():
+    assert EvalItem("binary", "Q", ["A"]).binary_good_verdict() == "true"
+    assert EvalItem("binary", "Q", ["A"], template="safety-response").binary_good_verdict() == "false"
+    assert EvalItem("binary", "Q", ["A"], rubric={"yes": "y", "no": "n"}, good_verdict="yes").score_values() == [
+        "yes", "no"]
+    with pytest.raises(ValueError, match="does not say which verdict is good"):
+        EvalItem("binary", "Q", ["A"], rubric={"yes": "y", "no": "n"})
+    with pytest.raises(ValueError, match="not one of the rubric's verdicts"):
+        EvalItem("binary", "Q", ["A"], good_verdict="yes")
+    with pytest.raises(ValueError, match="gold must be one of them"):
+        EvalItem("pointwise", "Q", ["A. x"], template="mcq")
+    with pytest.raises(ValueError, match="not a pointwise format|is a binary format"):
+        EvalItem("pointwise", "Q", ["A"], template="safety-response")
+
+
+def test_wrong_number_of_responses_bad_mode_and_target_prompts(tok):
     with pytest.raises(ValueError, match="needs 2"):
         EvalItem("pairwise", "Q", ["only one"])
     with pytest.raises(ValueError, match="not one of"):
         EvalItem("ranking", "Q", ["x"])
+    with pytest.raises(ValueError, match="translated templates"):
+        render_prompt(EvalItem("binary", "Q", ["A"], language="ko", prompt_language="tgt"), tok)
+    with pytest.raises(ValueError, match="language codes"):
+        render_prompt(EvalItem("binary", "Q", ["A"], language="Klingonese", reasoning_language="tgt"), tok)
 
 
-def test_rubric_rendering_and_custom_scale():
-    rubric = {"5": "great", "1": "bad", "3": "ok"}
-    assert render_rubric(rubric) == "5: great\n1: bad\n3: ok"
-    assert default_score_values("pointwise", rubric) == ["1", "3", "5"]
+def test_rubric_scores_and_custom_scale():
+    assert default_score_values("pointwise", {"5": "great", "1": "bad", "3": "ok"}) == ["1", "3", "5"]
     assert default_score_values("pairwise", {"Tie": "t", "Assistant B": "b", "Assistant A": "a"}) == [
         "Assistant A", "Assistant B", "Tie"]
 
 
 def test_rubric_choice_is_reproducible_across_processes():
-    here = choose_rubric("pairwise", "sample-7", seed=3)
-    code = ("from rewards.mr3.templates import choose_rubric;"
-            "print(list(choose_rubric('pairwise', 'sample-7', seed=3).items()))")
+    rubrics = FORMATS["pairwise-general"].rubrics
+    here = choose_rubric(rubrics, "sample-7", seed=3)
+    code = ("from rewards.mr3.official import FORMATS; from rewards.mr3.templates import choose_rubric;"
+            "print(list(choose_rubric(FORMATS['pairwise-general'].rubrics, 'sample-7', seed=3).items()))")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=".").stdout.strip()
     assert other == str(list(here.items()))
-    seen = {tuple(choose_rubric("pairwise", f"k{i}")) for i in range(40)}
+    seen = {tuple(choose_rubric(rubrics, f"k{i}")) for i in range(40)}
     assert len(seen) == 2  # keys are shuffled across samples
-
-
-def test_target_language_reasoning_is_forced():
-    item = EvalItem("binary", "질문", ["답"], language="ko", prompt_language="tgt", reasoning_language="tgt")
-    text = render_prompt(item, tokenizer=None)
-    assert "strictly in Korean" in text
-    assert text.endswith("<think>\nOkay, I have to think explicitly and provide my answer in Korean. ")
-    en = render_prompt(EvalItem("binary", "Q", ["A"], language="ko"), tokenizer=None)
-    assert en.endswith("<|assistant|>\n<think>\n") and "strictly in English" in en
-
-
-def test_chat_template_of_the_served_model():
-    from posttrain.models.tiny import build_tokenizer
-
-    tok = build_tokenizer()
-    text = render_prompt(EvalItem("binary", "Q", ["A"]), tokenizer=tok)
-    assert text.startswith("<bos><|system|>You are Qwen3") and text.endswith("<|assistant|><think>\n")
 
 
 def test_compact_style_and_verdict_format():
