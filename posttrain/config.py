@@ -93,6 +93,12 @@ class TrainConfig:
     lora_alpha: int = opt(16, "LoRA alpha.")
     # --- sampling ------------------------------------------------------------------------------
     rollout: str = opt("hf", "Rollout engine.", ["hf", "diffusion", "vllm"])
+    sync_every: int = opt(1, "Push the trained weights into the rollout engine every N steps (1 = after every step); "
+                             "rollouts in between are sampled by older weights (see --tis_cap).")
+    vllm_sleep: bool = opt(True, "--rollout vllm: put the colocated engine to sleep while the trainer trains (frees "
+                                 "its GPU memory; CUDA only, a no-op on CPU, where vLLM has no sleep mode).")
+    vllm_gpu_memory_utilization: float = opt(0.3, "--rollout vllm on CUDA: share of GPU memory the colocated engine "
+                                                  "may take (the trainer shares the GPU).")
     rollout_batch_size: int = opt(0, "Most sequences generated in one batch; 0 = a whole step's samples on this rank.")
     max_prompt_tokens: int = opt(256, "Prompts longer than this are rejected with an error.")
     max_new_tokens: int = opt(16, "Maximum completion length in tokens.")
@@ -144,6 +150,7 @@ class TrainConfig:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
         if self.lr <= 0:
             raise ConfigError("lr", self.lr, "must be > 0")
+        _check_weight_sync(self)
         if self.temperature <= 0:
             raise ConfigError("temperature", self.temperature, "rollouts need a temperature > 0")
         if not 0 < self.top_p <= 1:
@@ -209,6 +216,23 @@ def _check_embedded_model(task: str, kind: str) -> None:
         raise ConfigError("task", task, f"there is no embedded tiny {kind} model for it; pass --task "
                           f"{' or --task '.join(tasks)} (the tasks with one), or name a checkpoint with "
                           "--model PATH_OR_HUB_ID") from None
+
+
+def _check_weight_sync(config: TrainConfig) -> None:
+    """The sync policy and the colocated vLLM engine (``--rollout vllm``): vLLM installed, the model servable."""
+    if config.sync_every < 1:
+        raise ConfigError("sync_every", config.sync_every, "must be >= 1 (steps between weight syncs)")
+    if config.sync_every > 1 and config.save_every % config.sync_every:
+        raise ConfigError("sync_every", config.sync_every, f"must divide save_every ({config.save_every}): a resumed "
+                          "run re-syncs at its checkpoint, which equals an uninterrupted run only on a sync step")
+    if not 0 < config.vllm_gpu_memory_utilization <= 1:
+        raise ConfigError("vllm_gpu_memory_utilization", config.vllm_gpu_memory_utilization, "must be in (0, 1]")
+    if config.rollout == "vllm":
+        from posttrain.rollout.vllm import vllm_config_problem
+
+        problem = vllm_config_problem(config)
+        if problem:
+            raise ConfigError("rollout", "vllm", problem)
 
 
 def _ships_own_code(model: str) -> bool:

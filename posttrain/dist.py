@@ -142,6 +142,27 @@ def gathered_named_parameters(model: torch.nn.Module, zero_stage: int) -> Iterat
             yield name, param.detach()
 
 
+def gathered_parameter_buckets(model: torch.nn.Module, zero_stage: int,
+                               buckets: list[list[str]]) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """Yield full parameters a bucket at a time (``buckets``: lists of ``named_parameters`` names, e.g.
+    one decoder layer each). Under ZeRO-3 each bucket is gathered in one collective and released when
+    the consumer asks for the next one, so memory holds one bucket, not the whole model; every rank
+    must iterate the same buckets in the same order. Unknown names raise naming the parameter."""
+    params = dict(model.named_parameters())
+    for bucket in buckets:
+        missing = [n for n in bucket if n not in params]
+        if missing:
+            raise KeyError(f"gathered_parameter_buckets: the model has no parameter {missing[0]!r}")
+        tensors = [params[n] for n in bucket]
+        if zero_stage != 3:
+            yield [(n, p.detach()) for n, p in zip(bucket, tensors)]
+            continue
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters(tensors, modifier_rank=None):
+            yield [(n, p.detach()) for n, p in zip(bucket, tensors)]
+
+
 def all_reduce_mean(values: dict[str, float], world_size: int) -> dict[str, float]:
     """Average scalar metrics over ranks (every rank must pass the same keys)."""
     if world_size == 1 or not values:

@@ -28,13 +28,31 @@ def _diffusion(**kwargs: Any) -> RolloutEngine:
     return DiffusionRolloutEngine(**kwargs)
 
 
+@ROLLOUT_ENGINES.register("vllm")
+def _vllm(model: Any, tokenizer: Any, max_batch_size: int = 256, dtype: str | None = None, seed: int = 0,
+          **options: Any) -> RolloutEngine:
+    """vLLM in this process (colocated), started on the checkpoint ``model`` was loaded from (its
+    ``name_or_path``); the module itself is not kept, vLLM loads its own copy."""
+    from posttrain.rollout.vllm import VLLMRolloutEngine
+
+    options.pop("device", None)  # vLLM places itself (its platform: CUDA or CPU)
+    return VLLMRolloutEngine.from_pretrained(model.name_or_path, tokenizer=tokenizer,
+                                             dtype=dtype or str(model.dtype).removeprefix("torch."),
+                                             max_num_seqs=max_batch_size, seed=seed, **options)
+
+
 def build_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
     """Build the engine registered as ``name``; unknown names fail listing the known ones."""
     return ROLLOUT_ENGINES.get(name)(**kwargs)
 
 
 def engine_options(config: Any) -> dict[str, Any]:
-    """Engine-specific constructor arguments taken from a ``TrainConfig`` (the diffusion sampler's schedule)."""
+    """Engine-specific constructor arguments taken from a ``TrainConfig`` (the diffusion sampler's schedule,
+    vLLM's seed, sleep mode, memory share and sync timeout)."""
+    if config.rollout == "vllm":
+        return {"seed": config.seed, "sleep_mode": config.vllm_sleep,
+                "gpu_memory_utilization": config.vllm_gpu_memory_utilization,
+                "sync_timeout_s": config.worker_timeout_s}
     if config.rollout != "diffusion":
         return {}
     from posttrain.rollout.diffusion import DiffusionSampling

@@ -1,0 +1,282 @@
+"""Rollouts from vLLM (``--rollout vllm``), colocated: the engine lives in each trainer rank's process.
+
+The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot tell them apart:
+
+- Token-id prompts in (``TokensPrompt``; vLLM never tokenises, ``skip_tokenizer_init``); out: token ids
+  (the stop token kept, finish reason ``"stop"``; else ``"length"``), texts decoded by *our* tokenizer
+  (``models.loading.load_tokenizer``, which keeps the tiny char tokenizers' whitespace), and the
+  log-prob of each sampled token under the distribution it was drawn from: vLLM's
+  ``logprobs_mode="processed_logprobs"`` (after temperature, top-k, top-p), like the HF engine records.
+  Greedy (``temperature == 0``) records the unscaled model log-prob, as the HF engine does.
+- Seeds: sample ``i`` of a call gets its own vLLM seed derived from ``(params.seed, i)``, so G copies of
+  one prompt differ and the same seed repeats; ``seed=None`` leaves vLLM's sampling unseeded. vLLM's
+  random streams are not ours, so a vLLM sample never equals an HF sample with the same seed.
+- Stops: the tokenizer's eos and ``SamplingParams.stop_token_ids``; ``max_new_tokens``.
+- Weights: ``update_weights`` / ``sync_from`` go through vLLM's weight-transfer protocol
+  (``rollout/weight_transfer.py``); ``weight_version`` is the trainer step the engine holds.
+- Sleep: ``sleep()`` / ``wake_up()`` free the engine's accelerator memory while the trainer trains
+  (vLLM's sleep mode, level 1). vLLM supports it on CUDA only; on CPU both are no-ops, since the weights
+  and KV cache already live in host RAM, which sleep mode would only copy around.
+
+CPU defaults (set before vLLM is imported, only where the user has not set them): the engine runs
+in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so it shares the trainer rank's process and our
+weight transport; its KV cache takes ``VLLM_CPU_KVCACHE_SPACE=1`` GiB of RAM instead of vLLM's default
+share of the machine. vLLM's CPU attention serves head sizes 32, 64, 80, 96, 112, 128, ... only, which
+``vllm_servable_problem`` checks before an engine is started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts
+
+INSTALL_HINT = ('vLLM is not installed: pip install -e ".[gpu]" on a CUDA machine, '
+                'or pip install -e ".[cpu-vllm]" for its CPU build')
+# vLLM 0.30's CPU attention kernels (vllm/v1/attention/backends/cpu_attn.py).
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+_SEED_MODULUS = 2**31 - 1
+
+
+def _on_cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+def set_cpu_defaults() -> None:
+    """The CPU environment defaults described in the module docstring (user settings win)."""
+    if not _on_cuda():
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+def import_vllm() -> Any:
+    """``vllm`` itself, after the CPU defaults; a missing install names the extra to install."""
+    set_cpu_defaults()
+    try:
+        import vllm
+    except ImportError as err:
+        raise ImportError(INSTALL_HINT) from err
+    return vllm
+
+
+def vllm_servable_problem(model_path: str) -> str | None:
+    """Why vLLM cannot serve the checkpoint at ``model_path`` (None when it can, or when the path is a
+    hub id we cannot inspect offline): masked-diffusion models are bidirectional (they keep the
+    diffusion sampler, ``--rollout diffusion``), and on CPU the head size must be one vLLM's CPU
+    attention implements."""
+    config_file = Path(model_path) / "config.json"
+    if not config_file.is_file():
+        return None
+    config = json.loads(config_file.read_text())
+    if config.get("posttrain_kind") == "diffusion" or "auto_map" in config:
+        return (f"{model_path} is a masked-diffusion (bidirectional) or remote-code model, which vLLM cannot "
+                "serve as a causal LM; sample it with the diffusion sampler (--algo espo --rollout diffusion)")
+    heads = config.get("num_attention_heads")
+    head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if heads else None)
+    return _cpu_head_size_problem(model_path, head_dim)
+
+
+def _cpu_head_size_problem(where: str, head_dim: int | None) -> str | None:
+    if _on_cuda() or not head_dim or head_dim in CPU_HEAD_SIZES:
+        return None
+    return (f"{where} has attention head size {head_dim} (hidden_size / num_attention_heads); vLLM's CPU build "
+            f"serves head sizes {list(CPU_HEAD_SIZES)} only (use --rollout hf)")
+
+
+def vllm_config_problem(config: Any) -> str | None:
+    """Why a run's config cannot use ``--rollout vllm``, checked at start-up without starting vLLM (or
+    converting a packaged model): vLLM missing, or a model it cannot serve (``vllm_servable_problem``;
+    for the embedded default, its recipe's head size)."""
+    import importlib.util
+
+    from posttrain.models.pretrained import is_pretrained_alias
+
+    if importlib.util.find_spec("vllm") is None:
+        return INSTALL_HINT
+    if config.model:
+        return None if is_pretrained_alias(config.model) else vllm_servable_problem(config.model)
+    from posttrain.models.tiny import RECIPES
+
+    recipe = RECIPES.get(config.tiny_recipe(config.model_kind))
+    return _cpu_head_size_problem(f"the embedded default model (tiny recipe {recipe.name!r})",
+                                  recipe.hidden_size // recipe.num_heads)
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """The vLLM seed of sample ``index`` in a call seeded ``seed``: distinct per sample, repeatable."""
+    return (seed * 1_000_003 + index * 7_919 + 1) % _SEED_MODULUS
+
+
+class _LocalClient:
+    """``VLLMWeightSyncClient`` over an in-process ``vllm.LLM`` (the colocated placement)."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        self.llm.init_weight_transfer_engine({"init_info": init_info})
+
+    def start_weight_update(self) -> None:
+        self.llm.start_weight_update()
+
+    def update_weights(self, update_info: dict[str, Any]) -> None:
+        self.llm.update_weights({"update_info": update_info})
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self.llm.finish_weight_update(weight_version=weight_version)
+
+
+class VLLMRolloutEngine:
+    """A ``RolloutEngine`` over an in-process ``vllm.LLM``; build it with ``from_pretrained``."""
+
+    def __init__(self, llm: Any, tokenizer: PreTrainedTokenizerBase, dtype: torch.dtype, sleep_mode: bool,
+                 sync_timeout_s: float) -> None:
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.dtype = dtype
+        self.sleep_mode = sleep_mode
+        self.sync_timeout_s = sync_timeout_s
+        self._version = 0
+        self._sender: Any = None
+        self._asleep = False
+
+    @classmethod
+    def from_pretrained(cls, path: str, tokenizer: PreTrainedTokenizerBase | None = None, dtype: str = "float32",
+                        max_model_len: int | None = None, seed: int = 0, *, max_num_seqs: int = 256,
+                        gpu_memory_utilization: float = 0.3, sleep_mode: bool = False,
+                        trust_remote_code: bool = False, sync_timeout_s: float = 300.0,
+                        **llm_kwargs: Any) -> VLLMRolloutEngine:
+        """Start vLLM on the Hugging Face checkpoint folder ``path``.
+
+        Args:
+            path: a local checkpoint folder (aliases such as ``smollm2-135m`` are resolved here).
+            tokenizer: decodes completions and names the eos; default ``load_tokenizer(path)``.
+            dtype: the engine's weights, ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+            max_model_len: prompt + completion tokens per sequence; default the model's own limit.
+            seed: the engine's base seed (each call's ``SamplingParams.seed`` decides its samples).
+            max_num_seqs: most sequences vLLM schedules at once.
+            gpu_memory_utilization: the share of GPU memory vLLM may take (CUDA; colocated with a trainer,
+                keep it small). On CPU the KV cache size is ``VLLM_CPU_KVCACHE_SPACE`` instead.
+            sleep_mode: allow ``sleep()`` to free the engine's GPU memory (CUDA only; ignored on CPU).
+            trust_remote_code: run the checkpoint's own code (vLLM still needs an architecture it knows).
+            sync_timeout_s: bound on every weight-sync collective and call.
+            llm_kwargs: passed to ``vllm.LLM`` unchanged.
+        """
+        from posttrain.models.loading import load_tokenizer
+        from posttrain.models.pretrained import resolve_model_name
+
+        path = resolve_model_name(path)
+        problem = vllm_servable_problem(path)
+        if problem:
+            raise ValueError(problem)
+        vllm = import_vllm()
+        from vllm.config import WeightTransferConfig
+
+        from posttrain.rollout.weight_transfer import GLOO_BACKEND
+
+        cuda = _on_cuda()
+        options: dict[str, Any] = {
+            "model": path, "skip_tokenizer_init": True, "dtype": dtype, "seed": seed, "max_model_len": max_model_len,
+            "max_num_seqs": max_num_seqs, "logprobs_mode": "processed_logprobs", "trust_remote_code": trust_remote_code,
+            "weight_transfer_config": WeightTransferConfig(backend=GLOO_BACKEND),
+            "enforce_eager": not cuda,  # CPU: no graph compilation (tens of seconds per start, no gain here)
+        }
+        if cuda:
+            options.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_mode)
+        options.update(llm_kwargs)
+        llm = vllm.LLM(**options)
+        tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path, trust_remote_code=trust_remote_code)
+        return cls(llm, tokenizer, getattr(torch, dtype), sleep_mode=sleep_mode and cuda,
+                   sync_timeout_s=sync_timeout_s)
+
+    # ------------------------------------------------------------------------------------------
+    def _stop_ids(self, params: SamplingParams) -> list[int]:
+        ids = set(params.stop_token_ids)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        return sorted(ids)
+
+    def _vllm_params(self, params: SamplingParams, count: int) -> list[Any]:
+        from vllm import SamplingParams as VLLMSamplingParams
+
+        stop_ids = self._stop_ids(params)
+        greedy = params.temperature == 0
+        common = {"max_tokens": params.max_new_tokens, "temperature": params.temperature,
+                  "top_p": 1.0 if greedy else params.top_p, "top_k": 0 if greedy else params.top_k,
+                  "stop_token_ids": stop_ids, "logprobs": 0, "detokenize": False}
+        if params.seed is None or greedy:
+            return [VLLMSamplingParams(**common)] * count
+        return [VLLMSamplingParams(**common, seed=sample_seed(params.seed, i)) for i in range(count)]
+
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        """One completion per prompt, in input order (vLLM batches them as it sees fit)."""
+        from vllm.inputs import TokensPrompt
+
+        check_prompts(prompt_ids)
+        if self._asleep:
+            raise RuntimeError("the vLLM engine is asleep; call wake_up() before generate()")
+        prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in prompt_ids]
+        outputs = self.llm.generate(prompts, self._vllm_params(params, len(prompts)), use_tqdm=False)
+        completions = [out.outputs[0] for out in outputs]
+        ids = [list(c.token_ids) for c in completions]
+        logprobs = [[float(step[token].logprob) for step, token in zip(c.logprobs, c.token_ids)] for c in completions]
+        return Rollouts(
+            prompt_ids=[list(p) for p in prompt_ids],
+            completion_ids=ids,
+            texts=self.tokenizer.batch_decode(ids, skip_special_tokens=True),
+            logprobs=logprobs,
+            finish_reasons=["stop" if c.finish_reason == "stop" else "length" for c in completions],
+            weight_version=self._version,
+        )
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def weight_version(self) -> int:
+        """The trainer step whose weights the engine holds (0 = the checkpoint it was started from)."""
+        return self._version
+
+    def _send(self, source: Any, version: int) -> None:
+        from posttrain.rollout.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
+
+        if self._sender is None:
+            info = GlooTrainerInitInfo(master_address="127.0.0.1", master_port=free_port(), world_size=2,
+                                       timeout_s=self.sync_timeout_s, rank=0)
+            self._sender = WeightSender.trainer_init(info, client=_LocalClient(self.llm), source=source,
+                                                     peer="the colocated vLLM engine")
+        self._sender.source = source
+        self._sender.send_weights(weight_version=version)
+        self._version = version
+
+    def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
+        """Load a training module's weights (ZeRO-3 gathered a layer at a time on every rank together;
+        PEFT adapters must already be merged) and record ``version``, the trainer step they belong to."""
+        from posttrain.rollout.weight_transfer import TrainerWeightSource
+
+        self._send(TrainerWeightSource(module, zero_stage, self.dtype), version)
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
+        """Load named full tensors (names as ``weights.canonical_name`` maps them; adapter tensors skipped);
+        ``version`` defaults to the current one plus 1."""
+        from posttrain.rollout.weight_transfer import NamedTensorSource
+
+        self._send(NamedTensorSource(named_tensors, self.dtype), self._version + 1 if version is None else version)
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory until ``wake_up`` (vLLM sleep level 1); a no-op on CPU."""
+        if self.sleep_mode and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = True
+
+    def wake_up(self) -> None:
+        """Restore what ``sleep`` freed; a no-op when awake or on CPU."""
+        if self._asleep:
+            self.llm.wake_up()
+            self._asleep = False
+
