@@ -37,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ALGOS = ("grpo", "gpo")
 KL_KEY = "train/gpo/kl_guider_learner"
+ZERO_ADVANTAGE_KEY = "gpo/zero_advantage_groups"
 # Rollout accuracy per step: GPO's rollouts come from the guider (hinted), GRPO's from the policy itself.
 ROLLOUT_ACCURACY_KEY = {"grpo": "train/accuracy", "gpo": "train/guider_accuracy"}
 COMMON_FLAGS = ["--progress", "false", "--eval_every", "25"]
@@ -139,6 +140,9 @@ def summarise(runs: dict[str, dict[int, dict]]) -> dict[str, dict]:
                                              "final_guider": r["final_guider_accuracy"]}
                                       for seed, r in runs[algo].items()}}
     kl_mean = [kl for _, kl in _mean_over_seeds([r["kl_guider_learner"] for r in runs["gpo"].values()])]
+    zero = [v for r in runs["gpo"].values() for _, v in r["zero_advantage_groups"]]
+    if zero:
+        summary["gpo_zero_advantage_groups_mean"] = statistics.mean(zero)
     if kl_mean:
         tenth = max(1, len(kl_mean) // 10)
         summary["gpo_kl_guider_learner"] = {"first_step": kl_mean[0], "first_10pct_mean": statistics.mean(kl_mean[:tenth]),
@@ -186,6 +190,7 @@ def plot(runs: dict[str, dict[int, dict]], seeds: list[int], path: Path) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
+    from data_pipelines.common.io import atomic_write_text
     from posttrain.models.tiny import RECIPES, build_tiny
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -218,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             if algo == "gpo":
                 entry["kl_guider_learner"] = curve(out, KL_KEY)
                 entry["backtrack_fraction"] = curve(out, "train/gpo/backtrack_fraction")
+                entry["zero_advantage_groups"] = curve(out, ZERO_ADVANTAGE_KEY)
             runs[algo][seed] = entry
 
     summary = summarise(runs)
@@ -226,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                              "greedy_accuracy": start_accuracy},
               "kl_metric": KL_KEY, "summary": summary, "runs": runs,
               "kl_mean_over_seeds": _mean_over_seeds([r["kl_guider_learner"] for r in runs["gpo"].values()])}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2))
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot(runs, args.seeds, args.out.with_suffix(".png"))
     print(json.dumps({"warm_start": start_accuracy, **summary}, indent=2))
     return 0

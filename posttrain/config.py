@@ -122,6 +122,13 @@ class TrainConfig:
         """"diffusion" (a masked-diffusion LM, sampled by the diffusion sampler) or "causal"."""
         return "diffusion" if self.rollout == "diffusion" else "causal"
 
+    def tiny_recipe(self, kind: str) -> str:
+        """The embedded tiny recipe a run without ``--model`` starts from: the task's ``kind`` recipe
+        (an algorithm whose default needs another warm start overrides this)."""
+        from posttrain.models.tiny import default_recipe_for
+
+        return default_recipe_for(self.task, kind)
+
     def per_rank_prompts(self, world_size: int) -> int:
         return self.prompts_per_step // world_size
 

@@ -180,11 +180,13 @@ def load_diffusion_lm(
     The mask id comes from ``resolve_mask_token_id`` (the checkpoint's tokenizer first) and is
     recorded on the config as ``posttrain_mask_token_id``.
     """
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    from posttrain.models.loading import load_tokenizer
 
     path = str(path)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
     remote = bool(getattr(config, "auto_map", None)) and trust_remote_code
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if dtype is not None:

@@ -7,6 +7,7 @@ cached build of the task's tiny recipe (built on first use).
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +22,7 @@ from transformers import (
 )
 
 from posttrain.models.pretrained import resolve_model_name
-from posttrain.models.tiny import build_tiny, default_recipe_for
+from posttrain.models.tiny import build_tiny
 
 if TYPE_CHECKING:
     from posttrain.config import TrainConfig
@@ -29,14 +30,26 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+"""``tokenizer_class`` values of a tokenizer saved as a plain ``tokenizers`` pipeline (our tiny models')."""
+
+
+def saved_as_generic_tokenizer(path_or_id: str) -> bool:
+    """Whether the local folder ``path_or_id`` holds a tokenizer saved as a generic fast tokenizer."""
+    config = Path(path_or_id) / "tokenizer_config.json"
+    if not config.is_file():
+        return False
+    return json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZER_CLASSES
+
+
 def load_tokenizer(path_or_id: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
     """The tokenizer at ``path_or_id``, with a pad token (the EOS if it had none) and left padding.
 
-    Our tiny models' tokenizers (folders with a ``recipe.json``) load as plain
-    ``PreTrainedTokenizerFast``: ``AutoTokenizer`` would follow the model type (qwen2) to
-    ``Qwen2Tokenizer``, whose pre-tokenizer silently drops spaces and newlines.
+    A tokenizer saved as a generic fast tokenizer (our tiny models', with or without their
+    ``recipe.json``) loads as that, ``PreTrainedTokenizerFast``: ``AutoTokenizer`` would follow the model
+    type (qwen2) to ``Qwen2Tokenizer``, whose pre-tokenizer silently drops spaces and newlines.
     """
-    if (Path(path_or_id) / "recipe.json").exists():
+    if saved_as_generic_tokenizer(path_or_id):
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path_or_id)
     else:
         tokenizer = AutoTokenizer.from_pretrained(path_or_id, trust_remote_code=trust_remote_code)
@@ -59,8 +72,8 @@ def load_causal_lm(
 
 
 def resolve_model_path(config: TrainConfig, kind: str = "causal") -> str:
-    """``config.model`` (aliases resolved), or the directory of the tiny ``kind`` model for ``config.task``
-    (built if needed)."""
+    """``config.model`` (aliases resolved), or the directory of the run's tiny ``kind`` model
+    (``config.tiny_recipe``: the task's, unless the algorithm needs another; built if needed)."""
     if config.model:
         return resolve_model_name(config.model)
-    return str(build_tiny(default_recipe_for(config.task, kind)))
+    return str(build_tiny(config.tiny_recipe(kind)))

@@ -121,6 +121,10 @@ class TinyRecipe:
     """Fraction of SFT warm-start examples shown as GPO's hinted guider prompt (``posttrain.algos.gpo.hint``)
     with the clean answer as target; the other examples are plain and keep ``target_noise``. Hashed into
     the fingerprint only when non-zero, so adding this field left every other recipe's cache key as it was."""
+    hint_template: str = ""
+    """The guider-prompt template of the hinted examples (``posttrain.algos.gpo.hint.privileged_examples``);
+    required when ``hint_fraction`` is set, hashed only when set (like ``hint_fraction``), so a new
+    template is a new cache key."""
 
     def __post_init__(self) -> None:
         kinds = ("causal", "diffusion", "reward", "corpus")
@@ -135,12 +139,16 @@ class TinyRecipe:
             )
         if not 0 <= self.hint_fraction < 1:
             raise ValueError(f"recipe {self.name!r}: hint_fraction {self.hint_fraction} must be in [0, 1)")
+        if bool(self.hint_fraction) != bool(self.hint_template):
+            raise ValueError(f"recipe {self.name!r}: hint_fraction {self.hint_fraction} and hint_template "
+                             f"{self.hint_template!r} must be set together")
 
     def fingerprint(self) -> str:
-        """Short hash of every field plus ``CODE_VERSION``: the cache key (``hint_fraction`` only when set)."""
+        """Short hash of every field plus ``CODE_VERSION``: the cache key (the hint fields only when set)."""
         fields = dataclasses.asdict(self)
-        if not self.hint_fraction:
-            del fields["hint_fraction"]
+        for name in ("hint_fraction", "hint_template"):
+            if not fields[name]:
+                del fields[name]
         payload = json.dumps({**fields, "code_version": CODE_VERSION}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -164,11 +172,14 @@ def _declare(recipe: TinyRecipe) -> TinyRecipe:
 # verifier-rewarded RL of the demo can find and remove. The other recipes use clean labels.
 _declare(TinyRecipe(name="causal-arithmetic", kind="causal", task="arithmetic", warm_start=_SFT,
                     warm_start_steps=800, target_noise=0.5, **_POLICY))
-# GPO's LLM benchmark (benchmarks/gpo_llm.md): the same policy, but a quarter of its warm start shows the
-# GPO guider's hinted prompt with the clean answer, so the hint-conditioned guider starts stronger than
-# the unhinted learner. The plain prompts keep causal-arithmetic's label noise and get 900 steps' worth.
+# `--algo gpo`'s embedded default (GPOConfig.tiny_recipe) and its LLM benchmark (benchmarks/gpo_llm.md):
+# the same policy, but a quarter of its warm start shows the GPO guider's hinted prompt (the arithmetic
+# task's compensation hint, which does not state the answer) with the clean answer, so the guider starts
+# stronger than the unhinted learner. The plain prompts keep causal-arithmetic's label noise and get 900
+# steps' worth.
 _declare(TinyRecipe(name="causal-arithmetic-hint", kind="causal", task="arithmetic", warm_start=_SFT,
-                    warm_start_steps=1200, target_noise=0.5, hint_fraction=0.25, **_POLICY))
+                    warm_start_steps=1200, target_noise=0.5, hint_fraction=0.25,
+                    hint_template="{prompt}\nHint: {hint}.", **_POLICY))
 _declare(TinyRecipe(name="causal-countdown", kind="causal", task="countdown", warm_start=_SFT,
                     warm_start_steps=800, **_POLICY))
 _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_start=_SFT,
@@ -259,15 +270,15 @@ def sft_warm_start_pair(
     """One visit of ``example`` in the SFT warm start: the (prompt example, target text) to learn.
 
     With probability ``recipe.hint_fraction`` (drawn from ``hint_generator``) the prompt is GPO's hinted
-    guider prompt and the target the clean answer. Otherwise the prompt is plain and, with probability
-    ``recipe.target_noise`` (drawn from ``noise_generator``), the target is the task's distractor: the
-    policy learns the error at that rate on every problem. A fraction of 0 draws nothing, so recipes
-    without hints see exactly the draws they always did.
+    guider prompt (``recipe.hint_template``) and the target the clean answer. Otherwise the prompt is
+    plain and, with probability ``recipe.target_noise`` (drawn from ``noise_generator``), the target is the
+    task's distractor: the policy learns the error at that rate on every problem. A fraction of 0 draws
+    nothing, so recipes without hints see exactly the draws they always did.
     """
     from posttrain.algos.gpo.hint import privileged_examples
 
     if recipe.hint_fraction and torch.rand((), generator=hint_generator).item() < recipe.hint_fraction:
-        return privileged_examples([example])[0], example.answer
+        return privileged_examples([example], recipe.hint_template)[0], example.answer
     noisy = bool(recipe.target_noise) and torch.rand((), generator=noise_generator).item() < recipe.target_noise
     return example, task.distractor(example) if noisy else example.answer
 

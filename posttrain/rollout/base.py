@@ -1,12 +1,28 @@
-"""The RolloutEngine contract shared by the HF, diffusion, vLLM and HTTP engines."""
+"""The engine contracts shared by the trainer, the reward server and the data pipelines.
+
+- ``GenerationEngine``: ``generate(prompt_ids, SamplingParams) -> Rollouts`` on token-id prompts, and the
+  ``tokenizer`` that made those ids (hf, diffusion, vLLM and the OpenAI-compatible HTTP client).
+- ``RolloutEngine``: a generation engine the trainer can push new policy weights into
+  (``update_weights``): hf, diffusion, vLLM.
+- ``ScoringEngine``: ``score(sequences) -> list[TokenScores]`` (per-token log-probs, entropies, the DMAP
+  mass above the observed token, full distributions where the engine has them; see
+  ``posttrain.rollout.scores``): exact on the HF engine, top-k approximations on vLLM and HTTP.
+
+Scoring convention (the same as ``posttrain.models.likelihood.causal_token_logprobs``): a sequence of ids
+``x_0..x_{T-1}`` gets values for positions ``1..T-1``, ``logprobs[t-1] = log p(x_t | x_<t)``; callers that
+score text prepend the BOS token themselves so that the first real token is scored too.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from posttrain.rollout.scores import TokenScores
 
 
 @dataclass(frozen=True)
@@ -48,23 +64,75 @@ class Rollouts:
 
 
 @runtime_checkable
-class RolloutEngine(Protocol):
-    """Generates completions for tokenised prompts and receives new policy weights."""
+class GenerationEngine(Protocol):
+    """Generates one completion per tokenised prompt; ``tokenizer`` is the one the ids belong to."""
+
+    tokenizer: Any
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts: ...
+
+
+@runtime_checkable
+class RolloutEngine(GenerationEngine, Protocol):
+    """A generation engine that also receives new policy weights (the trainer's rollout engine)."""
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
 
 
-def start_generation(prompt_ids: list[list[int]], params: SamplingParams, device: torch.device | str) -> torch.Generator:
-    """Checks shared by every engine's ``generate`` (no empty prompt) and its sampling generator:
-    seeded from ``params.seed``, or freshly seeded when there is none (global RNG never touched)."""
+@runtime_checkable
+class ScoringEngine(Protocol):
+    """Scores token-id sequences under the engine's model (see the module docstring's convention).
+
+    ``entropy`` / ``mass_above`` ask for per-position entropies and DMAP mass-above values, ``full`` for
+    the ``[T-1, V]`` log-prob distributions (engines that only see top-k log-probs refuse ``full``).
+    ``TokenScores.exact`` is False where values come from a top-k approximation.
+    """
+
+    tokenizer: Any
+
+    def score(self, sequences: list[list[int]], *, entropy: bool = True, mass_above: bool = False,
+              full: bool = False) -> list[TokenScores]: ...
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """The seed of sample ``index`` of a call seeded with ``seed``, for engines and servers that seed each
+    sample on its own (so that G copies of one prompt still differ): a SHA-256 of both, so samples differ,
+    nearby seeds do not share samples, and reruns repeat them; 31 bits, which every engine's seed type takes."""
+    digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**31 - 1)
+
+
+def check_prompts(prompt_ids: list[list[int]]) -> None:
+    """Every prompt is a non-empty token-id list (text must be tokenised by the caller)."""
     for i, prompt in enumerate(prompt_ids):
+        if isinstance(prompt, str):
+            raise TypeError(f"prompt {i} is text; generate takes token-id lists (tokenize it first)")
         if len(prompt) == 0:
             raise ValueError(f"prompt {i} is empty; every prompt needs at least one token")
+
+
+def start_generation(prompt_ids: list[list[int]], params: SamplingParams, device: torch.device | str) -> torch.Generator:
+    """Checks shared by every engine's ``generate`` (``check_prompts``) and its sampling generator:
+    seeded from ``params.seed``, or freshly seeded when there is none (global RNG never touched)."""
+    check_prompts(prompt_ids)
     generator = torch.Generator(device=device)
     if params.seed is None:
         generator.seed()
     else:
         generator.manual_seed(params.seed)
     return generator
+
+
+def check_score_inputs(sequences: list[list[int]]) -> list[list[int]]:
+    """Checks shared by every engine's ``score``: token-id lists (not text) of at least 2 tokens each.
+    Returns the sequences as plain lists."""
+    checked = []
+    for i, seq in enumerate(sequences):
+        if isinstance(seq, str):
+            raise TypeError(f"sequence {i} is text; score takes token-id lists (prepend the BOS token and "
+                            "tokenize first, e.g. data_pipelines.common.backends.encode_text)")
+        ids = list(seq)
+        if len(ids) < 2:
+            raise ValueError(f"sequence {i} has {len(ids)} token(s); scoring needs at least 2")
+        checked.append(ids)
+    return checked

@@ -15,6 +15,7 @@ log-probs agree): prompts are left-padded, positions are ``cumsum(attention_mask
   ``completion_ids``; finish reason ``"stop"``), otherwise after ``max_new_tokens`` (``"length"``).
   Finished rows stay in the batch and are fed pad tokens with attention mask 0; the loop ends when all
   rows are done.
+- Scoring (``score``, the ``ScoringEngine`` protocol) is exact: ``posttrain.rollout.hf_scoring``.
 - Reproducibility: the same seed, inputs, ``max_batch_size``, model and device give identical outputs
   (on CPU; GPU kernels may add their own nondeterminism).
   Outputs *do* depend on batch composition: one generator is shared by all rows and chunks (a row's draws
@@ -32,8 +33,11 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
+from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.padding import left_pad, left_padded_positions
-from posttrain.rollout.base import Rollouts, SamplingParams, start_generation
+from posttrain.rollout.base import Rollouts, SamplingParams, check_score_inputs, start_generation
+from posttrain.rollout.hf_scoring import score_causal_lm
+from posttrain.rollout.scores import TokenScores
 from posttrain.rollout.weights import WeightReceiver
 
 
@@ -77,11 +81,12 @@ class _Completion:
 
 
 class HFRolloutEngine:
-    """A ``RolloutEngine`` over a Hugging Face causal LM.
+    """A ``RolloutEngine`` and ``ScoringEngine`` over a Hugging Face causal LM.
 
     ``model`` must be the engine's own module, separate from the one being trained (it may have another
     dtype, e.g. bf16 rollouts from an fp32 trainer); the engine puts it in eval mode on ``device`` and
-    changes its weights only through ``update_weights``.
+    changes its weights only through ``update_weights``. ``max_batch_size`` bounds the rows of one
+    generation or scoring forward, ``max_batch_tokens`` the padded tokens of one scoring forward.
     """
 
     def __init__(
@@ -90,13 +95,17 @@ class HFRolloutEngine:
         tokenizer: PreTrainedTokenizerBase,
         max_batch_size: int = 64,
         device: str | torch.device = "cpu",
+        max_batch_tokens: int = 16384,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.max_batch_tokens = max_batch_tokens
         # Any id works as padding (it is masked out); prefer the tokenizer's own pad, then eos.
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id: int = 0 if pad is None else int(pad)
@@ -105,6 +114,24 @@ class HFRolloutEngine:
         self._logits_to_keep = "logits_to_keep" in forward_params
         # transformers >= 5.2x renamed ``past_key_values`` to ``cache`` (the old name warns, then goes).
         self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+        trust_remote_code: bool = False,
+        **kwargs: object,
+    ) -> HFRolloutEngine:
+        """The engine over the checkpoint at ``path`` (a folder or hub id; resolve aliases such as
+        ``smollm2-135m`` first with ``posttrain.models.pretrained.resolve_model_name``), with its tokenizer
+        from ``models.loading.load_tokenizer`` unless one is given; ``kwargs`` go to the constructor."""
+        if tokenizer is None:
+            tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
+        model = load_causal_lm(path, dtype=dtype, trust_remote_code=trust_remote_code)
+        return cls(model, tokenizer, device=device, **kwargs)  # type: ignore[arg-type]
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
@@ -185,6 +212,14 @@ class HFRolloutEngine:
             )
             for row, n in enumerate(lengths.tolist())
         ]
+
+    def score(self, sequences: list[list[int]], *, entropy: bool = True, mass_above: bool = False,
+              full: bool = False) -> list[TokenScores]:
+        """Exact scores of positions 1..T-1 of every sequence (``hf_scoring.score_causal_lm``)."""
+        self._weights.check_complete()
+        return score_causal_lm(self.model, check_score_inputs(sequences), self.pad_token_id, device=self.device,
+                               max_batch_size=self.max_batch_size, max_batch_tokens=self.max_batch_tokens,
+                               entropy=entropy, mass_above=mass_above, full=full)
 
     @property
     def weight_version(self) -> int:

@@ -4,6 +4,12 @@ Prompts look like ``23+7=``; the answer is the integer (``30``). Every problem w
 ``0..max_operand`` is enumerated, shuffled with a fixed seed and cut into disjoint test and train
 splits. Reward: 1.0 when the completion equals the answer (``rewards.verifiers.math_equal``), else
 0.0; there is no format reward.
+
+Every example carries a ``hint`` column: an intermediate result of the compensation method, the same
+operation with the second operand one larger (``23+7=`` -> ``23+8=31``, so the answer is 31 - 1; ``3-5=``
+-> ``3-6=-3``, so the answer is -3 + 1). It is GPO's privileged context (``posttrain.algos.gpo.hint``):
+it makes the problem easier without stating the answer, which always differs from the hinted result by
+exactly one.
 """
 
 from __future__ import annotations
@@ -13,6 +19,16 @@ from typing import Any
 
 from posttrain.tasks.base import TASKS, Example, head_tail_split
 from rewards.verifiers import math_equal
+
+
+def compensation_hint(a: int, op: str, b: int) -> str:
+    """The compensation step for ``a op b``: ``a op (b + 1)`` and its value, e.g.
+    ``compensation_hint(23, "+", 7) == "23+8=31"``. Never the answer itself: the value is the answer plus
+    one (``+``) or minus one (``-``)."""
+    if op not in ("+", "-"):
+        raise ValueError(f"arithmetic hint: op must be '+' or '-', got {op!r}")
+    value = a + (b + 1) if op == "+" else a - (b + 1)
+    return f"{a}{op}{b + 1}={value}"
 
 
 @TASKS.register("arithmetic")
@@ -30,8 +46,9 @@ class ArithmeticTask:
         examples = []
         for a in range(self.max_operand + 1):
             for b in range(self.max_operand + 1):
-                examples.append(Example(prompt=f"{a}+{b}=", answer=str(a + b)))
-                examples.append(Example(prompt=f"{a}-{b}=", answer=str(a - b)))
+                for op, value in (("+", a + b), ("-", a - b)):
+                    examples.append(Example(prompt=f"{a}{op}{b}=", answer=str(value),
+                                            columns={"hint": compensation_hint(a, op, b)}))
         random.Random(self.seed).shuffle(examples)
         return examples
 

@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from contextlib import asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -32,9 +32,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from posttrain.models.chat import has_chat_template, render_chat
 from posttrain.rollout.base import SamplingParams
 from rewards.mr3.scoring import aggregate, plan_samples
 from rewards.mr3.templates import THINK_CLOSE, EvalItem
+from rewards.server.backends import ServedModel
 from rewards.server.batching import Batcher, Generated, QueueFull, TooLarge
 from rewards.server.guard import STATUS_TYPES, APIError, Guard, Metrics, ServerSettings, error_body
 from rewards.server.schemas import (
@@ -47,13 +49,13 @@ from rewards.server.schemas import (
 
 logger = logging.getLogger(__name__)
 
-def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
-    """The FastAPI app around ``backend`` (see ``backends.Backend``)."""
+def create_app(served: ServedModel, settings: ServerSettings | None = None) -> FastAPI:
+    """The FastAPI app around ``served`` (an engine and its model's facts, ``backends.ServedModel``)."""
     settings = settings or ServerSettings()
-    style = settings.style or getattr(backend, "default_style", "mr3")
-    model_name = settings.model_name or backend.model_name
+    style = settings.style or served.default_style
+    model_name = settings.model_name or served.model_name
     metrics = Metrics()
-    batcher = Batcher(backend, settings.max_batch_size, settings.max_queue, settings.batch_wait_ms / 1000.0,
+    batcher = Batcher(served.engine, settings.max_batch_size, settings.max_queue, settings.batch_wait_ms / 1000.0,
                       enabled=settings.batching)
 
     @asynccontextmanager
@@ -65,7 +67,7 @@ def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
             await batcher.stop()
 
     app = FastAPI(title="posttrain reward server", lifespan=lifespan)
-    app.state.batcher, app.state.settings, app.state.metrics, app.state.backend = batcher, settings, metrics, backend
+    app.state.batcher, app.state.settings, app.state.metrics, app.state.served = batcher, settings, metrics, served
     app.add_middleware(Guard, settings=settings, metrics=metrics)
 
     # -- errors ------------------------------------------------------------------------------------
@@ -111,8 +113,8 @@ def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
     def check_context(ids: list[int], max_tokens: int, index: int) -> None:
         if not ids:
             raise APIError(400, f"prompt {index} is empty")
-        if len(ids) + max_tokens > backend.max_context:
-            raise APIError(400, f"this model's maximum context length is {backend.max_context} tokens; prompt {index} "
+        if len(ids) + max_tokens > served.max_context:
+            raise APIError(400, f"this model's maximum context length is {served.max_context} tokens; prompt {index} "
                                 f"has {len(ids)} tokens and max_tokens is {max_tokens}; shorten the prompt or "
                                 "lower max_tokens")
 
@@ -148,12 +150,12 @@ def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
         if isinstance(req.stop, list) and len(req.stop) > 4:
             raise APIError(400, "at most 4 stop sequences are allowed")
 
-    vocab = len(backend.tokenizer) if hasattr(backend, "tokenizer") else None
+    vocab = len(served.tokenizer)
 
     # -- routes ------------------------------------------------------------------------------------
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "model": model_name, "backend": backend.name, "queued": batcher.queued,
+        return {"status": "ok", "model": model_name, "backend": served.backend, "queued": batcher.queued,
                 "busy": batcher.busy, "max_queue": settings.max_queue, "max_batch_size": batcher.max_batch_size}
 
     @app.get("/metrics", response_model=None)
@@ -200,20 +202,25 @@ def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
         check_tokens(max_tokens, "max_tokens")
         raw = req.prompt
         if isinstance(raw, str):
-            prompts = [backend.encode(raw)]
+            prompts = [served.encode(raw)]
         elif raw and all(isinstance(x, int) for x in raw):
             prompts = [list(raw)]  # type: ignore[arg-type]
         elif raw and all(isinstance(x, str) for x in raw):
-            prompts = [backend.encode(x) for x in raw]  # type: ignore[union-attr]
+            prompts = [served.encode(x) for x in raw]  # type: ignore[union-attr]
         elif raw and all(isinstance(x, list) for x in raw):
             prompts = [list(x) for x in raw]  # type: ignore[union-attr]
         else:
             raise APIError(400, "prompt must be a string, a list of strings, or token ids (non-empty)")
         for i, ids in enumerate(prompts):
-            if vocab is not None and any((not isinstance(t, int)) or t < 0 or t >= vocab for t in ids):
+            if any((not isinstance(t, int)) or t < 0 or t >= vocab for t in ids):
                 raise APIError(400, f"prompt {i} has token ids outside the vocabulary [0, {vocab})")
             check_context(ids, max_tokens, i)
         params = sampling(max_tokens, req.temperature, req.top_p, req.top_k, req.seed)
+        stop_ids = (req.model_extra or {}).get("stop_token_ids")  # vLLM's extension (OpenAIHTTPEngine sends it)
+        if stop_ids:
+            if not isinstance(stop_ids, list) or not all(isinstance(t, int) and 0 <= t < vocab for t in stop_ids):
+                raise APIError(400, f"stop_token_ids must be a list of token ids in [0, {vocab})")
+            params = replace(params, stop_token_ids=tuple(stop_ids))
         expanded = [ids for ids in prompts for _ in range(req.n)]
         outs = await generate(expanded, params)
         want_ids = bool((req.model_extra or {}).get("return_token_ids"))
@@ -223,7 +230,7 @@ def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
             choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None,
                                       "finish_reason": "stop" if stopped else out.finish_reason}
             if req.logprobs is not None:
-                tokens = [backend.tokenizer.decode([t]) for t in out.completion_ids]
+                tokens = [served.tokenizer.decode([t]) for t in out.completion_ids]
                 offsets, pos = [], 0
                 for tok in tokens:
                     offsets.append(pos)
@@ -254,13 +261,13 @@ def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
         if continue_final and messages[-1]["role"] != "assistant":
             raise APIError(400, "continue_final_message needs a final assistant message")
         try:
-            text = backend.render_chat(messages, add_generation_prompt=not continue_final,
+            text = render_chat(served.tokenizer, messages, add_generation_prompt=not continue_final,
                                        continue_final=continue_final)
         except Exception as err:  # noqa: BLE001 - template errors are the request's fault (e.g. role order)
             raise APIError(400, f"the chat template rejected these messages: {err}") from None
-        ids = backend.encode(text, add_special_tokens=False)
+        ids = served.encode(text, add_special_tokens=False)
         if not explicit:  # the default budget shrinks to what the context leaves
-            max_tokens = max(1, min(max_tokens, backend.max_context - len(ids)))
+            max_tokens = max(1, min(max_tokens, served.max_context - len(ids)))
         check_context(ids, max_tokens, 0)
         params = sampling(max_tokens, req.temperature, req.top_p, req.top_k, req.seed)
         outs = await generate([ids] * req.n, params)
@@ -276,7 +283,7 @@ def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
                                       "finish_reason": "stop" if stopped else out.finish_reason}
             if req.logprobs:
                 choice["logprobs"] = {"content": [
-                    {"token": backend.tokenizer.decode([t]), "logprob": lp, "bytes": None, "top_logprobs": []}
+                    {"token": served.tokenizer.decode([t]), "logprob": lp, "bytes": None, "top_logprobs": []}
                     for t, lp in zip(out.completion_ids, out.logprobs)]}
             choices.append(choice)
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
@@ -295,18 +302,18 @@ def create_app(backend: Any, settings: ServerSettings | None = None) -> FastAPI:
                                       key=r.id or ""))
             except ValueError as err:
                 raise APIError(400, str(err)) from None
-        tokenizer = getattr(backend, "tokenizer", None)
-        templated = style == "mr3" and bool(getattr(tokenizer, "chat_template", None))
+        tokenizer = served.tokenizer
+        templated = style == "mr3" and has_chat_template(tokenizer)
         groups: dict[SamplingParams, list[int]] = {}
         all_samples, all_ids, owners = [], [], []
         for index, (r, item) in enumerate(zip(requests, items)):
             samples = plan_samples([item], tokenizer, style, r.n_samples, r.swap_positions)
-            encoded = [backend.encode(s.prompt, add_special_tokens=not templated) for s in samples]
+            encoded = [served.encode(s.prompt, add_special_tokens=not templated) for s in samples]
             if r.max_tokens is not None:
                 max_tokens = r.max_tokens
                 check_tokens(max_tokens, "max_tokens")
             else:  # the default verdict budget, shrunk to what the context leaves (a small model's is short)
-                room = backend.max_context - max(len(ids) for ids in encoded)
+                room = served.max_context - max(len(ids) for ids in encoded)
                 max_tokens = max(1, min(settings.rubric_max_tokens, settings.max_tokens_cap, room))
             default_t, default_p, default_k = (0.6, 0.95, 20) if style == "mr3" else (0.0, 1.0, 0)
             params = sampling(max_tokens, r.temperature, r.top_p, r.top_k, r.seed, default_t, default_p, default_k)

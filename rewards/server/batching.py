@@ -1,4 +1,4 @@
-"""Dynamic batching: prompts from concurrent requests become one ``backend.generate`` call.
+"""Dynamic batching: prompts from concurrent requests become one ``engine.generate`` call.
 
 - A bounded queue of prompts (``max_queue``). A request is admitted whole or not at all: when its
   prompts do not fit, ``QueueFull`` is raised at once (the app answers 429 with ``Retry-After``), so
@@ -22,7 +22,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from posttrain.rollout.base import SamplingParams
+from posttrain.rollout.base import GenerationEngine, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -66,13 +66,13 @@ class BatchStats:
 
 
 class Batcher:
-    """Collects prompts from many requests into batched ``backend.generate`` calls."""
+    """Collects prompts from many requests into batched ``engine.generate`` calls (any ``GenerationEngine``)."""
 
-    def __init__(self, backend, max_batch_size: int = 16, max_queue: int = 256, batch_wait_s: float = 0.002,
+    def __init__(self, engine: GenerationEngine, max_batch_size: int = 16, max_queue: int = 256, batch_wait_s: float = 0.002,
                  enabled: bool = True) -> None:
         if max_batch_size < 1 or max_queue < 1:
             raise ValueError("max_batch_size and max_queue must be >= 1")
-        self.backend = backend
+        self.engine = engine
         self.max_batch_size = max_batch_size if enabled else 1
         self.max_queue = max_queue
         self.batch_wait_s = batch_wait_s if enabled else 0.0
@@ -174,7 +174,7 @@ class Batcher:
             self.busy = True
             start = time.perf_counter()
             try:
-                out = await loop.run_in_executor(self._executor, self.backend.generate,
+                out = await loop.run_in_executor(self._executor, self.engine.generate,
                                                  [j.prompt_ids for j in batch], params)
             except asyncio.CancelledError:
                 raise

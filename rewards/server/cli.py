@@ -8,7 +8,7 @@ import os
 import sys
 
 from rewards.server.app import ServerSettings, create_app
-from rewards.server.backends import make_backend
+from rewards.server.backends import BACKENDS, DTYPES, load_served_model
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,11 +20,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="Interface to bind; use 0.0.0.0 only on a trusted network.")
     p.add_argument("--port", type=int, default=8000, help="TCP port (0 = any free port).")
-    p.add_argument("--model", default=None, help="Model path or hub id; unset = the embedded tiny reward model.")
-    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm", "fake"],
-                   help="Generation backend: transformers (CPU/GPU), vllm (GPU), fake (no model; tests).")
+    p.add_argument("--model", default=None, help="Model path, hub id or packaged alias (smollm2-135m); "
+                                                 "unset = the embedded tiny reward model.")
+    p.add_argument("--backend", default="transformers", choices=list(BACKENDS),
+                   help="Generation engine: transformers (the project's HF engine, CPU/GPU), vllm (the project's "
+                        "vLLM engine: GPU, or vLLM's CPU build), fake (no model; tests and benchmarks).")
     p.add_argument("--device", default="cpu", help="transformers backend device (cpu, cuda, cuda:1).")
-    p.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"], help="transformers dtype.")
+    p.add_argument("--dtype", default="auto", choices=list(DTYPES), help="Model dtype (auto = the checkpoint's).")
     p.add_argument("--max-model-len", type=int, default=None, help="vllm: context length.")
     p.add_argument("--api-key", default=os.environ.get("POSTTRAIN_API_KEY"),
                    help="Require 'Authorization: Bearer KEY' (except /health). Default: $POSTTRAIN_API_KEY.")
@@ -67,10 +69,14 @@ def serve_main(argv: list[str]) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    backend = make_backend(args.backend, args.model, device=args.device, dtype=args.dtype,
-                           max_batch_size=args.max_batch_size, max_model_len=args.max_model_len,
-                           base_latency_s=args.fake_base_latency_ms / 1000.0,
-                           per_item_latency_s=args.fake_per_item_ms / 1000.0)
+    try:
+        served = load_served_model(args.backend, args.model, device=args.device, dtype=args.dtype,
+                                   max_batch_size=args.max_batch_size, max_model_len=args.max_model_len,
+                                   base_latency_s=args.fake_base_latency_ms / 1000.0,
+                                   per_item_latency_s=args.fake_per_item_ms / 1000.0)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"posttrain serve: {err}", file=sys.stderr)
+        return 2
     settings = ServerSettings(
         api_key=args.api_key or None, max_batch_size=args.max_batch_size, max_queue=args.max_queue,
         batching=not args.no_batching, batch_wait_ms=args.batch_wait_ms, timeout_s=args.timeout,
@@ -80,7 +86,7 @@ def serve_main(argv: list[str]) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key:
         logging.getLogger(__name__).warning("binding %s without --api-key: anyone on the network can use it",
                                             args.host)
-    app = create_app(backend, settings)
+    app = create_app(served, settings)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_keep_alive=30)
     return 0
 

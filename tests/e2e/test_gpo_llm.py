@@ -56,6 +56,16 @@ def test_guider_prompt_template_and_validation() -> None:
     with pytest.raises(ValueError, match="column 'unit'"):
         algo.guider_examples([Example(prompt="1+1=", answer="2")])
     bad = {name for name, _, _ in GPOConfig(algo="gpo", inner_clip=1.5, privileged_template="x",
-                                            clip_low=0.2).incompatibilities()}
-    assert {"inner_clip", "privileged_template", "clip_low"} <= bad
+                                            clip_low=0.2, kl_coef=0.5).incompatibilities()}
+    assert {"inner_clip", "privileged_template", "clip_low", "kl_coef"} <= bad
+    for template in ("{prompt} {}", "{prompt} {0}", "{prompt} {hint"):  # positional or broken fields
+        assert [n for n, _, _ in GPOConfig(algo="gpo", privileged_template=template).incompatibilities()] == \
+            ["privileged_template"]
     assert not GPOConfig(algo="gpo").incompatibilities()
+
+
+def test_kl_coef_is_rejected_at_start_up() -> None:
+    """GPO has no frozen reference: --kl_coef used to be accepted and ignored."""
+    result = _run(["--algo", "gpo", "--kl_coef", "0.5", "--steps", "1"])
+    assert result.returncode != 0
+    assert "'kl_coef' = 0.5" in result.stderr and "no frozen reference" in result.stderr

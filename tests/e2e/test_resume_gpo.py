@@ -2,8 +2,8 @@
 ends with the same weights and metrics as an uninterrupted run (GPO's own state, alpha and the KL
 accumulator, travels in the checkpoint through ``state_dict`` / ``load_state_dict``).
 
-The dataset rows have only ``prompt`` and ``answer``: the default guider template
-``{prompt}\\nHint: the answer is {answer}.`` needs nothing else. The penalty variant is used because its
+The dataset rows have ``prompt``, ``answer`` and the ``hint`` column that the default guider template
+``{prompt}\\nHint: {hint}.`` reads. The penalty variant is used because its
 alpha changes every step from the previous step's KL, so a resume that lost that state would diverge.
 """
 
@@ -29,8 +29,8 @@ def _args(model: Path, out: Path, data: Path, variant: str) -> list[str]:
 def test_gpo_sigkill_and_resume_equals_uninterrupted(tiny_arithmetic: Path, tmp_path: Path, variant: str) -> None:
     data = tmp_path / "problems.jsonl"
     # 10 rows, 2 held out: 8 training prompts = 2 steps of 4, so the step-2 checkpoint is an epoch boundary.
-    data.write_text("".join(json.dumps({"prompt": f"{a}+{a + 1}", "answer": str(2 * a + 1)}) + "\n"
-                            for a in range(10)))
+    data.write_text("".join(json.dumps({"prompt": f"{a}+{a + 1}", "answer": str(2 * a + 1),
+                                        "hint": f"{a}+{a + 2}={2 * a + 2}"}) + "\n" for a in range(10)))
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     kill_and_resume(lambda out: _args(tiny_arithmetic, out, data, variant), straight, killed, kill_after=2, final=4)
     rows = assert_same_end(tiny_arithmetic, straight, killed, final=4)

@@ -1,7 +1,7 @@
-"""The reward server on loopback, driven by the official ``openai`` client and by httpx (fake backend).
+"""The reward server on loopback, driven by the official ``openai`` client and by httpx (fake engine).
 
-The fake backend has no model but the real tokenizer, batcher, app, middleware and uvicorn; a second
-file (``test_server_tiny.py``) runs the transformers backend with a real tiny model.
+The fake engine has no model but the real tokenizer, batcher, app, middleware and uvicorn; a second
+file (``test_server_tiny.py``) runs the HF engine with a real tiny model.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from rewards.server.app import ServerSettings, create_app
-from rewards.server.backends import FakeBackend
+from rewards.server.backends import load_served_model
 from rewards.server.local import serve_in_thread
 
 KEY = "sk-test-123"
@@ -22,11 +22,11 @@ KEY = "sk-test-123"
 
 @pytest.fixture(scope="module")
 def server():
-    backend = FakeBackend(base_latency_s=0.02, per_item_latency_s=0.001)
+    served = load_served_model("fake", base_latency_s=0.02, per_item_latency_s=0.001)
     settings = ServerSettings(api_key=KEY, max_batch_size=8, max_queue=64, timeout_s=20, max_request_bytes=20_000,
                               max_tokens_cap=256, batch_wait_ms=5)
-    with serve_in_thread(create_app(backend, settings)) as url:
-        yield url, backend
+    with serve_in_thread(create_app(served, settings)) as url:
+        yield url, served.engine
 
 
 @pytest.fixture()
@@ -198,8 +198,8 @@ def test_unknown_route_and_method(client):
 # -- batching, back-pressure, timeouts, metrics ---------------------------------------------------
 
 def test_concurrent_requests_are_batched(server):
-    url, backend = server
-    before = len(backend.calls)
+    url, engine = server
+    before = len(engine.calls)
 
     async def go():
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=20) as c:
@@ -209,12 +209,12 @@ def test_concurrent_requests_are_batched(server):
 
     responses = asyncio.run(go())
     assert all(r.status_code == 200 for r in responses)
-    sizes = backend.calls[before:]
+    sizes = engine.calls[before:]
     assert sum(sizes) == 24 and max(sizes) > 1 and max(sizes) <= 8
 
 
 def test_queue_full_gets_429_and_timeout_gets_504():
-    slow = FakeBackend(base_latency_s=0.3)
+    slow = load_served_model("fake", base_latency_s=0.3)
     settings = ServerSettings(max_batch_size=1, max_queue=2, timeout_s=5)
     with serve_in_thread(create_app(slow, settings)) as url:
         async def go():
@@ -227,7 +227,7 @@ def test_queue_full_gets_429_and_timeout_gets_504():
         assert set(codes) == {200, 429} and codes.count(200) >= 2
         limited = next(r for r in responses if r.status_code == 429)
         assert limited.headers["retry-after"] == "1" and "queue full" in limited.json()["error"]["message"]
-    with serve_in_thread(create_app(FakeBackend(base_latency_s=1.0), ServerSettings(timeout_s=0.2))) as url:
+    with serve_in_thread(create_app(load_served_model("fake", base_latency_s=1.0), ServerSettings(timeout_s=0.2))) as url:
         assert_error(httpx.post(f"{url}/v1/completions", json={"prompt": "x"}, timeout=10), 504, "did not finish")
         assert httpx.get(f"{url}/health").json()["status"] == "ok"
 

@@ -10,14 +10,14 @@ from fastapi.responses import JSONResponse
 
 from rewards.remote import from_env, remote_reward
 from rewards.server.app import ServerSettings, create_app
-from rewards.server.backends import FakeBackend
+from rewards.server.backends import load_served_model
 from rewards.server.local import free_port, serve_in_thread
 
 
 @pytest.fixture(scope="module")
 def judge_url():
     settings = ServerSettings(api_key="k", max_batch_size=16)
-    with serve_in_thread(create_app(FakeBackend(), settings)) as url:
+    with serve_in_thread(create_app(load_served_model("fake"), settings)) as url:
         yield url
 
 

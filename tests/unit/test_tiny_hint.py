@@ -1,4 +1,5 @@
-"""The hinted warm start (``TinyRecipe.hint_fraction``): GPO's guider prompt mixed into the SFT data."""
+"""The hinted warm start (``TinyRecipe.hint_fraction`` / ``hint_template``): GPO's guider prompt mixed into
+the SFT data, the arithmetic task's compensation hint, and ``--algo gpo``'s embedded default."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import json
 import pytest
 import torch
 
-from posttrain.algos.gpo.hint import PRIVILEGED_TEMPLATE, privileged_examples
+from posttrain.algos.gpo.hint import HINT_RECIPE, PRIVILEGED_TEMPLATE, privileged_examples
 from posttrain.algos.gpo.llm import GPOConfig
+from posttrain.algos.pg import GRPOConfig
 from posttrain.models.tiny import CODE_VERSION, RECIPES, TinyRecipe, default_recipe_for, sft_warm_start_pair
 from posttrain.tasks import TASKS
+from posttrain.tasks.arithmetic import compensation_hint
+from posttrain.tasks.base import Example
 
-HINT = RECIPES.get("causal-arithmetic-hint")
+HINT = RECIPES.get(HINT_RECIPE)
 PLAIN = RECIPES.get("causal-arithmetic")
 
 
@@ -26,11 +30,43 @@ def _draws(recipe: TinyRecipe, n: int) -> tuple[list, torch.Generator, torch.Gen
     return [(ex, *sft_warm_start_pair(task, ex, recipe, noise, hint)) for ex in picks], noise, hint
 
 
-def test_hint_recipe_declared_and_not_the_default() -> None:
+def test_hint_recipe_is_gpos_default_and_only_gpos() -> None:
     assert HINT.task == "arithmetic" and HINT.kind == "causal" and 0 < HINT.hint_fraction < 1
-    assert HINT.target_noise == PLAIN.target_noise and PLAIN.hint_fraction == 0
+    assert HINT.hint_template == PRIVILEGED_TEMPLATE == GPOConfig(algo="gpo").privileged_template
+    assert HINT.target_noise == PLAIN.target_noise and PLAIN.hint_fraction == 0 and not PLAIN.hint_template
     assert default_recipe_for("arithmetic") == "causal-arithmetic"
-    assert GPOConfig(algo="gpo").privileged_template == PRIVILEGED_TEMPLATE
+    assert GRPOConfig().tiny_recipe("causal") == "causal-arithmetic"
+    # --algo gpo with no --model starts from the warm start that has seen its guider's prompts
+    assert GPOConfig(algo="gpo").tiny_recipe("causal") == HINT_RECIPE
+    assert GPOConfig(algo="gpo", task="sudoku").tiny_recipe("causal") == "causal-sudoku"
+
+
+@pytest.mark.parametrize("a,op,b,hint,answer", [(23, "+", 7, "23+8=31", 30), (3, "-", 5, "3-6=-3", -2),
+                                                (0, "-", 0, "0-1=-1", 0), (19, "+", 19, "19+20=39", 38)])
+def test_compensation_hint_by_hand(a: int, op: str, b: int, hint: str, answer: int) -> None:
+    assert compensation_hint(a, op, b) == hint
+    assert int(hint.split("=")[1]) == answer + (1 if op == "+" else -1)
+    with pytest.raises(ValueError, match="op"):
+        compensation_hint(1, "*", 2)
+
+
+def test_arithmetic_hints_never_state_the_answer() -> None:
+    task = TASKS.get("arithmetic")()
+    examples = task.split("train") + task.split("test")
+    for ex in examples:
+        rendered = privileged_examples([ex])[0].prompt
+        assert rendered == f"{ex.prompt}\nHint: {ex.columns['hint']}."
+        left, value = ex.columns["hint"].split("=")
+        assert left != ex.prompt[:-1] and abs(int(value) - int(ex.answer)) == 1
+
+
+def test_dataset_columns_named_prompt_or_answer_do_not_clash() -> None:
+    """The example's own prompt and answer fill {prompt} and {answer}, whatever its columns are called."""
+    ex = Example(prompt="2+2=", answer="4", columns={"prompt": "raw", "answer": "four", "hint": "2+3=5"})
+    assert privileged_examples([ex])[0].prompt == "2+2=\nHint: 2+3=5."
+    assert privileged_examples([ex], "{prompt}|{answer}")[0].prompt == "2+2=|4"
+    with pytest.raises(ValueError, match="column 'hint'.*prompt '1\\+1='"):
+        privileged_examples([Example(prompt="1+1=", answer="2", columns={"answer": "2"})])
 
 
 def test_hinted_pairs_use_the_gpo_template_and_clean_targets() -> None:
@@ -42,7 +78,7 @@ def test_hinted_pairs_use_the_gpo_template_and_clean_targets() -> None:
     assert abs(len(hinted) / len(draws) - 0.3) < 0.03
     for ex, prompt, target in hinted:
         assert prompt == privileged_examples([ex])[0]
-        assert prompt.prompt == PRIVILEGED_TEMPLATE.format(prompt=ex.prompt, answer=ex.answer)
+        assert prompt.prompt == PRIVILEGED_TEMPLATE.format(prompt=ex.prompt, hint=ex.columns["hint"])
         assert target == ex.answer
     noisy = [target == task.distractor(ex) for ex, target in plain]
     assert all(target in (ex.answer, task.distractor(ex)) for ex, target in plain)
@@ -59,12 +95,19 @@ def test_recipes_without_hints_draw_exactly_as_before() -> None:
         assert prompt == ex and target == (task.distractor(ex) if noisy else ex.answer)
 
 
-def test_fingerprint_ignores_an_unset_hint_fraction() -> None:
+def test_fingerprint_ignores_unset_hint_fields() -> None:
     fields = dataclasses.asdict(PLAIN)
-    del fields["hint_fraction"]
+    del fields["hint_fraction"], fields["hint_template"]
     before = json.dumps({**fields, "code_version": CODE_VERSION}, sort_keys=True)
     assert PLAIN.fingerprint() == hashlib.sha256(before.encode()).hexdigest()[:12]
-    assert dataclasses.replace(PLAIN, hint_fraction=0.25).fingerprint() != PLAIN.fingerprint()
+    hinted = dataclasses.replace(PLAIN, hint_fraction=0.25, hint_template=PRIVILEGED_TEMPLATE)
+    assert hinted.fingerprint() != PLAIN.fingerprint()
     assert HINT.fingerprint() != dataclasses.replace(HINT, hint_fraction=0.5).fingerprint()
+    # a new hint template is a new warm start, so a new cache key
+    assert HINT.fingerprint() != dataclasses.replace(HINT, hint_template="{prompt} ({hint})").fingerprint()
     with pytest.raises(ValueError, match="hint_fraction"):
         dataclasses.replace(PLAIN, name="bad", hint_fraction=1.0)
+    with pytest.raises(ValueError, match="set together"):
+        dataclasses.replace(PLAIN, name="bad", hint_template=PRIVILEGED_TEMPLATE)
+    with pytest.raises(ValueError, match="set together"):
+        dataclasses.replace(PLAIN, name="bad", hint_fraction=0.2)

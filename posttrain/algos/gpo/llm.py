@@ -1,7 +1,8 @@
 """``--algo gpo``: Guided Policy Optimization for LLMs (notes 1.7, token-level GPO-clip design sketch).
 
-The guider is the *same* model prompted with privileged context c (by default the reference answer as
-a hint); the learner is the model without c. Sharing the weights plays the role of GPO's shared network,
+The guider is the *same* model prompted with privileged context c (by default the example's ``hint``
+column, which helps without stating the answer: ``posttrain.algos.gpo.hint``); the learner is the model
+without c. Sharing the weights plays the role of GPO's shared network,
 and whether c is present plays the role of the role flag. Per step:
 
 1. Rollouts come from the guider (the hinted prompt); the behaviour log-probs beta are recomputed
@@ -16,6 +17,11 @@ and whether c is present plays the role of the role flag. Per step:
    learner L2 - alpha L4, with alpha adapted by the code's rule).
 4. Evaluation is the trainer's usual one, on plain prompts: only the learner is evaluated, as in GPO.
 
+The embedded default (no ``--model``) on the arithmetic task is the ``causal-arithmetic-hint`` warm start,
+which has seen the hinted prompts; the plain ``causal-arithmetic`` one never has, so its guider would be
+out of distribution and drag the learner down. There is no frozen reference: ``kl_coef`` must stay 0 (the
+learner is anchored to the guider by L2).
+
 Deviations: the penalty variant updates alpha once per step, from the mean KL(mu || pi) of that step's
 micro-batches (the code updates it once per PPO epoch), and the KLs are per token over the vocabulary.
 The module must be listed in ``posttrain.algos.ALGORITHM_MODULES`` to be found by ``--algo gpo``.
@@ -23,6 +29,7 @@ The module must be listed in ``posttrain.algos.ALGORITHM_MODULES`` to be found b
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +38,7 @@ import torch
 from posttrain.algos.base import ALGORITHMS, Experience
 from posttrain.algos.core import aggregate_loss, group_advantages, masked_mean
 from posttrain.algos.gpo import core
-from posttrain.algos.gpo.hint import PRIVILEGED_TEMPLATE, privileged_examples
+from posttrain.algos.gpo.hint import HINT_RECIPE, PRIVILEGED_TEMPLATE, privileged_examples
 from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
@@ -49,7 +56,8 @@ class GPOConfig(GRPOConfig):
     gpo_variant: str = opt("clip", "GPO variant: clip (default), naive (clip, alpha = 0) or penalty.",
                            ["clip", "naive", "penalty"])
     privileged_template: str = opt(PRIVILEGED_TEMPLATE,
-                                   "Guider prompt: str.format over the prompt, answer and dataset columns.")
+                                   "Guider prompt: str.format over the dataset columns, prompt and answer "
+                                   "(default: the prompt plus the example's 'hint' column).")
     clip_low: float = opt(core.PPO_CLIP, "PPO clip epsilon below 1 (GPO code: 0.3); must equal clip_high.")
     clip_high: float = opt(core.PPO_CLIP, "PPO clip epsilon above 1 (GPO code: 0.3; one symmetric clip).")
     inner_clip: float = opt(core.INNER_CLIP, "delta: the guider may move at most 1 +- delta from the learner.")
@@ -67,9 +75,24 @@ class GPOConfig(GRPOConfig):
             bad.append(("alpha", self.alpha, "must be >= 0"))
         if self.target_kl <= 0:
             bad.append(("target_kl", self.target_kl, "must be > 0"))
-        if "{" not in self.privileged_template or "{prompt}" not in self.privileged_template:
-            bad.append(("privileged_template", self.privileged_template, "must contain {prompt}"))
+        if self.kl_coef != 0:
+            bad.append(("kl_coef", self.kl_coef, "must be 0: GPO has no frozen reference (L2 anchors the learner)"))
+        try:
+            fields = string.Formatter().parse(self.privileged_template)
+            names = [name for _, name, _, _ in fields if name is not None]
+        except ValueError as err:
+            bad.append(("privileged_template", self.privileged_template, f"is not a str.format template: {err}"))
+        else:
+            if "prompt" not in names or any(not name or name.isdigit() for name in names):
+                bad.append(("privileged_template", self.privileged_template,
+                            "must contain {prompt}; every other field must name a column, e.g. {hint}"))
         return bad
+
+    def tiny_recipe(self, kind: str) -> str:
+        """On arithmetic the hint-aware warm start (its guider prompts are in distribution); else the task's."""
+        if self.task == "arithmetic" and kind == "causal":
+            return HINT_RECIPE
+        return super().tiny_recipe(kind)
 
 
 def completion_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, last: int,
@@ -129,6 +152,9 @@ class GPO(GRPO):
         metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
         metrics["train/guider_accuracy"] = metrics.pop("train/accuracy")  # the rollouts are the guider's
         metrics["gpo/alpha"] = self.alpha
+        # groups whose G rewards are all equal give no RL signal (what an answer-stating hint causes)
+        groups = tensors["advantages"].view(-1, cfg.group_size)
+        metrics["gpo/zero_advantage_groups"] = float((groups.abs().amax(-1) == 0).float().mean())
         return Experience(tensors), metrics
 
     def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:

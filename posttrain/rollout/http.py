@@ -1,0 +1,183 @@
+"""A generation and scoring engine that is a client of an OpenAI-compatible ``/v1/completions`` server:
+our own ``posttrain serve``, any ``vllm serve``, or another server that takes token-id prompts.
+
+Generation (``generate(prompt_ids, SamplingParams) -> Rollouts``) sends each prompt as token ids with
+``return_token_ids=true`` and ``logprobs=1``, so completions come back as token ids with the log-prob of
+every sampled token; requests run ``concurrency`` at a time on threads. Which log-probs those are is
+the server's choice: ``posttrain serve`` reports the processed sampling distribution (like the HF
+engine); ``vllm serve`` reports the raw model distribution unless started with
+``--logprobs-mode processed_logprobs``.
+
+Seeds: OpenAI-style servers seed each request on its own, so the same seed on G copies of one prompt
+would give G identical samples. With ``SamplingParams.seed = s`` prompt ``i`` is sent with the seed
+``base.sample_seed(s, i)`` (distinct per prompt, repeatable per call); with no seed none is sent.
+
+Scoring (``score``) sends ``echo=true, max_tokens=1, logprobs=k`` and reads the prompt's log-probs:
+top-k only (k <= 20 on a default vLLM server), so entropies and mass-above are the approximations of
+``posttrain.rollout.topk`` and ``TokenScores.exact`` is False.
+
+Failures: a connection error, a timeout (``timeout_s`` per request), 429 or 5xx is retried
+``max_retries`` times with exponential backoff (``backoff_s * 2**attempt``); other 4xx answers are not
+retried. Every error names the URL and, where there is one, the server's message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seed
+from posttrain.rollout.scores import TokenScores
+from posttrain.rollout.topk import scores_from_topk
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def completions_url(base_url: str) -> str:
+    """``/v1/completions`` under ``base_url`` (which may or may not end in ``/v1``)."""
+    base = base_url.rstrip("/")
+    return f"{base}/completions" if base.endswith("/v1") else f"{base}/v1/completions"
+
+
+class OpenAIHTTPEngine:
+    """Generates and scores through ``POST /v1/completions`` of the server at ``base_url``.
+
+    ``tokenizer`` must be the served model's (prompts and completions are token ids); ``model`` is the
+    name the server serves (``"default"`` is accepted by ``posttrain serve``). ``weight_version`` is
+    reported on every ``Rollouts``; whoever updates the server's weights (a remote-worker trainer) keeps it
+    current.
+    """
+
+    def __init__(self, base_url: str, tokenizer: Any, *, model: str = "default", api_key: str | None = None,
+                 top_k: int = 5, concurrency: int = 8, max_retries: int = 4, backoff_s: float = 0.5,
+                 timeout_s: float = 60.0, weight_version: int = 0) -> None:
+        if tokenizer is None:
+            raise ValueError(f"OpenAIHTTPEngine({base_url!r}) needs the served model's tokenizer")
+        for name, value, low in (("top_k", top_k, 1), ("concurrency", concurrency, 1), ("max_retries", max_retries, 0)):
+            if value < low:
+                raise ValueError(f"OpenAIHTTPEngine: {name} must be >= {low}, got {value}")
+        if timeout_s <= 0 or backoff_s < 0:
+            raise ValueError(f"OpenAIHTTPEngine: timeout_s must be > 0 and backoff_s >= 0, got {timeout_s}, {backoff_s}")
+        self.url = completions_url(base_url)
+        self.tokenizer = tokenizer
+        self.model = model
+        self.top_k = top_k
+        self.concurrency = concurrency
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.weight_version = weight_version
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(headers=headers, timeout=timeout_s,
+                                    limits=httpx.Limits(max_connections=concurrency))
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests ----------------------------------------------------------------------------------
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                response = self._client.post(self.url, json=body)
+            except httpx.TransportError as err:  # refused, reset, timed out: may pass
+                last = f"{type(err).__name__}: {err}"
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                last = f"HTTP {response.status_code}: {response.text[:300]}"
+                continue
+            if response.status_code >= 400:  # the request's fault: retrying will not help
+                raise RuntimeError(f"{self.url}: HTTP {response.status_code}: {response.text[:500]}")
+            try:
+                return response.json()
+            except ValueError as err:
+                raise RuntimeError(f"{self.url}: the answer is not JSON: {response.text[:200]!r}") from err
+        raise RuntimeError(f"{self.url}: request failed after {self.max_retries + 1} attempts: {last}")
+
+    def _map(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    def _choice(self, answer: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return answer["choices"][0]
+        except (KeyError, IndexError, TypeError):
+            raise RuntimeError(f"{self.url}: the answer has no choices: {str(answer)[:300]}") from None
+
+    # -- generation --------------------------------------------------------------------------------
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        """One completion per prompt, in input order (one request per prompt, ``concurrency`` at a time)."""
+        check_prompts(prompt_ids)
+        prompts = [list(p) for p in prompt_ids]
+
+        def one(index: int) -> tuple[list[int], str, list[float], str]:
+            body: dict[str, Any] = {
+                "model": self.model, "prompt": prompts[index], "max_tokens": params.max_new_tokens,
+                "temperature": params.temperature, "top_p": params.top_p, "n": 1, "logprobs": 1,
+                "return_token_ids": True,
+            }
+            if params.top_k:
+                body["top_k"] = params.top_k
+            if params.seed is not None:
+                body["seed"] = sample_seed(params.seed, index)
+            if params.stop_token_ids:
+                body["stop_token_ids"] = list(params.stop_token_ids)
+            choice = self._choice(self._post(body))
+            ids = choice.get("token_ids")
+            if ids is None:
+                raise RuntimeError(f"{self.url}: the answer has no token_ids; the server must honour "
+                                   "return_token_ids (posttrain serve, vLLM >= 0.10)")
+            logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+            if logprobs is None or len(logprobs) != len(ids):
+                raise RuntimeError(f"{self.url}: prompt {index}: expected {len(ids)} token log-probs, got "
+                                   f"{None if logprobs is None else len(logprobs)}")
+            reason = choice.get("finish_reason") or "length"
+            return list(ids), choice.get("text", ""), [float(lp) for lp in logprobs], reason
+
+        results = self._map(one, list(range(len(prompts))))
+        return Rollouts(prompt_ids=prompts, completion_ids=[r[0] for r in results], texts=[r[1] for r in results],
+                        logprobs=[r[2] for r in results], finish_reasons=[r[3] for r in results],
+                        weight_version=self.weight_version)
+
+    # -- scoring -----------------------------------------------------------------------------------
+    def score(self, sequences: list[list[int]], *, entropy: bool = True, mass_above: bool = False,
+              full: bool = False) -> list[TokenScores]:
+        """Top-k scores of every sequence's positions 1..T-1 (see the module docstring)."""
+        if full:
+            raise ValueError(f"{self.url}: an OpenAI-compatible server returns top-k log-probs only; "
+                             "full distributions need the HF engine")
+        seqs = check_score_inputs(sequences)
+
+        def one(ids: list[int]) -> TokenScores:
+            body = {"model": self.model, "prompt": ids, "max_tokens": 1, "echo": True, "logprobs": self.top_k,
+                    "temperature": 0.0, "return_tokens_as_token_ids": True}
+            lp = self._choice(self._post(body)).get("logprobs") or {}
+            tokens, observed, tops = lp.get("tokens"), lp.get("token_logprobs"), lp.get("top_logprobs")
+            if tokens is None or observed is None or tops is None or len(tokens) < len(ids):
+                raise RuntimeError(f"{self.url}: the echoed log-probs do not cover the {len(ids)} prompt tokens "
+                                   "(the server must support echo=true with logprobs)")
+            top_values = []
+            for t in range(1, len(ids)):
+                top = tops[t] or {}
+                # servers add the observed token to its position's top-k when it ranks lower; keep only the top-k
+                keep = [v for key, v in top.items() if not (len(top) > self.top_k and key == tokens[t])]
+                top_values.append(sorted(keep, reverse=True)[: self.top_k])
+            return scores_from_topk(ids[1:], observed[1:len(ids)], top_values, entropy=entropy,
+                                    mass_above=mass_above)
+
+        return self._map(one, seqs)
