@@ -1,4 +1,4 @@
-"""The ``posttrain`` command: train | tiny | data | serve | gpo-control.
+"""The ``posttrain`` command: train | tiny | data | serve | rollout-worker | gpo-control.
 
 Each subcommand forwards its arguments to the module that owns it, so ``posttrain train ...`` and
 ``deepspeed posttrain/train.py ...`` parse exactly the same options.
@@ -15,13 +15,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tiny": ("posttrain.models.tiny:tiny_main", "build or list the embedded tiny models"),
     "data": ("data_pipelines.cli:data_main", "run a data pipeline (entropylong, dmap)"),
     "serve": ("rewards.server.cli:serve_main", "serve a reward model and an OpenAI-compatible API"),
+    "rollout-worker": ("posttrain.rollout.worker:rollout_worker_main",
+                       "a vLLM rollout worker that --rollout vllm-remote trainers sync"),
     "gpo-control": ("posttrain.algos.gpo.control.cli:gpo_control_main", "GPO in partially observable control"),
 }
 
 
 def _usage() -> str:
     lines = ["usage: posttrain <command> [options]   (posttrain <command> --help for its options)", "", "commands:"]
-    lines += [f"  {name:<12} {desc}" for name, (_, desc) in SUBCOMMANDS.items()]
+    lines += [f"  {name:<14} {desc}" for name, (_, desc) in SUBCOMMANDS.items()]
     return "\n".join(lines)
 
 

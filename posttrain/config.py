@@ -92,7 +92,15 @@ class TrainConfig:
     lora_r: int = opt(0, "LoRA rank via peft; 0 = full fine-tuning.")
     lora_alpha: int = opt(16, "LoRA alpha.")
     # --- sampling ------------------------------------------------------------------------------
-    rollout: str = opt("hf", "Rollout engine.", ["hf", "diffusion", "vllm"])
+    rollout: str = opt("hf", "Rollout engine.", ["hf", "diffusion", "vllm", "vllm-remote"])
+    rollout_workers: str = opt("", "--rollout vllm-remote: comma-separated worker URLs (http://HOST:PORT), each a "
+                                   "`posttrain rollout-worker`; prompts are spread evenly over them, all synced.")
+    worker_timeout_s: float = opt(120.0, "--rollout vllm-remote: seconds a worker HTTP call or weight-sync "
+                                         "collective may take before the run fails naming the worker.")
+    async_rollouts: bool = opt(False, "Generate the next steps' rollouts while this step trains (GRPO/RLOO); stale "
+                                      "rollouts use the sampling engine's log-probs as the ratio's old policy.")
+    max_staleness: int = opt(1, "--async_rollouts: how many weight versions a step's rollouts may lag the trained "
+                                "policy (asserted); generation runs that many steps ahead.")
     sync_every: int = opt(1, "Push the trained weights into the rollout engine every N steps (1 = after every step); "
                              "rollouts in between are sampled by older weights (see --tis_cap).")
     vllm_sleep: bool = opt(True, "--rollout vllm: put the colocated engine to sleep while the trainer trains (frees "
@@ -157,6 +165,7 @@ class TrainConfig:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
         if self.lr <= 0:
             raise ConfigError("lr", self.lr, "must be > 0")
+        _check_rollout_workers(self)
         _check_weight_sync(self)
         if self.temperature <= 0:
             raise ConfigError("temperature", self.temperature, "rollouts need a temperature > 0")
@@ -223,6 +232,24 @@ def _check_embedded_model(task: str, kind: str) -> None:
         raise ConfigError("task", task, f"there is no embedded tiny {kind} model for it; pass --task "
                           f"{' or --task '.join(tasks)} (the tasks with one), or name a checkpoint with "
                           "--model PATH_OR_HUB_ID") from None
+
+
+def _check_rollout_workers(config: TrainConfig) -> None:
+    """The remote-worker and asynchronous-rollout fields (``--rollout vllm-remote``, ``--async_rollouts``)."""
+    from posttrain.rollout.remote import parse_worker_urls
+
+    if config.rollout == "vllm-remote":
+        try:
+            parse_worker_urls(config.rollout_workers)
+        except ValueError as err:
+            raise ConfigError("rollout_workers", config.rollout_workers, str(err)) from None
+    elif config.rollout_workers:
+        raise ConfigError("rollout_workers", config.rollout_workers, "is used by --rollout vllm-remote only")
+    if config.worker_timeout_s <= 0:
+        raise ConfigError("worker_timeout_s", config.worker_timeout_s, "must be > 0 seconds")
+    if config.max_staleness < 1:
+        raise ConfigError("max_staleness", config.max_staleness, "must be >= 1 (synchronous runs need no bound: "
+                          "leave --async_rollouts false)")
 
 
 def _check_weight_sync(config: TrainConfig) -> None:

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from posttrain.registry import Registry
+from posttrain.rollout.async_rollouts import GenerationRequest
 from posttrain.rollout.base import SamplingParams
 
 if TYPE_CHECKING:
     from posttrain.config import TrainConfig
     from posttrain.metrics import PhaseTimer
-    from posttrain.rollout.base import RolloutEngine
+    from posttrain.rollout.base import RolloutEngine, Rollouts
     from posttrain.tasks.base import Example, RewardFn
 
 
@@ -105,6 +106,27 @@ class Algorithm(ABC):
     @abstractmethod
     def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
         """Roll out, score and prepare one step's samples (this rank's share); returns metrics too."""
+
+    # -- asynchronous rollouts (``--async_rollouts``): the step split in two ---------------------
+    # An algorithm whose rollouts are one generation call overrides both methods below; the trainer then
+    # asks for step t+1's request while step t trains and hands back the finished rollouts (see
+    # ``posttrain.rollout.async_rollouts``). ``self.step`` is set to the step concerned before each call.
+    def generation_request(self, examples: list[Example]) -> GenerationRequest:
+        """The one generation this step's experience needs (this rank's share of ``examples``)."""
+        raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")
+
+    def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
+                                 staleness: int) -> tuple[Experience, dict[str, float]]:
+        """``make_experience`` after generation: ``rollouts`` answer ``generation_request(examples)``, sampled
+        by weights ``staleness`` versions older than ``policy``'s (0 = the same weights)."""
+        raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")
+
+    @property
+    def supports_async_rollouts(self) -> bool:
+        """Whether the algorithm implements the split above (required by ``--async_rollouts``)."""
+        cls = type(self)
+        return (cls.generation_request is not Algorithm.generation_request
+                and cls.experience_from_rollouts is not Algorithm.experience_from_rollouts)
 
     @abstractmethod
     def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:

@@ -1,0 +1,243 @@
+"""Remote rollout workers (``--rollout vllm-remote --rollout_workers http://h1:8100,http://h2:8100``).
+
+Each worker is a vLLM OpenAI server started with ``posttrain rollout-worker`` (``rollout/worker.py``):
+dev-mode RLHF routes on, our weight transport registered, processed (sampling) log-probs. The trainer side
+is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and colocated vLLM engines:
+
+- ``generate`` spreads the prompts over the N workers in contiguous, balanced, order-preserving slices
+  (``balanced_slices``), sends them through the OpenAI-compatible client (``rollout/http.py``), and
+  returns them in input order. Prompt ``i`` of a call seeded ``s`` is sampled with the seed
+  ``base.sample_seed(s, i)`` whichever worker serves it, so the samples do not depend on the worker count.
+- Weights: ``sync_from`` / ``update_weights`` push the trainer's weights into every worker through
+  vLLM's weight-transfer protocol (``rollout/weight_transfer.py``: gloo on CPU; on CUDA the same sender
+  over gloo too, see ``WeightSender``), and stamp them with the trainer step (``weight_version``). The
+  constructor pushes the trainer's initial weights (version 0), so workers serve exactly the trainer's
+  model whatever checkpoint (or ``--load-format dummy``) they were started with.
+- One transfer process group per worker, not one for all: vLLM's trainer-side engines address one server
+  per group (``rank_offset`` 1), a dead or restarted worker then fails only its own group, named, and
+  workers can be restarted independently. The cost is that rank 0 sends the weights once per worker
+  (and under ZeRO-3 every rank gathers each layer once per worker), which is what a handful of workers
+  per trainer affords; one group for many workers would broadcast once instead.
+- Multi-rank trainers: rank 0 is the only sender; the other ranks join each sync's ZeRO-3 gathers
+  (``TrainerWeightSource``) and generate their own share of prompts on the same workers.
+- Failures: every HTTP call has ``timeout_s`` (generation requests are retried ``retries`` times) and every
+  collective has ``timeout_s``; a dead or silent worker raises ``WorkerError`` naming its URL. After each
+  ``generate`` every worker that served it is asked for its weight version (``GET /weight_info``); a
+  worker on a different version than the trainer synced (restarted, or synced by someone else) raises
+  ``WorkerError`` naming it and both versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import torch
+
+from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, sample_seed
+from posttrain.rollout.http import OpenAIHTTPEngine
+
+SERVED_MODEL_NAME = "default"
+"""The model name ``posttrain rollout-worker`` serves under (``--served-model-name``)."""
+
+
+class WorkerError(RuntimeError):
+    """A rollout worker failed, did not answer in time, or holds the wrong weights; names its URL."""
+
+    def __init__(self, url: str, message: str) -> None:
+        super().__init__(f"rollout worker {url}: {message}")
+        self.url = url
+
+
+def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
+    """``n_parts`` contiguous slices covering ``range(n_items)`` in order, sizes differing by at most one
+    (the first ``n_items % n_parts`` slices take the extra item).
+
+    >>> balanced_slices(5, 2)
+    [slice(0, 3, None), slice(3, 5, None)]
+    """
+    if n_parts < 1:
+        raise ValueError(f"balanced_slices needs at least one part, got {n_parts}")
+    base, extra = divmod(n_items, n_parts)
+    slices, start = [], 0
+    for part in range(n_parts):
+        size = base + (1 if part < extra else 0)
+        slices.append(slice(start, start + size))
+        start += size
+    return slices
+
+
+def parse_worker_urls(spec: str) -> list[str]:
+    """The worker URLs of a comma-separated ``--rollout_workers`` value (``http://host:port``, no
+    trailing slash); an empty list, a non-http URL or a repeated URL raises naming it."""
+    urls = [u.strip().rstrip("/") for u in spec.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("rollout_workers is empty; give one or more worker URLs, e.g. http://127.0.0.1:8100")
+    for url in urls:
+        if not url.startswith(("http://", "https://")) or "://" not in url or not url.split("://", 1)[1]:
+            raise ValueError(f"rollout worker URL {url!r} must look like http://HOST:PORT")
+    repeated = sorted({u for u in urls if urls.count(u) > 1})
+    if repeated:
+        raise ValueError(f"rollout worker URL(s) {repeated} are listed more than once")
+    return urls
+
+
+class _ControlClient:
+    """vLLM's ``VLLMWeightSyncClient`` over one worker's dev-mode RLHF routes (``/start_weight_update``,
+    ...), plus ``/weight_info``; every call bounded by ``timeout_s``, errors naming the worker."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+        self._http = httpx.Client(base_url=url, timeout=timeout_s)
+
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> None:
+        try:
+            response = self._http.post(path, json=body)
+        except httpx.HTTPError as err:
+            raise WorkerError(self.url, f"POST {path}: {type(err).__name__}: {err}") from err
+        if response.status_code == 404:
+            raise WorkerError(self.url, f"POST {path}: not found; start the worker with `posttrain rollout-worker` "
+                                        "(it turns on vLLM's dev-mode weight-sync routes, VLLM_SERVER_DEV_MODE=1)")
+        if response.status_code >= 400:
+            raise WorkerError(self.url, f"POST {path}: HTTP {response.status_code}: {response.text[:300]}")
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        self._post("/init_weight_transfer_engine", {"init_info": init_info})
+
+    def start_weight_update(self) -> None:
+        self._post("/start_weight_update")
+
+    def update_weights(self, update_info: dict[str, Any] | list[dict[str, Any]]) -> None:
+        self._post("/update_weights", {"update_info": update_info})
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self._post("/finish_weight_update", None if weight_version is None else {"weight_version": weight_version})
+
+    def weight_version(self) -> str:
+        """The version the worker reports (``"default"`` before any sync)."""
+        try:
+            response = self._http.get("/weight_info")
+            response.raise_for_status()
+            return str(response.json()["weight_version"])
+        except (httpx.HTTPError, KeyError, ValueError) as err:
+            raise WorkerError(self.url, f"GET /weight_info: {type(err).__name__}: {err}") from err
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class RemoteVLLMEngine:
+    """A ``RolloutEngine`` over N ``posttrain rollout-worker`` servers (see the module docstring)."""
+
+    def __init__(self, urls: list[str], tokenizer: Any, model: torch.nn.Module | None = None, *,
+                 timeout_s: float = 120.0, retries: int = 1, concurrency: int = 16, dtype: torch.dtype = torch.float32,
+                 rank: int | None = None, master_address: str = "127.0.0.1") -> None:
+        if not urls:
+            raise ValueError("RemoteVLLMEngine needs at least one worker URL")
+        if timeout_s <= 0:
+            raise ValueError(f"RemoteVLLMEngine: timeout_s must be > 0, got {timeout_s}")
+        self.urls = list(urls)
+        self.tokenizer = tokenizer
+        self.timeout_s = timeout_s
+        self.dtype = dtype
+        self.rank = _trainer_rank() if rank is None else rank
+        self.master_address = master_address
+        self.concurrency = concurrency
+        self._clients = [OpenAIHTTPEngine(url, tokenizer, model=SERVED_MODEL_NAME, concurrency=concurrency,
+                                          max_retries=retries, timeout_s=timeout_s) for url in self.urls]
+        self._control = [_ControlClient(url, timeout_s) for url in self.urls]
+        self._senders: list[Any] = [None] * len(self.urls)
+        self._version = 0
+        if model is not None:
+            self.update_weights(model.named_parameters(), version=0)
+
+    # -- generation ----------------------------------------------------------------------------------
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        """One completion per prompt, in input order; worker ``w`` serves slice ``w`` of the prompts."""
+        check_prompts(prompt_ids)
+        slices = balanced_slices(len(prompt_ids), len(self.urls))
+        owner = [w for w, sl in enumerate(slices) for _ in range(sl.start, sl.stop)]
+
+        def one(index: int) -> Rollouts:
+            seed = None if params.seed is None else sample_seed(params.seed, index)
+            worker = owner[index]
+            try:
+                return self._clients[worker].generate([prompt_ids[index]], dataclasses.replace(params, seed=seed))
+            except RuntimeError as err:
+                raise WorkerError(self.urls[worker], f"generation failed: {err}") from err
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(prompt_ids), self.concurrency * len(self.urls)))) as pool:
+            parts = list(pool.map(one, range(len(prompt_ids))))
+        self.check_versions([w for w, sl in enumerate(slices) if sl.stop > sl.start])
+        return Rollouts(prompt_ids=[list(p) for p in prompt_ids],
+                        completion_ids=[r.completion_ids[0] for r in parts], texts=[r.texts[0] for r in parts],
+                        logprobs=[r.logprobs[0] for r in parts], finish_reasons=[r.finish_reasons[0] for r in parts],
+                        weight_version=self._version)
+
+    def check_versions(self, workers: Iterable[int] | None = None) -> None:
+        """Raise ``WorkerError`` for the first worker whose weight version is not the trainer's."""
+        for w in range(len(self.urls)) if workers is None else workers:
+            held = self._control[w].weight_version()
+            if held != str(self._version):
+                raise WorkerError(self.urls[w], f"holds weight version {held!r} but the trainer synced version "
+                                                f"{self._version}: the worker was restarted or synced by another "
+                                                "trainer; restart the run with --resume auto to sync it again")
+
+    # -- weights -------------------------------------------------------------------------------------
+    @property
+    def weight_version(self) -> int:
+        """The trainer step whose weights every worker holds (0 = the trainer's initial weights)."""
+        return self._version
+
+    def _sender(self, worker: int, source: Any) -> Any:
+        from posttrain.rollout.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
+
+        if self._senders[worker] is None:
+            port = free_port(self.master_address) if self.rank == 0 else 0
+            info = GlooTrainerInitInfo(master_address=self.master_address, master_port=port, world_size=2,
+                                       timeout_s=self.timeout_s, rank=self.rank)
+            self._senders[worker] = WeightSender.trainer_init(info, client=self._control[worker], source=source,
+                                                              peer=f"rollout worker {self.urls[worker]}")
+        return self._senders[worker]
+
+    def _send(self, source: Any, version: int) -> None:
+        from posttrain.rollout.weight_transfer import WeightSyncError
+
+        for worker, url in enumerate(self.urls):
+            try:
+                sender = self._sender(worker, source)
+                sender.source = source
+                sender.send_weights(weight_version=version)
+            except (WeightSyncError, WorkerError) as err:
+                self._senders[worker] = None  # the group is unusable after a failure; a retry opens a new one
+                raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err
+        self._version = version
+
+    def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
+        """Push a training module's weights (PEFT adapters already merged) to every worker as ``version``;
+        every trainer rank calls it together (ZeRO-3 gathers), rank 0 sends."""
+        from posttrain.rollout.weight_transfer import TrainerWeightSource
+
+        self._send(TrainerWeightSource(module, zero_stage, self.dtype), version)
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
+        """Push named full tensors to every worker; ``version`` defaults to the current one plus 1."""
+        from posttrain.rollout.weight_transfer import NamedTensorSource
+
+        source = NamedTensorSource(named_tensors, self.dtype)
+        self._send(source, self._version + 1 if version is None else version)
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+        for control in self._control:
+            control.close()
+
+
+def _trainer_rank() -> int:
+    import torch.distributed as torch_dist
+
+    return torch_dist.get_rank() if torch_dist.is_initialized() else 0

@@ -1,0 +1,106 @@
+"""``posttrain rollout-worker``: start a remote rollout worker, a vLLM OpenAI server a trainer can sync.
+
+    posttrain rollout-worker --model PATH_OR_ALIAS --port 8100 [--host 0.0.0.0] [-- extra vllm serve args]
+
+then train with ``--rollout vllm-remote --rollout_workers http://HOST:8100[,http://HOST2:8100]``. The
+command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind ``vllm serve``) with:
+
+- ``VLLM_SERVER_DEV_MODE=1``: vLLM's dev-mode RLHF routes (``/init_weight_transfer_engine``,
+  ``/start_weight_update``, ``/update_weights``, ``/finish_weight_update``, ``/weight_info``), which the
+  trainer's ``RemoteVLLMEngine`` drives. They accept new weights from anyone who can reach the port:
+  bind ``--host`` to a private network only.
+- ``--worker-extension-cls`` = ``weight_transfer.WORKER_EXTENSION``: vLLM imports it in its worker
+  process, which registers our gloo weight transport there, and ``--weight-transfer-config`` selects it.
+- ``--logprobs-mode processed_logprobs``: completions report the log-probs of the distribution actually
+  sampled (after temperature / top-k / top-p), which the importance ratio needs.
+- ``--served-model-name default``: the name ``RemoteVLLMEngine`` asks for.
+- On CPU: ``--enforce-eager`` and ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache, default 1 here instead
+  of vLLM's share of the machine's memory), set only where the user has not set them.
+
+Anything after ``--`` goes to vLLM unchanged (e.g. ``-- --tensor-parallel-size 2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+
+from posttrain.rollout.remote import SERVED_MODEL_NAME
+
+
+def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = "auto", max_model_len: int = 0,
+                   seed: int = 0, cuda: bool | None = None, extra: list[str] | None = None) -> list[str]:
+    """The vLLM server command line of a rollout worker (``model`` already resolved to a path)."""
+    from posttrain.rollout.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION
+
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", host,
+               "--port", str(port), "--served-model-name", SERVED_MODEL_NAME, "--dtype", dtype, "--seed", str(seed),
+               "--logprobs-mode", "processed_logprobs", "--worker-extension-cls", WORKER_EXTENSION,
+               "--weight-transfer-config", json.dumps({"backend": GLOO_BACKEND})]
+    if max_model_len:
+        command += ["--max-model-len", str(max_model_len)]
+    if not cuda:
+        command.append("--enforce-eager")
+    return command + list(extra or [])
+
+
+def worker_environment(base: dict[str, str] | None = None, cuda: bool | None = None) -> dict[str, str]:
+    """The environment of a rollout worker: ``base`` (default ``os.environ``) plus dev mode and the CPU
+    defaults (user settings win)."""
+    env = dict(os.environ if base is None else base)
+    env["VLLM_SERVER_DEV_MODE"] = "1"
+    # The colocated engine's in-process default (rollout/vllm.py) must not leak into a server, whose
+    # engine runs in its own process.
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    if not cuda:
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    return env
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="posttrain rollout-worker", description=__doc__.split("\n\n")[0],
+                                     epilog="Arguments after -- go to vLLM's OpenAI server unchanged.")
+    parser.add_argument("--model", required=True, help="checkpoint folder, hub id or alias (e.g. smollm2-135m)")
+    parser.add_argument("--port", type=int, default=8100, help="port to serve on (default 8100)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; use a private interface for other machines)")
+    parser.add_argument("--dtype", default="auto", help="weight dtype: auto, float32, bfloat16, float16")
+    parser.add_argument("--max-model-len", type=int, default=0, help="prompt + completion tokens; 0 = the model's")
+    parser.add_argument("--seed", type=int, default=0, help="the server's base seed (requests carry their own)")
+    return parser
+
+
+def rollout_worker_main(argv: list[str]) -> int:
+    """Replace this process with the worker's vLLM server (so signals and the exit status are vLLM's)."""
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    args = _parser().parse_args(argv)
+    if not 0 < args.port < 65536:
+        print(f"error: --port {args.port} must be in 1..65535", file=sys.stderr)
+        return 2
+    from posttrain.models.pretrained import resolve_model_name
+    from posttrain.rollout.vllm import INSTALL_HINT, vllm_servable_problem
+
+    if importlib.util.find_spec("vllm") is None:
+        print(f"error: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    model = resolve_model_name(args.model)
+    problem = vllm_servable_problem(model)
+    if problem:
+        print(f"error: --model {args.model}: {problem}", file=sys.stderr)
+        return 2
+    command = worker_command(model, args.port, args.host, args.dtype, args.max_model_len, args.seed, extra=extra)
+    os.execve(command[0], command, worker_environment())
