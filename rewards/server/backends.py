@@ -21,7 +21,9 @@ batch (``batching.Batcher``), encodes text with ``ServedModel.encode`` and rende
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -56,6 +58,17 @@ class ServedModel:
 def context_length(config: Any) -> int:
     """The longest sequence a model config allows (``max_position_embeddings``; 4096 when unset)."""
     return int(getattr(config, "max_position_embeddings", None) or 4096)
+
+
+def vllm_dtype(dtype: str, path: str) -> str:
+    """The vLLM engine's dtype name for ``--dtype`` (``auto``: the checkpoint's ``dtype`` in its
+    config.json, float32 when it names none)."""
+    if dtype != "auto":
+        return str(DTYPES[dtype]).removeprefix("torch.")
+    config = Path(path) / "config.json"
+    saved = json.loads(config.read_text()) if config.is_file() else {}
+    name = saved.get("dtype") or saved.get("torch_dtype") or "float32"
+    return name if name in ("float32", "bfloat16", "float16") else "float32"
 
 
 def load_served_model(backend: str, model: str | None = None, *, device: str = "cpu", dtype: str = "auto",
@@ -94,8 +107,5 @@ def load_served_model(backend: str, model: str | None = None, *, device: str = "
         return ServedModel(engine, backend, name, context_length(engine.model.config), style)
     from posttrain.rollout.vllm import VLLMRolloutEngine
 
-    vllm_kwargs: dict[str, Any] = {"dtype": dtype}
-    if max_model_len is not None:
-        vllm_kwargs["max_model_len"] = max_model_len
-    engine = VLLMRolloutEngine.from_pretrained(path, **vllm_kwargs)
-    return ServedModel(engine, backend, name, engine.max_model_len, style)
+    engine = VLLMRolloutEngine.from_pretrained(path, dtype=vllm_dtype(dtype, path), max_model_len=max_model_len)
+    return ServedModel(engine, backend, name, int(engine.llm.llm_engine.model_config.max_model_len), style)

@@ -1,0 +1,97 @@
+"""One engine protocol, three ways to the same model: the HF engine, the reward server over HTTP (with the
+HF engine, and with the vLLM engine behind it, ``--backend vllm``) and the vLLM engine in-process (vLLM's
+CPU build) give the same greedy tokens for the same prompts; vLLM's top-k scores match the HF engine's
+exact ones where top-k is exact."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from posttrain.rollout.base import SamplingParams, ScoringEngine
+from posttrain.rollout.http import OpenAIHTTPEngine
+from rewards.server.app import ServerSettings, create_app
+from rewards.server.backends import load_served_model
+from rewards.server.local import serve_in_thread
+
+TEXTS = ["registry of kupam: the seal", "12+7=", "a b\nc", "hello"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> str:
+    """A tiny Llama with head size 32 (one vLLM's CPU attention serves), peaked so greedy has no ties."""
+    from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+
+    tok = build_tokenizer()
+    recipe = dataclasses.replace(RECIPES.get("corpus-lm"), arch="llama", hidden_size=64, num_layers=2, num_heads=2,
+                                 num_kv_heads=1, intermediate_size=128, seed=11)
+    model = build_model(recipe, tok).eval()
+    with torch.no_grad():
+        model.get_input_embeddings().weight.mul_(4.0)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def hf_served(model_dir):
+    return load_served_model("transformers", model_dir, max_batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def vllm_served(model_dir):
+    pytest.importorskip("vllm")
+    return load_served_model("vllm", model_dir, dtype="fp32", max_model_len=256)
+
+
+@pytest.fixture(scope="module")
+def prompts(hf_served) -> list[list[int]]:
+    tok = hf_served.tokenizer
+    return [[tok.bos_token_id] + tok(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
+
+
+def test_same_greedy_tokens_everywhere(hf_served, vllm_served, prompts):
+    greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
+    want = hf_served.engine.generate(prompts, greedy)
+    assert vllm_served.max_context == 256 and vllm_served.tokenizer.decode(prompts[2][1:]) == "a b\nc"
+    got = {"vllm": vllm_served.engine.generate(prompts, greedy)}
+    settings = ServerSettings(max_batch_size=8, max_tokens_cap=64)
+    for label, served in (("server+hf", hf_served), ("server+vllm", vllm_served)):
+        with serve_in_thread(create_app(served, settings)) as url, \
+                OpenAIHTTPEngine(url, served.tokenizer, model=served.model_name) as client:
+            got[label] = client.generate(prompts, greedy)
+    for label, out in got.items():
+        assert out.completion_ids == want.completion_ids, label
+        assert out.texts == want.texts and out.finish_reasons == want.finish_reasons, label
+        for a, b in zip(out.logprobs, want.logprobs):
+            assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-3), label
+
+
+def test_vllm_topk_scores_match_the_exact_ones(hf_served, vllm_served, prompts):
+    engine = vllm_served.engine
+    assert isinstance(engine, ScoringEngine)
+    exact = hf_served.engine.score(prompts, mass_above=True, full=True)
+    for k in (engine.score_top_k, 3):
+        engine.score_top_k = k
+        try:
+            approx = engine.score(prompts, mass_above=True)
+        finally:
+            engine.score_top_k = type(engine).score_top_k
+        checked = 0
+        for e, a in zip(exact, approx):
+            assert a.token_ids == e.token_ids and not a.exact
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(e.logprobs), atol=1e-3)
+            # top-k plus one tail atom never exceeds the exact entropy; the mass above never exceeds the exact
+            assert all(x <= y + 1e-3 for x, y in zip(a.entropies, e.entropies))
+            assert all(x <= y + 1e-3 for x, y in zip(a.mass_above, e.mass_above))
+            ranks = (e.distributions > torch.tensor(e.logprobs)[:, None]).sum(-1)
+            for rank, x, y in zip(ranks.tolist(), a.mass_above, e.mass_above):
+                if rank < k:  # the observed token is in the top-k: every token above it was seen
+                    assert x == pytest.approx(y, abs=1e-3)
+                    checked += 1
+        assert checked > 0
+    with pytest.raises(ValueError, match="full distributions need the HF engine"):
+        engine.score(prompts, full=True)
