@@ -12,6 +12,7 @@ ALGORITHM_MODULES = (
     "posttrain.algos.sft",
     "posttrain.algos.gpo.llm",
     "posttrain.algos.espo",
+    "posttrain.algos.dupo.algo",
 )
 
 

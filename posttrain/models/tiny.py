@@ -180,6 +180,12 @@ _declare(TinyRecipe(name="causal-arithmetic", kind="causal", task="arithmetic", 
 _declare(TinyRecipe(name="causal-arithmetic-hint", kind="causal", task="arithmetic", warm_start=_SFT,
                     warm_start_steps=1200, target_noise=0.5, hint_fraction=0.25,
                     hint_template="{prompt}\nHint: {hint}.", **_POLICY))
+# DuPO's embedded default (`--algo dupo`, `posttrain dupo-rerank`): one model for the primal word problems and
+# their dual questions, both learnt with half the targets replaced by a systematic error (the primal forgets
+# the last operation, the dual is off by one), so DuPO's label-free reward has mistakes to remove.
+_declare(TinyRecipe(name="causal-word-arithmetic", kind="causal", task="word-arithmetic",
+                    warm_start="posttrain.algos.dupo.warm_start:warm_start", warm_start_steps=800, target_noise=0.5,
+                    **_POLICY))
 _declare(TinyRecipe(name="causal-countdown", kind="causal", task="countdown", warm_start=_SFT,
                     warm_start_steps=800, **_POLICY))
 _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_start=_SFT,

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from posttrain.tasks import arithmetic, countdown, dataset, sudoku  # noqa: F401  (register the tasks)
+from posttrain.tasks import arithmetic, countdown, dataset, sudoku, word_arithmetic  # noqa: F401  (register the tasks)
 from posttrain.tasks.base import TASKS, Example, RewardFn, Task, reward_columns
 
 if TYPE_CHECKING:

@@ -1,0 +1,122 @@
+"""``--algo dupo``: GRPO on DuPO's label-free dual reward (She et al. 2025, "DuPO: Enabling Reliable LLM
+Self-Verification via Dual Preference Optimization", arXiv 2508.14460).
+
+Per step and problem, G completions are sampled as in GRPO; each distinct final answer is put into the
+problem's dual questions (one number hidden behind a fresh variable, "... Given that the answer is {answer},
+what is {variable}?"), the dual solver answers them, and the reward is exp(-lambda * d(x_u, recovered)) with
+d = variable equality, averaged over the dual questions kept by unknown-component selection
+(``posttrain.algos.dupo.reward``). Advantages, the clipped surrogate, the KL option and the loss are GRPO's
+(``posttrain.algos.pg``), unchanged: DuPO only swaps the reward function the GRPO step calls.
+
+DuPO never reads the dataset's answers: its reward function is given the prompts and completions and nothing
+else. The answers are read only by the trainer's held-out evaluation and by the logged ``train/accuracy``
+(GRPO's verifier metric, for monitoring), never by the reward or the loss.
+
+Embedded default: ``--task word-arithmetic`` on the ``causal-word-arithmetic`` tiny model, warm-started on
+noisy primal and dual questions (``posttrain.algos.dupo.warm_start``).
+
+Deviations from the paper: the dual solver defaults to a frozen snapshot refreshed every 10 steps rather than
+the live policy (``posttrain.algos.dupo.solver`` says why); selection runs online over each group's answers
+instead of offline with an auxiliary model's pool; the dual is answered greedily once (``dual_samples`` 1,
+``dual_temperature`` 0), which the paper does not specify for training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from posttrain.algos.base import ALGORITHMS, AlgoContext, Experience
+from posttrain.algos.dupo.reward import DualSettings, DualStats, group_dual_rewards
+from posttrain.algos.dupo.solver import DUAL_SOLVERS, DualSolver
+from posttrain.algos.pg import GRPO, GRPOConfig
+from posttrain.config import opt
+from posttrain.rollout.base import SamplingParams
+from posttrain.tasks.base import Example
+
+
+@dataclass
+class DuPOConfig(GRPOConfig):
+    """DuPO: GRPO whose reward is the dual task's recovery of a hidden number; no labels are used."""
+
+    task: str = opt("word-arithmetic", "Built-in task or 'dataset' (--dataset); DuPO's default is word-arithmetic.")
+    dual_solver: str = opt("snapshot", "Who answers the dual questions: a frozen snapshot of the policy refreshed "
+                                       "every dual_refresh_every steps, or the live policy.", DUAL_SOLVERS)
+    dual_refresh_every: int = opt(10, "Steps between snapshot refreshes (dual_solver snapshot).")
+    dual_questions: int = opt(3, "Most dual questions per problem (one per hidden number, the first in the text).")
+    dual_samples: int = opt(1, "Dual answers per (dual question, candidate answer), K.")
+    dual_temperature: float = opt(0.0, "Sampling temperature of the dual answers; 0 = greedy.")
+    dual_max_new_tokens: int = opt(16, "Maximum length of a dual answer in tokens.")
+    dual_lambda: float = opt(1.0, "lambda of the reward exp(-lambda * d); for a binary d GRPO's advantages do not "
+                                  "depend on it.")
+    dual_selection: bool = opt(True, "Unknown-component selection: keep a dual question only if exactly one distinct "
+                                     "answer of the group lets the solver recover the number; false = keep all.")
+
+    def incompatibilities(self) -> list[tuple[str, Any, str]]:
+        bad = super().incompatibilities()
+        for name in ("dual_refresh_every", "dual_questions", "dual_samples", "dual_max_new_tokens"):
+            if getattr(self, name) < 1:
+                bad.append((name, getattr(self, name), "must be >= 1"))
+        if self.dual_temperature < 0:
+            bad.append(("dual_temperature", self.dual_temperature, "must be >= 0 (0 = greedy)"))
+        if self.dual_samples > 1 and self.dual_temperature == 0:
+            bad.append(("dual_samples", self.dual_samples, ("greedy dual answers (dual_temperature 0) are all the same: "
+                                                           "use 1, or a dual_temperature > 0")))
+        if self.dual_lambda <= 0:
+            bad.append(("dual_lambda", self.dual_lambda, "must be > 0"))
+        if self.dual_solver == "snapshot":
+            if self.rollout != "hf":
+                bad.append(("dual_solver", self.dual_solver, (f"the snapshot copies the HF rollout engine's model; with "
+                                                             f"--rollout {self.rollout} use dual_solver policy")))
+            if self.save_every % self.dual_refresh_every:
+                bad.append(("save_every", self.save_every,
+                            (f"must be a multiple of dual_refresh_every {self.dual_refresh_every} (or 0), so a resumed "
+                            "run rebuilds the dual snapshot exactly where the uninterrupted run refreshes it")))
+        return bad
+
+
+class _DualRewardContext:
+    """The trainer's ``AlgoContext`` as DuPO sees it: every field read live from it, except ``reward_fn``."""
+
+    def __init__(self, ctx: AlgoContext, reward_fn: Any) -> None:
+        self._ctx = ctx
+        self.reward_fn = reward_fn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+@ALGORITHMS.register("dupo")
+class DuPO(GRPO):
+    config_class = DuPOConfig
+    config: DuPOConfig
+
+    def __init__(self, config: DuPOConfig, ctx: AlgoContext) -> None:
+        super().__init__(config, _DualRewardContext(ctx, self.dual_reward))  # type: ignore[arg-type]
+        self.solver = DualSolver(config.dual_solver, config.dual_refresh_every)
+        self.last_stats = DualStats()
+
+    def dual_settings(self) -> DualSettings:
+        """The dual reward's settings for the current step (the dual answers' seed follows the step and rank)."""
+        cfg = self.config
+        params = SamplingParams(max_new_tokens=cfg.dual_max_new_tokens, temperature=cfg.dual_temperature,
+                                seed=(self.sampling_seed() + 1) % 2**63)
+        return DualSettings(max_questions=cfg.dual_questions, samples=cfg.dual_samples, lam=cfg.dual_lambda,
+                            select=cfg.dual_selection, params=params, system_prompt=cfg.system_prompt,
+                            max_prompt_tokens=cfg.max_prompt_tokens)
+
+    def dual_reward(self, prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
+        """The TRL-style reward GRPO calls: dual rewards from the prompts and completions alone (``columns``,
+        which hold the dataset's answers, are deliberately ignored)."""
+        engine = self.solver.engine(self.step, self.ctx.rollout)
+        rewards, self.last_stats = group_dual_rewards(prompts, completions, self.config.group_size, engine,
+                                                      self.dual_settings())
+        return rewards
+
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+        experience, metrics = super().make_experience(examples, policy)
+        metrics.update(self.last_stats.metrics())
+        metrics["dupo/snapshot_step"] = float(self.solver.snapshot_step)
+        return experience, metrics

@@ -1,0 +1,125 @@
+"""DuPO's dual reward of one step's rollouts (She et al. 2025, arXiv 2508.14460, section 3).
+
+For each group of G completions of one problem x:
+
+1. the problem's dual questions are built (``rewards.dual_questions.masked_problems``: one per numeric
+   candidate, at most ``max_questions``); a problem without a usable number gets no reward (None: masked
+   out of the loss) and is counted in ``no_number``;
+2. every distinct final answer y of the group is put into every dual question, and the dual solver answers
+   each K times: the distance d(x_u, x̂_u) of each dual answer is variable equality (``rewards.dual``);
+3. with ``select``, a dual question is kept only if it is answerable and unique over the group's distinct
+   answers (``selection.select_unknown``); a group with no kept question gets no reward and is counted in
+   ``filtered``;
+4. a completion's reward is the mean, over the kept questions and the K dual answers, of exp(-lambda * d);
+   a completion that states no answer gets exp(-lambda), the reward of a failed recovery.
+
+Deviation: the paper selects dual questions once, offline, with a pool sampled from an auxiliary model;
+here the pool is the group of G rollouts itself, online, so the filter costs no extra primal samples and
+follows the policy as it changes. The function is handed prompts and completions only: it never sees the
+dataset's answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_distances
+from posttrain.algos.dupo.selection import select_unknown
+from posttrain.rollout.base import GenerationEngine, SamplingParams
+from rewards.dual import dual_reward, final_answer
+from rewards.dual_questions import masked_problems
+
+
+@dataclass(frozen=True)
+class DualSettings:
+    """How the dual reward is computed (``DuPOConfig`` fields of the same meaning)."""
+
+    max_questions: int
+    samples: int
+    lam: float
+    select: bool
+    params: SamplingParams
+    system_prompt: str | None
+    max_prompt_tokens: int
+
+
+@dataclass
+class DualStats:
+    """Counts of one reward call, logged as ``dupo/*`` metrics."""
+
+    groups: int = 0
+    no_number: int = 0
+    filtered: int = 0
+    questions: int = 0
+    kept: int = 0
+    completions: int = 0
+    no_answer: int = 0
+    dual_answers: int = 0
+    recovered: int = 0
+
+    def metrics(self) -> dict[str, float]:
+        """Pass rate of the selection (kept / built questions), filtered and answerless fractions, dual accuracy."""
+        return {
+            "dupo/selection_pass_rate": self.kept / max(1, self.questions),
+            "dupo/filtered_fraction": (self.filtered + self.no_number) / max(1, self.groups),
+            "dupo/no_number_fraction": self.no_number / max(1, self.groups),
+            "dupo/no_answer_fraction": self.no_answer / max(1, self.completions),
+            "dupo/dual_accuracy": self.recovered / max(1, self.dual_answers),
+            "dupo/dual_questions_per_problem": self.questions / max(1, self.groups - self.no_number),
+        }
+
+
+def _groups(prompts: Sequence[str], completions: Sequence[str], group_size: int) -> list[tuple[str, list[str]]]:
+    if len(prompts) != len(completions) or len(prompts) % group_size:
+        raise ValueError(f"{len(prompts)} prompts and {len(completions)} completions must be equal in number and "
+                         f"divide into groups of {group_size}")
+    groups = []
+    for start in range(0, len(prompts), group_size):
+        prompt = prompts[start]
+        if any(p != prompt for p in prompts[start : start + group_size]):
+            raise ValueError(f"prompts {start}..{start + group_size - 1} must be one group of copies of one prompt")
+        groups.append((prompt, list(completions[start : start + group_size])))
+    return groups
+
+
+def group_dual_rewards(prompts: Sequence[str], completions: Sequence[str], group_size: int,
+                       engine: GenerationEngine, settings: DualSettings) -> tuple[list[float | None], DualStats]:
+    """Dual rewards of ``completions`` (consecutive groups of ``group_size`` per prompt) and their counts."""
+    stats = DualStats()
+    plans = []
+    jobs: list[DualJob] = []
+    for prompt, group in _groups(prompts, completions, group_size):
+        answers = [final_answer(c) for c in group]
+        distinct = sorted({a for a in answers if a is not None})
+        masked = masked_problems(prompt, settings.max_questions)
+        first = len(jobs)
+        jobs += [DualJob(m, a) for m in masked for a in distinct]
+        plans.append((answers, distinct, masked, first))
+    distances = dual_distances(engine, jobs, settings.samples, settings.params, settings.system_prompt,
+                               settings.max_prompt_tokens)
+    failed = dual_reward(1.0, settings.lam)
+    rewards: list[float | None] = []
+    for answers, distinct, masked, first in plans:
+        stats.groups += 1
+        stats.completions += len(answers)
+        stats.no_answer += sum(a is None for a in answers)
+        if not masked:
+            stats.no_number += 1
+            rewards += [None] * len(answers)
+            continue
+        per_question = []
+        for q in range(len(masked)):
+            rows = {a: distances[first + q * len(distinct) + j] for j, a in enumerate(distinct)}
+            stats.dual_answers += sum(len(r) for r in rows.values())
+            stats.recovered += sum(d == 0.0 for r in rows.values() for d in r)
+            if rows and (not settings.select or select_unknown({a: backward_accuracy(r) for a, r in rows.items()}).kept):
+                per_question.append({a: sum(dual_reward(d, settings.lam) for d in r) / len(r) for a, r in rows.items()})
+        stats.questions += len(masked)
+        stats.kept += len(per_question)
+        if not per_question:
+            stats.filtered += 1
+            rewards += [None] * len(answers)
+            continue
+        rewards += [failed if a is None else sum(q[a] for q in per_question) / len(per_question) for a in answers]
+    return rewards, stats

@@ -1,0 +1,162 @@
+"""DuPO's unknown-component selection, group dual rewards (hand-computed), dual solver and config checks."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+import pytest
+
+from posttrain.algos.dupo.algo import DuPOConfig
+from posttrain.algos.dupo.reward import DualSettings, group_dual_rewards
+from posttrain.algos.dupo.selection import select_unknown
+from posttrain.algos.dupo.solver import DualSolver
+from posttrain.config import ConfigError
+from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.rollout.hf import HFRolloutEngine
+
+_DUAL = re.compile(r"^(?P<problem>.*) Given that the answer is (?P<answer>\S+), what is (?P<var>V[a-z]+)\?$")
+
+
+class ScriptedEngine:
+    """A generation engine (protocol only) whose dual answers come from ``solve(problem, answer, variable)``."""
+
+    def __init__(self, solve: Callable[[str, str, str], str]) -> None:
+        self.tokenizer = build_tokenizer()
+        self.solve = solve
+        self.prompts: list[str] = []
+
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        texts = []
+        for ids in prompt_ids:
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            self.prompts.append(text)
+            match = _DUAL.match(text)
+            assert match, text
+            texts.append(self.solve(match["problem"], match["answer"], match["var"]))
+        ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        return Rollouts(prompt_ids=prompt_ids, completion_ids=ids, texts=texts, logprobs=[[0.0] * len(i) for i in ids],
+                        finish_reasons=["stop"] * len(ids))
+
+
+def inverse_of_addition(problem: str, answer: str, variable: str) -> str:
+    """A perfect dual solver for "Ann has A pens, gets B. How many?" problems."""
+    numbers = [int(n) for n in re.findall(r"\d+", problem)]
+    return str(int(answer) - numbers[0])
+
+
+def settings(select: bool = True, lam: float = 1.0) -> DualSettings:
+    return DualSettings(max_questions=3, samples=1, lam=lam, select=select,
+                        params=SamplingParams(max_new_tokens=4, temperature=0.0), system_prompt=None,
+                        max_prompt_tokens=256)
+
+
+PROBLEM = "Ann has 3 pens, gets 4. How many?"
+
+
+def test_selection_keeps_answerable_and_unique_questions() -> None:
+    assert select_unknown({"7": 1.0, "8": 0.0}).kept
+    assert not select_unknown({"7": 1.0, "8": 1.0}).unique
+    assert not select_unknown({"7": 0.0, "8": 0.0}).answerable
+    assert not select_unknown({}).kept
+    assert select_unknown({"7": 0.5, "8": 0.25}).kept  # with K = 4: half of the dual samples solve it
+    with pytest.raises(ValueError, match="'7'"):
+        select_unknown({"7": 1.5})
+
+
+def test_correct_answers_earn_the_dual_reward() -> None:
+    engine = ScriptedEngine(inverse_of_addition)
+    rewards, stats = group_dual_rewards([PROBLEM] * 4, ["7", "7", "8", "no idea"], 4, engine, settings())
+    # 7 recovers both hidden numbers (7-4=3, 7-3=4); 8 recovers neither; no answer = a failed recovery.
+    assert rewards == pytest.approx([1.0, 1.0, math.exp(-1), math.exp(-1)])
+    assert len(engine.prompts) == 4  # 2 dual questions x 2 distinct answers
+    assert stats.questions == 2 and stats.kept == 2 and stats.no_answer == 1
+    metrics = stats.metrics()
+    assert metrics["dupo/selection_pass_rate"] == 1.0 and metrics["dupo/filtered_fraction"] == 0.0
+    assert metrics["dupo/dual_accuracy"] == 0.5 and metrics["dupo/no_answer_fraction"] == 0.25
+
+
+def test_selection_drops_non_unique_and_unanswerable_questions() -> None:
+    always_three = ScriptedEngine(lambda problem, answer, variable: "3")
+    rewards, stats = group_dual_rewards([PROBLEM] * 2, ["7", "8"], 2, always_three, settings())
+    # hiding 3: both answers "recover" it (not unique); hiding 4: none does (not answerable): group filtered.
+    assert rewards == [None, None]
+    assert stats.kept == 0 and stats.filtered == 1 and stats.metrics()["dupo/filtered_fraction"] == 1.0
+    unfiltered, _ = group_dual_rewards([PROBLEM] * 2, ["7", "8"], 2, always_three, settings(select=False))
+    assert unfiltered == pytest.approx([(1 + math.exp(-1)) / 2] * 2)
+
+
+def test_lambda_sets_the_failed_reward() -> None:
+    rewards, _ = group_dual_rewards([PROBLEM] * 2, ["7", "8"], 2, ScriptedEngine(inverse_of_addition),
+                                    settings(lam=2.0))
+    assert rewards == pytest.approx([1.0, math.exp(-2)])
+
+
+def test_a_problem_without_a_number_is_counted_not_dropped() -> None:
+    engine = ScriptedEngine(inverse_of_addition)
+    rewards, stats = group_dual_rewards(["How many pens?"] * 2 + [PROBLEM] * 2, ["1", "2", "7", "8"], 2, engine,
+                                        settings())
+    assert rewards[:2] == [None, None] and rewards[2:] == pytest.approx([1.0, math.exp(-1)])
+    assert stats.no_number == 1 and stats.metrics()["dupo/no_number_fraction"] == 0.5
+
+
+def test_groups_must_be_copies_of_one_prompt() -> None:
+    with pytest.raises(ValueError, match="one group"):
+        group_dual_rewards([PROBLEM, "Bob has 1 cup, gets 2. How many?"], ["7", "3"], 2,
+                           ScriptedEngine(inverse_of_addition), settings())
+
+
+def _hf_engine() -> HFRolloutEngine:
+    tokenizer = build_tokenizer()
+    recipe = RECIPES.get("causal-word-arithmetic")
+    return HFRolloutEngine(build_model(recipe, tokenizer), tokenizer, max_batch_size=4)
+
+
+def test_snapshot_solver_refreshes_every_n_steps() -> None:
+    rollout = _hf_engine()
+    solver = DualSolver("snapshot", refresh_every=3)
+    first = solver.engine(1, rollout)
+    assert first is not rollout and first.model is not rollout.model
+    assert solver.engine(2, rollout) is first and solver.engine(3, rollout) is first
+    fourth = solver.engine(4, rollout)
+    assert fourth is not first and solver.snapshot_step == 4
+    assert DualSolver("policy", refresh_every=3).engine(5, rollout) is rollout
+    with pytest.raises(TypeError, match="dual_solver policy"):
+        DualSolver("snapshot", refresh_every=3).engine(1, ScriptedEngine(inverse_of_addition))
+
+
+def test_the_snapshot_is_frozen_between_refreshes() -> None:
+    import torch
+
+    rollout = _hf_engine()
+    solver = DualSolver("snapshot", refresh_every=10)
+    snapshot = solver.engine(1, rollout)
+    with torch.no_grad():
+        next(rollout.model.parameters()).add_(1.0)
+    live, frozen = next(rollout.model.parameters()), next(solver.engine(2, rollout).model.parameters())
+    assert snapshot is solver.engine(2, rollout) and not torch.equal(live, frozen)
+
+
+@pytest.mark.parametrize("overrides,field", [
+    ({"dual_samples": 4, "dual_temperature": 0.0}, "dual_samples"),
+    ({"dual_lambda": 0.0}, "dual_lambda"),
+    ({"dual_questions": 0}, "dual_questions"),
+    ({"save_every": 15, "dual_refresh_every": 10}, "save_every"),
+    ({"rollout": "vllm"}, "dual_solver"),
+    ({"dual_temperature": -1.0}, "dual_temperature"),
+])
+def test_bad_dupo_config_names_the_field(overrides: dict, field: str) -> None:
+    assert field in [name for name, _, _ in DuPOConfig(algo="dupo", **overrides).incompatibilities()]
+
+
+def test_bad_dupo_config_fails_validation() -> None:
+    with pytest.raises(ConfigError, match="multiple of dual_refresh_every 10"):
+        DuPOConfig(algo="dupo", save_every=15).validate()
+
+
+def test_default_dupo_config_is_valid_and_label_free_options_combine() -> None:
+    DuPOConfig(algo="dupo").validate()
+    DuPOConfig(algo="dupo", dual_solver="policy", save_every=7).validate()
+    DuPOConfig(algo="dupo", dual_samples=4, dual_temperature=1.0).validate()
