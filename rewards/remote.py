@@ -9,7 +9,9 @@ Two ways to use it:
    settings from environment variables when first called (so every rank builds the same client):
    ``POSTTRAIN_REWARD_URL`` (required, e.g. ``http://127.0.0.1:8000``), ``POSTTRAIN_REWARD_MODE``
    (binary | pointwise | pairwise; default binary), ``POSTTRAIN_REWARD_API_KEY``,
-   ``POSTTRAIN_REWARD_RUBRIC`` (a JSON object), ``POSTTRAIN_REWARD_TIMEOUT`` (s, default 60),
+   ``POSTTRAIN_REWARD_RUBRIC`` (a JSON object), ``POSTTRAIN_REWARD_TEMPLATE`` (an mR3 format, e.g.
+   ``safety-response``), ``POSTTRAIN_REWARD_GOOD_VERDICT`` (binary: the verdict that earns 1, required
+   with a rubric of your own), ``POSTTRAIN_REWARD_TIMEOUT`` (s, default 60),
    ``POSTTRAIN_REWARD_RETRIES`` (default 3), ``POSTTRAIN_REWARD_CONCURRENCY`` (default 4),
    ``POSTTRAIN_REWARD_BATCH`` (items per HTTP request, default 16), ``POSTTRAIN_REWARD_REFERENCE``
    (1 = show the ``answer`` column to the judge as a reference answer; default 0).
@@ -78,7 +80,8 @@ class RemoteReward:
                  reference_column: str = "answer", use_reference: bool = False, rubric_column: str = "rubric",
                  language_column: str = "language", task_description: str | None = None, n_samples: int = 1,
                  swap_positions: bool = True, max_tokens: int | None = None, temperature: float | None = None,
-                 on_parse_fail: str = "neutral", seed: int | None = None) -> None:
+                 on_parse_fail: str = "neutral", seed: int | None = None, template: str | None = None,
+                 good_verdict: str | None = None) -> None:
         if mode not in ("binary", "pointwise", "pairwise"):
             raise ValueError(f"mode must be binary, pointwise or pairwise, got {mode!r}")
         if on_parse_fail not in ("neutral", "none"):
@@ -93,6 +96,7 @@ class RemoteReward:
         self.rubric_column, self.language_column = rubric_column, language_column
         self.task_description, self.n_samples, self.swap_positions = task_description, n_samples, swap_positions
         self.max_tokens, self.temperature, self.on_parse_fail, self.seed = max_tokens, temperature, on_parse_fail, seed
+        self.template, self.good_verdict = template, good_verdict
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
                                     limits=httpx.Limits(max_connections=max_concurrency))
@@ -151,7 +155,8 @@ class RemoteReward:
         if isinstance(language, str) and language:
             body["language"] = language
         for key, value in (("task_description", self.task_description), ("max_tokens", self.max_tokens),
-                           ("temperature", self.temperature), ("seed", self.seed)):
+                           ("temperature", self.temperature), ("seed", self.seed), ("template", self.template),
+                           ("good_verdict", self.good_verdict)):
             if value is not None:
                 body[key] = value
         return body
@@ -250,7 +255,9 @@ def from_env(environ: dict[str, str] | None = None) -> RemoteReward:
         max_retries=int(env.get("POSTTRAIN_REWARD_RETRIES", "3")),
         max_concurrency=int(env.get("POSTTRAIN_REWARD_CONCURRENCY", "4")),
         batch_size=int(env.get("POSTTRAIN_REWARD_BATCH", "16")),
-        use_reference=env.get("POSTTRAIN_REWARD_REFERENCE", "0").lower() in ("1", "true", "yes"))
+        use_reference=env.get("POSTTRAIN_REWARD_REFERENCE", "0").lower() in ("1", "true", "yes"),
+        template=env.get("POSTTRAIN_REWARD_TEMPLATE") or None,
+        good_verdict=env.get("POSTTRAIN_REWARD_GOOD_VERDICT") or None)
 
 
 def reward(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:

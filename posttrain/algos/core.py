@@ -218,6 +218,36 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.
     return torch.expm1(log_ratio) - log_ratio
 
 
+def truncated_importance_weights(old_logp: torch.Tensor, sampling_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance sampling (TIS) of the sampler mismatch: ``min(exp(old_logp - sampling_logp), cap)``
+    per token, without gradient.
+
+    The rollout engine (vLLM) samples from a slightly different distribution than the trainer computes
+    (other kernels, precision, a lagging weight copy), so the policy gradient, whose expectation is under
+    the trainer's old policy, is reweighted by pi_old / pi_sampler; truncating at ``cap`` bounds the
+    variance (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training";
+    TRL's ``vllm_importance_sampling_correction``, verl's TIS). The weight multiplies the clipped
+    surrogate's per-token loss, before any KL penalty, as in TRL.
+    """
+    if not cap > 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    if old_logp.shape != sampling_logp.shape:
+        raise ValueError(f"old_logp {tuple(old_logp.shape)} and sampling_logp {tuple(sampling_logp.shape)} "
+                         "differ in shape")
+    return torch.exp(old_logp.detach() - sampling_logp.detach()).clamp(max=cap)
+
+
+def sampler_mismatch(trainer_logp: torch.Tensor, sampling_logp: torch.Tensor,
+                     mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean |trainer_logp - sampling_logp|, KL(sampler || trainer))`` over the tokens in ``mask``: how far
+    the engine's sampling log-probs are from the trainer's on the same tokens. The KL is the k3 estimate
+    (``kl_estimate``) from the sampled tokens, which the sampler drew: unbiased and never negative."""
+    trainer_logp, sampling_logp = trainer_logp.detach(), sampling_logp.detach()
+    abs_diff = masked_mean((trainer_logp - sampling_logp).abs(), mask)
+    kl = masked_mean(kl_estimate(sampling_logp, trainer_logp, "k3"), mask)
+    return abs_diff, kl
+
+
 def sft_loss(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean negative log-likelihood over the masked tokens of ``logp [B, T]`` (0 if none are masked in)."""
     return aggregate_loss(-logp, mask, "token-mean")

@@ -6,6 +6,11 @@ is the PPO clipped surrogate (separate low/high clip, DAPO) on token log-prob ra
 optional KL penalty to a frozen reference, aggregated by token-mean, seq-mean or a constant.
 When ``mu == 1`` the old policy equals the current one, so its log-probs are the current ones
 detached (no extra forward), as in TRL.
+
+Sampler mismatch: every step logs ``rollout/logprob_abs_diff`` and ``rollout/logprob_kl`` (trainer vs
+rollout-engine log-probs of the sampled tokens, ``core.sampler_mismatch``), and ``tis_cap`` applies
+truncated importance sampling of that mismatch (``core.truncated_importance_weights``; on by default
+for vLLM rollouts with C = 2, off for the in-process engines, where it would be a no-op up to rounding).
 """
 
 from __future__ import annotations
@@ -24,11 +29,15 @@ from posttrain.algos.core import (
     group_advantages,
     kl_estimate,
     masked_mean,
+    sampler_mismatch,
+    truncated_importance_weights,
 )
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import TrainConfig, opt
 from posttrain.models.likelihood import causal_token_logprobs
+from posttrain.rollout.async_rollouts import GenerationRequest
+from posttrain.rollout.base import Rollouts
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 
@@ -47,21 +56,41 @@ def group_pg_incompatibilities(cfg: Any) -> list[tuple[str, Any, str]]:
     return bad
 
 
+VLLM_TIS_CAP = 2.0
+"""Default truncation C of the sampler-mismatch weight for vLLM rollouts: TRL's default, and the value
+Yao et al. (2025) use; the weights of a well-synced engine sit near 1, so C only bounds the rare tokens
+the two kernels disagree on, and C = 2 keeps the update's variance at most doubled."""
+
+
+def tis_cap(cfg: Any) -> float:
+    """The truncated-importance-sampling cap in force: ``cfg.tis_cap``, or when unset ``VLLM_TIS_CAP`` for
+    vLLM rollouts and 0 (off, the exact surrogate) for the in-process engines."""
+    if cfg.tis_cap is not None:
+        return float(cfg.tis_cap)
+    return VLLM_TIS_CAP if cfg.rollout in ("vllm", "vllm-remote") else 0.0
+
+
 @dataclass
 class GRPOConfig(TrainConfig):
     """GRPO: group-normalised advantages, clipped token-level surrogate, optional KL to the reference."""
 
     rollout: str = opt("hf", "Rollout engine (causal LMs; masked-diffusion models train with --algo espo).",
-                       ["hf", "vllm"])
+                       ["hf", "vllm", "vllm-remote"])
     advantage: str = opt("grpo", "Advantage estimator over each group of G completions.", ["grpo", "dr_grpo", "rloo"])
     clip_low: float = opt(0.2, "Lower clip epsilon: ratios below 1 - clip_low are clipped.")
     clip_high: float = opt(0.2, "Upper clip epsilon (DAPO clip-higher uses e.g. 0.28).")
     kl_coef: float = opt(0.0, "Weight of the KL penalty to the frozen reference model (beta); 0 = no reference.")
     kl_estimator: str = opt("k3", "Per-token KL estimator (Schulman): k1, k2 or k3.", KL_ESTIMATORS)
     loss_agg: str = opt("token-mean", "How token losses are averaged.", AGGREGATIONS)
+    tis_cap: float | None = opt(None, "Truncated importance sampling of the sampler mismatch: each token's loss is "
+                                      "weighted min(pi_old / pi_sampler, C) with this cap C; unset = 2.0 for vLLM "
+                                      "rollouts, off for hf; 0 = off.")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
-        return group_pg_incompatibilities(self)
+        bad = group_pg_incompatibilities(self)
+        if self.tis_cap is not None and self.tis_cap < 0:
+            bad.append(("tis_cap", self.tis_cap, "must be unset (auto), 0 (off) or > 0 (the cap C)"))
+        return bad
 
 
 @dataclass
@@ -69,6 +98,15 @@ class RLOOConfig(GRPOConfig):
     """RLOO: leave-one-out baseline, no std scaling."""
 
     advantage: str = opt("rloo", "Advantage estimator over each group of G completions.", ["grpo", "dr_grpo", "rloo"])
+
+
+def _right_padded(values: list[list[float]], length: int) -> torch.Tensor:
+    """Per-completion-token values as a ``[B, length]`` tensor aligned with ``pack_sequences``'s
+    ``completion_mask`` (right-padded with zeros)."""
+    out = torch.zeros(len(values), length, dtype=torch.float32)
+    for i, row in enumerate(values):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+    return out
 
 
 @ALGORITHMS.register("grpo")
@@ -80,21 +118,37 @@ class GRPO(Algorithm):
     def needs_reference(self) -> bool:
         return self.config.kl_coef > 0
 
+    def generation_request(self, examples: list[Example]) -> GenerationRequest:
+        cfg = self.config
+        encoded = encode_prompts(self.ctx.tokenizer, examples, cfg.system_prompt, cfg.max_prompt_tokens)
+        return GenerationRequest([ids for ids in encoded for _ in range(cfg.group_size)], self.sampling_params())
+
     def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+        request = self.generation_request(examples)
+        with self.ctx.timer.phase("generate"):
+            rollouts = self.ctx.rollout.generate(request.prompt_ids, request.params)
+        return self.experience_from_rollouts(examples, rollouts, policy, staleness=0)
+
+    def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
+                                 staleness: int) -> tuple[Experience, dict[str, float]]:
+        """Rewards, advantages and log-probs of finished rollouts. Stale rollouts (sampled by older weights,
+        ``--async_rollouts``) take the engine's sampling log-probs as the old policy of the clipped ratio:
+        the ratio is then pi_theta / pi_behaviour, the policy that actually sampled them (PPO's own
+        convention; with fresh rollouts and mu == 1 it is 1 at the step's start, as in TRL)."""
         cfg, ctx = self.config, self.ctx
         group = [ex for ex in examples for _ in range(cfg.group_size)]
-        encoded = encode_prompts(ctx.tokenizer, examples, cfg.system_prompt, cfg.max_prompt_tokens)
-        prompt_ids = [ids for ids in encoded for _ in range(cfg.group_size)]
-        with ctx.timer.phase("generate"):
-            rollouts = ctx.rollout.generate(prompt_ids, self.sampling_params())
+        prompt_ids = rollouts.prompt_ids
         reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
         advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
         tensors = pack_sequences(prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         tensors["advantages"] = advantages
         tensors["valid"] = valid.float()
         completion_len = tensors["completion_mask"].shape[1]
+        tensors["sampling_logprobs"] = _right_padded(rollouts.logprobs, completion_len)
         with torch.no_grad():
-            if cfg.mu > 1:
+            if staleness:
+                tensors["old_logprobs"] = _right_padded(rollouts.logprobs, completion_len)
+            elif cfg.mu > 1:
                 with ctx.timer.phase("old_logprobs"):
                     tensors["old_logprobs"] = self._logprobs(policy, tensors, completion_len)
             if self.needs_reference:
@@ -118,11 +172,22 @@ class GRPO(Algorithm):
         logp = logp.float()
         old = batch["old_logprobs"] if "old_logprobs" in batch.tensors else logp.detach()
         per_token, clipped, ratio = clipped_surrogate(logp, old, batch["advantages"], cfg.clip_low, cfg.clip_high)
+        # Trainer vs sampler on the sampled tokens: with mu == 1 the current weights are the ones that
+        # rolled out (or, for stale rollouts, the ones now trained), later passes compare the old policy.
+        sampling = batch["sampling_logprobs"]
+        abs_diff, mismatch_kl = sampler_mismatch(logp if cfg.mu == 1 else old, sampling, mask)
         metrics = {
             "clip_fraction": float(masked_mean(clipped.float(), mask)),
             "entropy": float(masked_mean(entropy.detach(), mask)),
             "ratio_mean": float(masked_mean(ratio.detach(), mask)),
+            "rollout/logprob_abs_diff": float(abs_diff),
+            "rollout/logprob_kl": float(mismatch_kl),
         }
+        cap = tis_cap(cfg)
+        if cap > 0:
+            weights = truncated_importance_weights(old, sampling, cap)
+            per_token = per_token * weights
+            metrics["rollout/tis_weight_mean"] = float(masked_mean(weights, mask))
         if self.needs_reference:
             kl = kl_estimate(logp, batch["ref_logprobs"], cfg.kl_estimator)
             per_token = per_token + cfg.kl_coef * kl

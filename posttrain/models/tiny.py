@@ -19,7 +19,9 @@ import logging
 import os
 import shutil
 import string
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -289,6 +291,32 @@ def sft_warm_start_pair(
     return example, task.distractor(example) if noisy else example.answer
 
 
+class WarmStartProgress:
+    """Progress of a warm start: a tqdm bar on a terminal; otherwise (output going to a log file) a line every
+    5% of the steps, so a first build that takes minutes shows in the log that it is alive."""
+
+    def __init__(self, name: str, total: int) -> None:
+        from tqdm.auto import tqdm
+
+        self.name, self.total, self.step, self.started = name, total, 0, time.monotonic()
+        self.terminal = sys.stderr.isatty()
+        self.every = max(1, total // 20)
+        self.bar = tqdm(total=total, desc=f"warm start {name}", leave=False, disable=not self.terminal)
+
+    def update(self, loss: float) -> None:
+        """Count one step and show its loss."""
+        self.step += 1
+        if self.terminal:
+            self.bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+            self.bar.update(1)
+        elif self.step % self.every == 0 or self.step == self.total:
+            print(f"warm start {self.name}: step {self.step}/{self.total} ({100 * self.step // self.total}%), "
+                  f"loss {loss:.3f}, {time.monotonic() - self.started:.0f} s", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 def sft_warm_start(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, recipe: TinyRecipe, generator: torch.Generator
 ) -> None:
@@ -298,8 +326,6 @@ def sft_warm_start(
     ``generator``; the learning rate decays linearly to zero. Deliberately short, so the model ends
     partly right: a starting point that RL can improve.
     """
-    from tqdm.auto import tqdm
-
     from posttrain.algos.core import sft_loss
     from posttrain.algos.sequences import pack_sequences
     from posttrain.models.likelihood import causal_token_logprobs
@@ -326,15 +352,16 @@ def sft_warm_start(
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: 1.0 - step / max(1, recipe.warm_start_steps))
     model.train()
-    bar = tqdm(range(recipe.warm_start_steps), desc=f"warm start {recipe.name}", leave=False)
-    for _ in bar:
+    progress = WarmStartProgress(recipe.name, recipe.warm_start_steps)
+    for _ in range(recipe.warm_start_steps):
         pairs = [encode(i) for i in torch.randint(len(examples), (recipe.batch_size,), generator=generator).tolist()]
         batch = pack_sequences([p for p, _ in pairs], [t for _, t in pairs], tokenizer.pad_token_id)
         mask = batch["completion_mask"]
         logprobs, _ = causal_token_logprobs(model, batch["input_ids"], batch["attention_mask"], last=mask.shape[1])
         loss = sft_loss(logprobs, mask)
         warm_start_update(model, optimizer, scheduler, loss)
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        progress.update(loss.item())
+    progress.close()
     model.eval()
 
 

@@ -37,6 +37,9 @@ from rewards.mr3.official import THINK_OPEN, Format
 MODES = ("pointwise", "pairwise", "binary")
 STYLES = ("mr3", "compact")
 THINK_CLOSE = "</think>"
+COMPACT_VERDICT_TOKENS = 96
+"""The compact tiny judge's verdict budget: its longest verdict (worked solution, two checks, JSON) is ~60
+tokens; real mR3 checkpoints instead get what their context leaves (they reason for thousands)."""
 PAIRWISE_ORDER = {"Assistant A": 0, "Assistant B": 1, "Tie": 2, "Both Bad": 3}
 
 

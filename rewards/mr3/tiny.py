@@ -52,7 +52,14 @@ from typing import Any
 import torch
 
 from rewards.mr3.scoring import aggregate, plan_samples
-from rewards.mr3.templates import EvalItem, compact_number, compact_problem, compact_prompt, format_verdict
+from rewards.mr3.templates import (
+    COMPACT_VERDICT_TOKENS,
+    EvalItem,
+    compact_number,
+    compact_problem,
+    compact_prompt,
+    format_verdict,
+)
 
 MIX = (("pairwise", 0.5), ("binary", 0.35), ("pointwise", 0.15))
 REFERENCE_FRACTION = 0.3  # share of warm-start examples that show the judge the gold answer
@@ -189,11 +196,12 @@ def _batch_tensors(tokenizer: Any, pairs: list[tuple[str, str]], decision_weight
 
 
 def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int, generator: torch.Generator,
-              log_every: int = 0, decision_weight: float = DECISION_WEIGHT,
-              trace_weight: float = TRACE_WEIGHT) -> list[float]:
-    """Plain AdamW SFT on freshly drawn compact verdict examples, in place; returns the losses."""
+              decision_weight: float = DECISION_WEIGHT, trace_weight: float = TRACE_WEIGHT,
+              name: str = "reward-mr3") -> list[float]:
+    """Plain AdamW SFT on freshly drawn compact verdict examples, in place; returns the losses. Progress
+    (``WarmStartProgress``: a bar on a terminal, log lines otherwise) is shown under ``name``."""
     from posttrain.models.likelihood import causal_token_logprobs
-    from posttrain.models.tiny import warm_start_update
+    from posttrain.models.tiny import WarmStartProgress, warm_start_update
 
     rng = random.Random(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
     problems = arithmetic_problems("train")
@@ -203,15 +211,16 @@ def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, 1.0 - s / max(1, steps)))
     model.train()
     losses = []
-    for step in range(steps):
+    progress = WarmStartProgress(name, steps)
+    for _ in range(steps):
         ids, mask, loss_mask = _batch_tensors(tokenizer, sample_batch(problems, batch_size, rng), decision_weight,
                                               trace_weight)
         logprobs, _ = causal_token_logprobs(model, ids, mask)
         loss = -(logprobs * loss_mask).sum() / loss_mask.sum()
         warm_start_update(model, optimizer, scheduler, loss)
         losses.append(loss.item())
-        if log_every and (step % log_every == 0 or step == steps - 1):
-            print(f"  step {step:4d} loss {loss.item():.4f}", flush=True)
+        progress.update(losses[-1])
+    progress.close()
     model.eval()
     return losses
 
@@ -224,7 +233,8 @@ def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generat
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        sft_steps(model, tokenizer, recipe.warm_start_steps, recipe.lr, recipe.batch_size, generator)
+        sft_steps(model, tokenizer, recipe.warm_start_steps, recipe.lr, recipe.batch_size, generator,
+                  name=recipe.name)
     finally:
         torch.set_num_threads(threads)
 
@@ -253,7 +263,7 @@ def pairwise_accuracy(model: Any, tokenizer: Any, n: int = 256, seed: int = 0, s
 
     torch.set_num_threads(1)  # see warm_start
     engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
-    params = SamplingParams(max_new_tokens=96, temperature=0.0)
+    params = SamplingParams(max_new_tokens=COMPACT_VERDICT_TOKENS, temperature=0.0)
 
     def run(mode: str) -> tuple[list[Any], list[Any]]:
         pairs = eval_items(n, seed, mode, with_reference)

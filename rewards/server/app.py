@@ -19,7 +19,6 @@ live in ``guard``; this module holds the routes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -35,9 +34,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from posttrain.models.chat import has_chat_template, render_chat
 from posttrain.rollout.base import SamplingParams
 from rewards.mr3.scoring import aggregate, plan_samples
-from rewards.mr3.templates import THINK_CLOSE, EvalItem
+from rewards.mr3.templates import COMPACT_VERDICT_TOKENS, THINK_CLOSE, EvalItem
 from rewards.server.backends import ServedModel
-from rewards.server.batching import Batcher, Generated, QueueFull, TooLarge
+from rewards.server.batching import Batcher, Generated, QueueFull, TooLarge, sample_params
 from rewards.server.guard import STATUS_TYPES, APIError, Guard, Metrics, ServerSettings, error_body
 from rewards.server.schemas import (
     ChatCompletionRequest,
@@ -107,8 +106,18 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
                            "not_found_error", code="model_not_found")
 
     def check_tokens(max_tokens: int, what: str) -> None:
-        if max_tokens > settings.max_tokens_cap:
+        if settings.max_tokens_cap is not None and max_tokens > settings.max_tokens_cap:
             raise APIError(400, f"{what} = {max_tokens} is over this server's limit of {settings.max_tokens_cap}")
+
+    def capped(tokens: int, *caps: int | None) -> int:
+        """``tokens`` under the server's configured limits (None = no limit)."""
+        return max(1, min([tokens, *(c for c in (*caps, settings.max_tokens_cap) if c is not None)]))
+
+    def verdict_budget(room: int) -> int:
+        """The default budget of one verdict: what the context leaves after the prompt (mR3 reasons for
+        thousands of tokens), or the compact tiny judge's own short budget, under the server's limits."""
+        own = min(room, COMPACT_VERDICT_TOKENS) if style == "compact" else room
+        return capped(own, settings.rubric_max_tokens)
 
     def check_context(ids: list[int], max_tokens: int, index: int) -> None:
         if not ids:
@@ -118,7 +127,8 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
                                 f"has {len(ids)} tokens and max_tokens is {max_tokens}; shorten the prompt or "
                                 "lower max_tokens")
 
-    async def generate(prompts: list[list[int]], params: SamplingParams) -> list[Generated]:
+    async def generate(prompts: list[list[int]],
+                       params: SamplingParams | list[SamplingParams]) -> list[Generated]:
         try:
             return await batcher.run(prompts, params, settings.timeout_s)
         except QueueFull as err:
@@ -222,7 +232,7 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
                 raise APIError(400, f"stop_token_ids must be a list of token ids in [0, {vocab})")
             params = replace(params, stop_token_ids=tuple(stop_ids))
         expanded = [ids for ids in prompts for _ in range(req.n)]
-        outs = await generate(expanded, params)
+        outs = await generate(expanded, sample_params(params, len(expanded)))
         want_ids = bool((req.model_extra or {}).get("return_token_ids"))
         choices = []
         for index, out in enumerate(outs):
@@ -253,7 +263,7 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
         except ValueError as err:
             raise APIError(400, str(err)) from None
         explicit = req.max_completion_tokens or req.max_tokens
-        max_tokens = explicit or min(settings.default_chat_max_tokens, settings.max_tokens_cap)
+        max_tokens = explicit or capped(settings.default_chat_max_tokens)
         check_tokens(max_tokens, "max_tokens")
         continue_final = req.continue_final_message
         if continue_final is None:
@@ -270,7 +280,7 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
             max_tokens = max(1, min(max_tokens, served.max_context - len(ids)))
         check_context(ids, max_tokens, 0)
         params = sampling(max_tokens, req.temperature, req.top_p, req.top_k, req.seed)
-        outs = await generate([ids] * req.n, params)
+        outs = await generate([ids] * req.n, sample_params(params, req.n))
         choices = []
         for index, out in enumerate(outs):
             content, stopped = apply_stop(out.text, req.stop)
@@ -299,41 +309,34 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
                                       rubric=r.rubric, task_description=r.task_description, reference=r.reference,
                                       language=r.language, prompt_language=r.prompt_language,
                                       reasoning_language=r.reasoning_language, system_message=r.system_message,
-                                      key=r.id or ""))
+                                      key=r.id or "", template=r.template, good_verdict=r.good_verdict,
+                                      gold=r.gold))
             except ValueError as err:
                 raise APIError(400, str(err)) from None
         tokenizer = served.tokenizer
         templated = style == "mr3" and has_chat_template(tokenizer)
-        groups: dict[SamplingParams, list[int]] = {}
-        all_samples, all_ids, owners = [], [], []
+        all_samples, all_ids, all_params, owners = [], [], [], []
         for index, (r, item) in enumerate(zip(requests, items)):
             samples = plan_samples([item], tokenizer, style, r.n_samples, r.swap_positions)
             encoded = [served.encode(s.prompt, add_special_tokens=not templated) for s in samples]
             if r.max_tokens is not None:
                 max_tokens = r.max_tokens
                 check_tokens(max_tokens, "max_tokens")
-            else:  # the default verdict budget, shrunk to what the context leaves (a small model's is short)
+            else:
                 room = served.max_context - max(len(ids) for ids in encoded)
-                max_tokens = max(1, min(settings.rubric_max_tokens, settings.max_tokens_cap, room))
+                max_tokens = verdict_budget(room)
             default_t, default_p, default_k = (0.6, 0.95, 20) if style == "mr3" else (0.0, 1.0, 0)
             params = sampling(max_tokens, r.temperature, r.top_p, r.top_k, r.seed, default_t, default_p, default_k)
-            for s, ids in zip(samples, encoded):
+            for s, ids, own in zip(samples, encoded, sample_params(params, len(samples))):
                 check_context(ids, max_tokens, index)
-                groups.setdefault(params, []).append(len(all_ids))
+                all_params.append(own)
                 all_samples.append(s)
                 all_ids.append(ids)
                 owners.append(index)
         if len(all_ids) > settings.max_queue:
             raise APIError(413, f"these items need {len(all_ids)} generations; this server queues at most "
                                 f"{settings.max_queue} (--max-queue)", "request_too_large")
-        outputs: list[Generated | None] = [None] * len(all_ids)
-
-        async def run_group(params: SamplingParams, positions: list[int]) -> None:
-            outs = await generate([all_ids[p] for p in positions], params)
-            for p, o in zip(positions, outs):
-                outputs[p] = o
-
-        await asyncio.gather(*(run_group(p, pos) for p, pos in groups.items()))
+        outputs = await generate(all_ids, all_params)
         results = []
         for index, (r, item) in enumerate(zip(requests, items)):
             mine = [k for k, o in enumerate(owners) if o == index]
@@ -341,8 +344,8 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
             for s in samples:
                 s.item_index = 0
             outs = [outputs[k] for k in mine]
-            (res,) = aggregate([item], samples, [o.text for o in outs],  # type: ignore[union-attr]
-                               usage=[(len(o.prompt_ids), len(o.completion_ids)) for o in outs])  # type: ignore[union-attr]
+            (res,) = aggregate([item], samples, [o.text for o in outs],
+                               usage=[(len(o.prompt_ids), len(o.completion_ids)) for o in outs])
             body = RubricScoreResponse(id=r.id or f"score-{uuid.uuid4().hex[:12]}", model=model_name, mode=r.mode,
                                        score_raw=res.score_raw, reward=res.reward, p_first=res.p_first,
                                        parse_ok=res.parse_ok, explanation=res.explanation, reasoning=res.reasoning,

@@ -11,20 +11,39 @@
 - Generation runs in one background thread, so the event loop keeps accepting and rejecting requests.
 - A request that times out (``wait``'s ``timeout``) is cancelled: its prompts still queued are dropped
   before they reach the model.
+- Each prompt may carry its own ``SamplingParams`` (``sample_params``: the samples of a seeded request
+  get distinct seeds derived from ``(seed, sample index)``). Such prompts never share a generate call, so
+  a seeded sample's output depends only on its prompt and seed, not on what else was queued.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from posttrain.rollout.base import GenerationEngine, SamplingParams
 
 logger = logging.getLogger(__name__)
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """The seed of sample ``index`` of a request seeded with ``seed``: a SHA-256 of both, so the samples of
+    one request differ, requests with nearby seeds do not share samples, and reruns repeat them."""
+    digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**31 - 1)  # 31 bits: every engine's seed type takes it
+
+
+def sample_params(params: SamplingParams, count: int) -> list[SamplingParams]:
+    """``count`` per-sample copies of ``params``: seeds from ``sample_seed`` when ``params`` has one (else
+    the engine's fresh randomness already makes the samples differ)."""
+    if params.seed is None:
+        return [params] * count
+    return [replace(params, seed=sample_seed(params.seed, k)) for k in range(count)]
 
 
 class QueueFull(Exception):
@@ -106,8 +125,13 @@ class Batcher:
         return len(self._jobs)
 
     # -- submission ------------------------------------------------------------------------------
-    def submit(self, prompts: list[list[int]], params: SamplingParams) -> list[asyncio.Future]:
-        """Queue all ``prompts`` or none (raises ``QueueFull`` / ``TooLarge``)."""
+    def submit(self, prompts: list[list[int]],
+               params: SamplingParams | list[SamplingParams]) -> list[asyncio.Future]:
+        """Queue all ``prompts`` or none (raises ``QueueFull`` / ``TooLarge``); ``params`` is shared or one per
+        prompt."""
+        per_prompt = params if isinstance(params, list) else [params] * len(prompts)
+        if len(per_prompt) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(per_prompt)} sampling params")
         if self._wakeup is None:
             raise RuntimeError("Batcher.start() was not called")
         if len(prompts) > self.max_queue:
@@ -118,14 +142,15 @@ class Batcher:
             raise QueueFull(f"queue full ({len(self._jobs)}/{self.max_queue} generations waiting); retry later")
         loop = asyncio.get_running_loop()
         futures = []
-        for ids in prompts:
-            job = _Job(list(ids), params, loop.create_future())
+        for ids, own in zip(prompts, per_prompt):
+            job = _Job(list(ids), own, loop.create_future())
             self._jobs.append(job)
             futures.append(job.future)
         self._wakeup.set()
         return futures
 
-    async def run(self, prompts: list[list[int]], params: SamplingParams, timeout: float | None) -> list[Generated]:
+    async def run(self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams],
+                  timeout: float | None) -> list[Generated]:
         """Submit and wait; on timeout the still-queued prompts are cancelled and TimeoutError raised."""
         futures = self.submit(prompts, params)
         try:

@@ -36,8 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-queue", type=int, default=256, help="Generations waiting; beyond this requests get 429.")
     p.add_argument("--timeout", type=float, default=60.0, help="Seconds per request (queue + generation); then 504.")
     p.add_argument("--max-request-bytes", type=int, default=1_000_000, help="Largest request body; larger gets 413.")
-    p.add_argument("--max-tokens-cap", type=int, default=1024, help="Largest max_tokens a request may ask for.")
-    p.add_argument("--rubric-max-tokens", type=int, default=512, help="Default token cap of one verdict.")
+    p.add_argument("--max-tokens-cap", type=int, default=None,
+                   help="Largest max_tokens a request may ask for (unset: only the model's context limits it).")
+    p.add_argument("--rubric-max-tokens", type=int, default=None,
+                   help="Cap on a verdict's default budget (unset: what the model's context leaves after the "
+                        "prompt; mR3 reasons for thousands of tokens; the tiny judge uses its own small budget).")
     p.add_argument("--template", default="auto", choices=["auto", "mr3", "compact"],
                    help="Rubric prompt style; auto = compact for the embedded tiny model, mr3 otherwise.")
     p.add_argument("--served-model-name", default=None, help="Name in /v1/models (default: --model).")
@@ -51,11 +54,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def announce_judge_build() -> None:
+    """Say so when the embedded judge is about to be built (minutes of CPU, once), and how to do it ahead."""
+    from posttrain.models.tiny import RECIPES, recipe_dir
+    from rewards.server.backends import EMBEDDED_RECIPE
+
+    if not recipe_dir(RECIPES.get(EMBEDDED_RECIPE)).is_dir():
+        logging.getLogger(__name__).warning(
+            "building the embedded judge (tiny recipe %s): about 7 minutes on one CPU core, once; progress is "
+            "logged below. Build it ahead with `make judge` (or `posttrain tiny --recipe %s`).",
+            EMBEDDED_RECIPE, EMBEDDED_RECIPE)
+
+
 def serve_main(argv: list[str]) -> int:
     """Entry point of ``posttrain serve``; returns the exit status."""
     args = build_parser().parse_args(argv)
     for name in ("max_batch_size", "max_queue", "max_request_bytes", "max_tokens_cap", "rubric_max_tokens"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             print(f"posttrain serve: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}",
                   file=sys.stderr)
             return 2
@@ -69,6 +84,8 @@ def serve_main(argv: list[str]) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.model is None and args.backend == "transformers":
+        announce_judge_build()
     try:
         served = load_served_model(args.backend, args.model, device=args.device, dtype=args.dtype,
                                    max_batch_size=args.max_batch_size, max_model_len=args.max_model_len,

@@ -31,10 +31,10 @@ class ServerSettings:
     batch_wait_ms: float = 2.0  # how long an idle model waits for a batch to fill
     timeout_s: float = 60.0  # per request, queueing + generation -> 504
     max_request_bytes: int = 1_000_000  # body size -> 413
-    max_tokens_cap: int = 1024  # largest max_tokens a request may ask for -> 400
+    max_tokens_cap: int | None = None  # largest max_tokens a request may ask for -> 400; None = the context's
     default_max_tokens: int = 16  # /v1/completions default (OpenAI's)
     default_chat_max_tokens: int = 256
-    rubric_max_tokens: int = 512  # default cap for a verdict (reasoning + JSON)
+    rubric_max_tokens: int | None = None  # default verdict budget cap; None = what the model's context leaves
     max_batch_items: int = 256  # items in one /v1/rubric_score/batch -> 413
     style: str | None = None  # rubric template style; None = the backend's default
     model_name: str | None = None  # name served in /v1/models; None = the backend's

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rewards.mr3.official import get_format
+
 Mode = Literal["pointwise", "pairwise", "binary"]
 
 
@@ -22,8 +24,14 @@ class RubricScoreRequest(BaseModel):
 
     mode: Mode
     instruction: str = Field(description="The user's prompt (the input being answered).")
-    responses: list[str] = Field(min_length=1, max_length=2)
+    responses: list[str] = Field(max_length=2, description="As many as the template judges: 2 for pairwise, "
+                                 "0 for safety-prompt, the answer options as one text for mcq, else 1.")
+    template: str | None = Field(None, description="An mR3 format (pairwise-general, math-correctness, "
+                                 "safety-response, mcq, ...); default: the mode's.")
     rubric: dict[str, str] | None = Field(None, description="Score value -> description; default: mR3's.")
+    good_verdict: str | None = Field(None, description="Binary: the verdict that earns reward 1; default: the "
+                                     "template's (required with a rubric of your own).")
+    gold: str | None = Field(None, description="Multiple choice: the correct option (reward = accuracy).")
     task_description: str | None = None
     reference: str | None = Field(None, description="Optional gold answer shown to the judge.")
     language: str | None = Field(None, description="Language of the input, ISO code or name.")
@@ -32,7 +40,9 @@ class RubricScoreRequest(BaseModel):
     system_message: str | None = None
     n_samples: int = Field(1, ge=1, le=16, description="Verdicts sampled per prompt (averaged).")
     swap_positions: bool = Field(True, description="Pairwise: also judge with A and B swapped.")
-    max_tokens: int | None = Field(None, ge=1, description="Cap on reasoning + verdict tokens.")
+    max_tokens: int | None = Field(None, ge=1, description="Cap on reasoning + verdict tokens; default: what "
+                                   "the model's context leaves (the tiny judge's own small budget), capped by "
+                                   "the server's limits.")
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     top_k: int | None = Field(None, ge=0)
@@ -41,10 +51,11 @@ class RubricScoreRequest(BaseModel):
     model: str | None = None
 
     @model_validator(mode="after")
-    def _responses_match_mode(self) -> RubricScoreRequest:
-        need = 2 if self.mode == "pairwise" else 1
+    def _responses_match_template(self) -> RubricScoreRequest:
+        need = get_format(self.template, self.mode).n_responses
         if len(self.responses) != need:
-            raise ValueError(f"mode '{self.mode}' needs exactly {need} response(s), got {len(self.responses)}")
+            raise ValueError(f"mode '{self.mode}' (template {self.template or 'default'}) needs exactly {need} "
+                             f"response(s), got {len(self.responses)}")
         if self.rubric is not None and len(self.rubric) < 2:
             raise ValueError("rubric needs at least two score values")
         return self

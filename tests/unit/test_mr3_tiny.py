@@ -80,3 +80,16 @@ def test_warm_start_runs_and_learns_the_format():
     warm_start(model, tokenizer, recipe, torch.Generator().manual_seed(0))
     assert torch.get_num_threads() == threads  # restored
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_warm_start_progress_logs_lines_when_not_on_a_terminal(capsys):
+    """A first build writes to a log file (no terminal): it logs a line every 5% of the steps."""
+    from posttrain.models.tiny import WarmStartProgress
+
+    progress = WarmStartProgress("reward-mr3", 40)
+    for step in range(40):
+        progress.update(1.0 / (step + 1))
+    progress.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 20 and lines[0].startswith("warm start reward-mr3: step 2/40 (5%), loss 0.500")
+    assert lines[-1].startswith("warm start reward-mr3: step 40/40 (100%), loss 0.025")

@@ -1,0 +1,195 @@
+"""VLLMRolloutEngine on vLLM's CPU build (no mocks): greedy equals the HF engine on a tiny model and on
+SmolLM2-135M, sampled log-probs equal the HF scoring of the same tokens, seeds, stops, weight sync through
+vLLM's weight-transfer protocol, and the clear errors. One engine start per model (module fixtures)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from posttrain.algos.sequences import pack_sequences
+from posttrain.config import ConfigError
+from posttrain.models.likelihood import causal_token_logprobs
+from posttrain.models.loading import load_causal_lm, load_tokenizer
+from posttrain.rollout.base import RolloutEngine, SamplingParams
+from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.rollout.vllm import VLLMRolloutEngine, sample_seed, vllm_servable_problem
+from posttrain.tasks import TASKS
+from posttrain.tasks.prompts import encode_prompts
+
+pytest.importorskip("vllm")
+
+
+def tiny_vllm_recipe():
+    """The embedded causal-arithmetic policy with 3 heads of 32 (vLLM's CPU attention has no head size
+    24, the embedded default's) and a short warm start: tests need a model, not a good one."""
+    from posttrain.models.tiny import RECIPES
+
+    return dataclasses.replace(RECIPES.get("causal-arithmetic"), num_heads=3, num_kv_heads=1, warm_start_steps=30)
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from posttrain.models.tiny import build_recipe
+
+    return str(build_recipe(tiny_vllm_recipe(), cache_dir=tmp_path_factory.mktemp("tiny-vllm")))
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_path: str) -> VLLMRolloutEngine:
+    return VLLMRolloutEngine.from_pretrained(tiny_path, max_num_seqs=64)
+
+
+@pytest.fixture(scope="module")
+def hf_model(tiny_path: str):
+    return load_causal_lm(tiny_path)
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(engine: VLLMRolloutEngine) -> list[list[int]]:
+    examples = TASKS.get("arithmetic")().split("test")[:6]
+    return encode_prompts(engine.tokenizer, examples, None, 256)
+
+
+def _greedy(max_new_tokens: int = 12) -> SamplingParams:
+    return SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
+
+
+def test_is_a_rollout_engine(engine: VLLMRolloutEngine) -> None:
+    assert isinstance(engine, RolloutEngine)
+    assert engine.weight_version == 0
+
+
+def test_greedy_equals_the_hf_engine(engine, hf_model, prompt_ids) -> None:
+    ours = engine.generate(prompt_ids, _greedy())
+    hf = HFRolloutEngine(hf_model, engine.tokenizer).generate(prompt_ids, _greedy())
+    assert ours.completion_ids == hf.completion_ids
+    assert ours.finish_reasons == hf.finish_reasons
+    assert ours.texts == hf.texts
+    assert any(len(c) >= 2 for c in ours.completion_ids)  # a real comparison, not eos against eos
+    for mine, theirs in zip(ours.logprobs, hf.logprobs):  # greedy: unscaled model log-probs on both
+        torch.testing.assert_close(torch.tensor(mine), torch.tensor(theirs), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampled_logprobs_equal_the_hf_scoring_of_the_same_tokens(engine, hf_model, prompt_ids, temperature) -> None:
+    rollouts = engine.generate(prompt_ids * 2, SamplingParams(max_new_tokens=12, temperature=temperature, seed=3))
+    tensors = pack_sequences(rollouts.prompt_ids, rollouts.completion_ids, engine.tokenizer.pad_token_id)
+    with torch.no_grad():
+        scored, _ = causal_token_logprobs(hf_model, tensors["input_ids"], tensors["attention_mask"],
+                                          temperature=temperature, last=tensors["completion_mask"].shape[1])
+    for row, logprobs in enumerate(rollouts.logprobs):
+        torch.testing.assert_close(torch.tensor(logprobs), scored[row, : len(logprobs)].float(), atol=1e-4, rtol=0)
+
+
+def test_top_k_logprobs_are_those_of_the_processed_distribution(engine, hf_model, prompt_ids) -> None:
+    from posttrain.rollout.hf import process_logits
+
+    params = SamplingParams(max_new_tokens=1, temperature=0.8, top_k=3, seed=1)
+    rollouts = engine.generate(prompt_ids, params)
+    tokenizer = engine.tokenizer
+    for prompt, ids, logprobs in zip(prompt_ids, rollouts.completion_ids, rollouts.logprobs):
+        with torch.no_grad():
+            logits = hf_model(input_ids=torch.tensor([prompt])).logits[0, -1]
+        expected = torch.log_softmax(process_logits(logits.unsqueeze(0), params), -1)[0, ids[0]]
+        assert logprobs[0] == pytest.approx(float(expected), abs=1e-4), tokenizer.decode(prompt)
+
+
+def test_seeds_repeat_and_copies_differ(engine, prompt_ids) -> None:
+    group = [prompt_ids[0]] * 8
+    params = SamplingParams(max_new_tokens=12, temperature=1.0, seed=11)
+    first, again = engine.generate(group, params), engine.generate(group, params)
+    assert first.completion_ids == again.completion_ids
+    assert len({tuple(c) for c in first.completion_ids}) > 1  # G copies of one prompt differ
+    other = engine.generate(group, dataclasses.replace(params, seed=12))
+    assert other.completion_ids != first.completion_ids
+    assert len({sample_seed(11, i) for i in range(64)}) == 64
+
+
+def test_eos_stop_ids_and_max_tokens(engine, prompt_ids) -> None:
+    greedy = engine.generate(prompt_ids, _greedy())
+    eos = engine.tokenizer.eos_token_id
+    for ids, reason in zip(greedy.completion_ids, greedy.finish_reasons):
+        assert (reason == "stop") == (ids[-1] == eos) and eos not in ids[:-1]
+    prompt = engine.tokenizer("a b c", add_special_tokens=False)["input_ids"]  # rambles on before its eos
+    long = engine.generate([prompt], _greedy()).completion_ids[0]
+    assert len(long) >= 4
+    stop = long[2]
+    stopped = engine.generate([prompt], dataclasses.replace(_greedy(), stop_token_ids=(stop,)))
+    assert stopped.completion_ids[0] == long[: long.index(stop) + 1]
+    assert stopped.finish_reasons == ["stop"]
+    short = engine.generate([prompt], _greedy(max_new_tokens=2))
+    assert short.completion_ids[0] == long[:2] and short.finish_reasons == ["length"]
+
+
+def test_update_weights_then_greedy_equals_the_new_model(engine, hf_model, prompt_ids) -> None:
+    changed = load_causal_lm(hf_model.name_or_path)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param in changed.parameters():
+            param.add_(0.05 * torch.randn(param.shape, generator=generator))
+    before = engine.generate(prompt_ids, _greedy())
+    engine.update_weights(changed.named_parameters(), version=7)
+    assert engine.weight_version == 7
+    after = engine.generate(prompt_ids, _greedy())
+    expected = HFRolloutEngine(changed, engine.tokenizer).generate(prompt_ids, _greedy())
+    assert after.completion_ids == expected.completion_ids != before.completion_ids
+    assert after.weight_version == 7
+    engine.update_weights(hf_model.named_parameters())  # back to the checkpoint, next version
+    assert engine.weight_version == 8
+    assert engine.generate(prompt_ids, _greedy()).completion_ids == before.completion_ids
+
+
+def test_sleep_is_a_no_op_on_cpu(engine, prompt_ids) -> None:
+    engine.sleep()
+    assert engine.generate(prompt_ids[:1], _greedy()).completion_ids
+
+
+def test_bad_inputs_fail_clearly(engine, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="prompt 1 is empty"):
+        engine.generate([[5], []], _greedy())
+    diffusion = tmp_path / "diffusion"
+    diffusion.mkdir()
+    (diffusion / "config.json").write_text(json.dumps({"posttrain_kind": "diffusion", "hidden_size": 64,
+                                                       "num_attention_heads": 2}))
+    assert "diffusion sampler" in vllm_servable_problem(str(diffusion))
+    with pytest.raises(ValueError, match="--rollout diffusion"):
+        VLLMRolloutEngine.from_pretrained(str(diffusion))
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "config.json").write_text(json.dumps({"hidden_size": 96, "num_attention_heads": 4}))
+    assert "head size 24" in vllm_servable_problem(str(odd))
+
+
+def test_config_refuses_what_vllm_cannot_serve(tmp_path: Path) -> None:
+    from posttrain.algos.pg import GRPOConfig
+
+    with pytest.raises(ConfigError, match="head size 24"):  # the embedded default (CPU)
+        GRPOConfig(rollout="vllm", output_dir=str(tmp_path)).validate()
+    with pytest.raises(ConfigError, match="tis_cap"):
+        GRPOConfig(rollout="vllm", tis_cap=-1.0, model=str(tmp_path), output_dir=str(tmp_path)).validate()
+
+
+# --- SmolLM2-135M: a real pretrained model and tokenizer -------------------------------------------
+
+@pytest.fixture(scope="module")
+def smollm2_engine(smollm2: str) -> VLLMRolloutEngine:
+    return VLLMRolloutEngine.from_pretrained(smollm2, max_model_len=512, max_num_seqs=8)
+
+
+def test_smollm2_greedy_equals_the_hf_engine(smollm2: str, smollm2_engine: VLLMRolloutEngine) -> None:
+    from posttrain.models.chat import render_chat
+
+    tokenizer = load_tokenizer(smollm2)
+    texts = [render_chat(tokenizer, [{"role": "user", "content": q}])
+             for q in ("What is the capital of France?", "Name a colour.")]
+    prompts = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    params = _greedy(max_new_tokens=10)
+    ours = smollm2_engine.generate(prompts, params)
+    hf = HFRolloutEngine(load_causal_lm(smollm2), tokenizer).generate(prompts, params)
+    assert ours.completion_ids == hf.completion_ids
+    assert "Paris" in ours.texts[0]
