@@ -41,5 +41,19 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check posttrain rewards data_pipelines tests benchmarks
 
+## A short benchmark set, side by side with each peer (about 1 minute on 2 CPU cores, 3 with other jobs running):
+## our rollout engine vs Hugging Face generate, our diffusion sampler and ELBO vs the papers' style, and the
+## reward server's throughput with batching on vs off (fake backend). Results go to $(BENCH_OUT)/, so the
+## committed benchmarks/results/ stay as measured; the learning benchmarks and GRPO vs TRL take longer and
+## are run one by one (benchmarks/BENCHMARKS.md has their commands).
+BENCH_OUT ?= outputs/bench
+bench: $(STAMP)
+	mkdir -p $(BENCH_OUT)
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_rollout.py --out $(BENCH_OUT)/rollout_hf.json
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_diffusion.py --repeats 2 --no-memory \
+		--out $(BENCH_OUT)/diffusion_throughput.json
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_server_load.py --backend fake --clients 16 \
+		--duration 5 --fake-base-ms 20 --fake-item-ms 1 --out $(BENCH_OUT)/server_load_fake.json
+
 clean:
 	rm -rf $(VENV) outputs
