@@ -20,26 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.rollout.base import GenerationEngine, SamplingParams, sample_seed
 
 logger = logging.getLogger(__name__)
 
 
-def sample_seed(seed: int, index: int) -> int:
-    """The seed of sample ``index`` of a request seeded with ``seed``: a SHA-256 of both, so the samples of
-    one request differ, requests with nearby seeds do not share samples, and reruns repeat them."""
-    digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & (2**31 - 1)  # 31 bits: every engine's seed type takes it
-
-
 def sample_params(params: SamplingParams, count: int) -> list[SamplingParams]:
-    """``count`` per-sample copies of ``params``: seeds from ``sample_seed`` when ``params`` has one (else
+    """``count`` per-sample copies of ``params``: seeds from ``base.sample_seed`` when ``params`` has one (else
     the engine's fresh randomness already makes the samples differ)."""
     if params.seed is None:
         return [params] * count

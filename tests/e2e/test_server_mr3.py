@@ -10,11 +10,11 @@ import httpx
 import pytest
 
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.rollout.base import Rollouts, SamplingParams, sample_seed
 from rewards.mr3.templates import COMPACT_VERDICT_TOKENS
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import ServedModel
-from rewards.server.batching import sample_params, sample_seed
+from rewards.server.batching import sample_params
 from rewards.server.cli import announce_judge_build
 from rewards.server.local import serve_in_thread
 
