@@ -2,7 +2,8 @@
 
 For a text w_1..w_T scored by a model p, with p_i = p(. | w_<i):
 
-- a_i = sum_{v : p_i(v) > p_i(w_i)} p_i(v)  (strict: ties are *not* above), b_i = a_i + p_i(w_i);
+- a_i = sum_{v : p_i(v) > p_i(w_i)} p_i(v)  (strict: ties are *not* above), b_i = a_i + t_i with
+  t_i = sum_{v : p_i(v) = p_i(w_i)} p_i(v), the mass of the tokens tied with w_i (w_i included);
 - the DMAP sample is x_i ~ Uniform(a_i, b_i). If w_i was pure-sampled from p_i (temperature 1, no
   truncation) the x_i are i.i.d. Uniform(0, 1) (Proposition 3.1), whatever the model;
 - chi-square uniformity test on the *randomised* x_i with k = ceil((2T)^(1/3)) bins (Terrell-Scott):
@@ -10,7 +11,11 @@ For a text w_1..w_T scored by a model p, with p_i = p(. | w_<i):
 - entropy-weighted density (the deterministic plot): D(w) = sum_i h'_i 1_{I_i}(w)/|I_i| / sum_i h'_i
   with h'_i = min(h_i, lambda = 2) nats, 40 bins, each interval spread uniformly over the bins it covers.
 
-Deviation: the official code's ``chi_squared_uniformity_test`` defaults to 4 bins; we default to the
+Deviations: the paper's interval is [a_i, a_i + p_i(w_i)], which tied tokens would all share, so with
+ties (bf16 logits) the map is not uniform under pure sampling (chi-square p ~ 1e-23 on a peaked bf16
+distribution); the tied tokens share one interval of their summed mass instead, which equals the paper's
+interval when there are no ties (``posttrain.rollout.scores``). The official code's
+``chi_squared_uniformity_test`` defaults to 4 bins; we default to the
 paper's Terrell-Scott rule (``bins=4`` reproduces the code). p-values come from the regularised upper
 incomplete gamma function (``torch.special.gammaincc``), so no scipy dependency.
 """
@@ -22,26 +27,30 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from posttrain.rollout.scores import mass_above_from_logits, tied_mass_from_logits
+
 
 def dmap_intervals(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(a, b, h) per position from next-token logits ``[T, V]`` and the observed tokens ``[T]``.
 
-    Computed in float32; ``b`` is clamped to at most 1.
+    Computed in float32; tied tokens share [a, a + tied mass]; ``b`` is clamped to at most 1.
     """
     logp = torch.log_softmax(logits.float(), dim=-1)
     probs = logp.exp()
-    p_obs = probs.gather(-1, targets.unsqueeze(-1))
-    a = (probs * (probs > p_obs)).sum(-1)
-    b = (a + p_obs.squeeze(-1)).clamp(max=1.0)
+    a = mass_above_from_logits(logits, targets)
+    b = (a + tied_mass_from_logits(logits, targets)).clamp(max=1.0)
     h = -(probs * logp).sum(-1)
     return a, b, h
 
 
-def intervals_from_scores(mass_above: torch.Tensor, logprobs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(a, b) from a backend's ``mass_above`` and the observed tokens' log-probs."""
+def intervals_from_scores(mass_above: torch.Tensor, logprobs: torch.Tensor,
+                          tied_mass: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a, b) from a backend's ``mass_above`` and ``tied_mass``; ``tied_mass=None`` (a backend that does
+    not report ties) falls back to the observed token's probability, the paper's interval."""
     a = torch.as_tensor(mass_above, dtype=torch.float64).clamp(0.0, 1.0)
-    b = (a + torch.as_tensor(logprobs, dtype=torch.float64).exp()).clamp(max=1.0)
-    return a, b
+    width = torch.as_tensor(logprobs, dtype=torch.float64).exp() if tied_mass is None else \
+        torch.as_tensor(tied_mass, dtype=torch.float64)
+    return a, (a + width).clamp(max=1.0)
 
 
 def dmap_samples(a: torch.Tensor, b: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """DMAP over texts with any backend: intervals, randomised samples, chi-square, density, plot.
 
-``map_texts(backend, texts)`` scores every text once (full distributions on ``HFBackend``; top-k
-approximations on vLLM / HTTP, flagged ``exact=False``) and pools the positions of all texts.
+``map_texts(backend, texts)`` scores every text once (full distributions on the HF engine; top-k
+approximations on vLLM / HTTP, flagged ``exact=False``) and pools the positions of all texts. Tokens tied
+in probability share one interval (``TokenScores.tied_mass``, see ``core``); a backend that does not
+report ``tied_mass`` gets the paper's interval, and the result says so (``ties_split=False``).
 ``run_dmap`` is the CLI body (``posttrain data dmap``); with no ``--input`` it runs the embedded demo:
 texts pure-sampled from the corpus LM (expected: uniform, chi-square passes), the same model with top-k
 and with a low temperature (expected: head-biased, chi-square fails), and the built-in corpus (text the
@@ -11,11 +13,13 @@ model did not write).
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from data_pipelines.common.backends import encode_text, engine_label
 from data_pipelines.dmap.core import (
     Chi2Result,
     chi2_uniform,
@@ -23,6 +27,8 @@ from data_pipelines.dmap.core import (
     intervals_from_scores,
     weighted_histogram,
 )
+
+logger = logging.getLogger(__name__)
 
 MAX_TOKENS_PER_TEXT = 2000  # the official code truncates inputs to 2,000 tokens
 
@@ -37,9 +43,11 @@ class DmapResult:
     density: torch.Tensor
     exact: bool
     num_texts: int
+    ties_split: bool  # every position's interval covers the mass of the tokens tied with it
 
     def summary(self) -> dict:
         return {"num_texts": self.num_texts, "num_tokens": int(self.x.numel()), "exact": self.exact,
+                "ties_split": self.ties_split,
                 "chi2": {k: v for k, v in self.chi2.to_dict().items() if k != "frequencies"},
                 "density": [round(v, 4) for v in self.density.tolist()]}
 
@@ -49,11 +57,16 @@ def map_texts(backend, texts: list[str] | list[list[int]], *, seed: int = 42, bi
     """DMAP of ``texts`` under ``backend``'s model; ``seed`` drives the uniform draws inside intervals."""
     if not texts:
         raise ValueError("map_texts needs at least one text")
-    seqs = [backend._encode(t)[: max_tokens + 1] if hasattr(backend, "_encode") else t for t in texts]
+    seqs = [encode_text(backend.tokenizer, t)[: max_tokens + 1] if isinstance(t, str) else t for t in texts]
     scores = backend.score(seqs, entropy=True, mass_above=True)
     a_parts, b_parts, h_parts, exact = [], [], [], True
+    ties_split = all(s.tied_mass is not None for s in scores)
+    if not ties_split:
+        logger.warning("%s does not report tied_mass: tokens tied in probability share the paper's interval, "
+                       "so the map is not uniform where ties occur (bf16 logits)", engine_label(backend))
     for s in scores:
-        a, b = intervals_from_scores(torch.tensor(s.mass_above), torch.tensor(s.logprobs))
+        tied = torch.tensor(s.tied_mass) if ties_split else None
+        a, b = intervals_from_scores(torch.tensor(s.mass_above), torch.tensor(s.logprobs), tied)
         a_parts.append(a)
         b_parts.append(b)
         h_parts.append(torch.tensor(s.entropies, dtype=torch.float64))
@@ -61,7 +74,7 @@ def map_texts(backend, texts: list[str] | list[list[int]], *, seed: int = 42, bi
     a, b, h = torch.cat(a_parts), torch.cat(b_parts), torch.cat(h_parts)
     x = dmap_samples(a, b, torch.Generator().manual_seed(seed))
     return DmapResult(a, b, h, x, chi2_uniform(x, bins), weighted_histogram(a, b, h, plot_bins, lam), exact,
-                      len(texts))
+                      len(texts), ties_split)
 
 
 def _demo_texts(backend, n: int, max_new_tokens: int, seed: int) -> dict[str, list[list[int]]]:
@@ -75,9 +88,9 @@ def _demo_texts(backend, n: int, max_new_tokens: int, seed: int) -> dict[str, li
         "top_k5": SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0, top_k=5, seed=seed),
         "temp0.5": SamplingParams(max_new_tokens=max_new_tokens, temperature=0.5, seed=seed),
     }.items():
-        gens = backend.generate(prompts, params)
+        rollouts = backend.generate(prompts, params)
         # score [bos] + completion: exactly the tokens the model sampled, in the context it sampled them
-        out[label] = [[bos] + g.token_ids for g in gens if g.token_ids and len(g.token_ids) >= 1]
+        out[label] = [[bos] + ids for ids in rollouts.completion_ids if ids]
     return out
 
 
@@ -105,7 +118,7 @@ def run_dmap(args) -> int:
 
         groups.update(_demo_texts(backend, args.demo_samples, args.demo_tokens, args.seed))
         groups["corpus"] = [d["text"] for d in make_corpus(seed=args.seed).documents]
-    report = {"model": getattr(backend, "name", str(args.model)), "seed": args.seed, "alpha": args.alpha, "groups": {}}
+    report = {"model": engine_label(backend), "seed": args.seed, "alpha": args.alpha, "groups": {}}
     for label, texts in groups.items():
         result = map_texts(backend, texts, seed=args.seed, bins=args.bins, plot_bins=args.plot_bins, lam=args.lam,
                            max_tokens=args.max_tokens)
