@@ -23,7 +23,13 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 def _usage() -> str:
     lines = ["usage: posttrain <command> [options]   (posttrain <command> --help for its options)", "", "commands:"]
-    lines += [f"  {name:<14} {desc}" for name, (_, desc) in SUBCOMMANDS.items()]
+    width = max(map(len, SUBCOMMANDS)) + 2
+    lines += [f"  {name:<{width}}{desc}" for name, (_, desc) in SUBCOMMANDS.items()]
+    lines += ["", "examples:",
+              "  posttrain train --algo espo          ESPO on the embedded tiny diffusion model (Sudoku), on CPU",
+              "  posttrain train --algo grpo --help   every option of an algorithm, its default and meaning",
+              "  deepspeed --num_gpus 2 posttrain/train.py --algo grpo   the same trainer on 2 ranks",
+              "", "Architecture and contracts: docs/ARCHITECTURE.md"]
     return "\n".join(lines)
 
 
