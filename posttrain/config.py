@@ -178,7 +178,7 @@ class TrainConfig:
         if self.task == "dataset" and not self.dataset:
             raise ConfigError("dataset", self.dataset, "--task dataset needs --dataset PATH_OR_ID")
         if not self.model:
-            _check_embedded_model(self.task, self.model_kind)
+            _check_embedded_model(self)
         if self.raw_prompts and (self.task != "dataset" or self.system_prompt):
             raise ConfigError("raw_prompts", self.raw_prompts,
                               "applies to --task dataset only, and excludes --system_prompt (the prompt is used as is)")
@@ -220,16 +220,18 @@ class TrainConfig:
         return path
 
 
-def _check_embedded_model(task: str, kind: str) -> None:
-    """Without ``--model`` a run needs an embedded tiny model of ``kind`` for ``task``; name the fix when none exists."""
-    from posttrain.models.tiny import RECIPES, default_recipe_for
+def _check_embedded_model(config: TrainConfig) -> None:
+    """Without ``--model`` a run starts from an embedded tiny model (``config.tiny_recipe``); when there is
+    none for its task and model kind, fail at start-up naming the fix."""
+    from posttrain.models.tiny import RECIPES
 
+    kind = config.model_kind
     try:
-        default_recipe_for(task, kind)
+        config.tiny_recipe(kind)
     except KeyError:
         recipes = [RECIPES.get(name) for name in RECIPES.names()]
         tasks = sorted({r.task for r in recipes if r.kind == kind and r.task})
-        raise ConfigError("task", task, f"there is no embedded tiny {kind} model for it; pass --task "
+        raise ConfigError("task", config.task, f"there is no embedded tiny {kind} model for it; pass --task "
                           f"{' or --task '.join(tasks)} (the tasks with one), or name a checkpoint with "
                           "--model PATH_OR_HUB_ID") from None
 
