@@ -18,6 +18,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rollout-worker": ("posttrain.rollout.worker:rollout_worker_main",
                        "a vLLM rollout worker that --rollout vllm-remote trainers sync"),
     "gpo-control": ("posttrain.algos.gpo.control.cli:gpo_control_main", "GPO in partially observable control"),
+    "dupo-rerank": ("posttrain.algos.dupo.rerank_cli:dupo_rerank_main",
+                    "best-of-N by DuPO's backward accuracy (dual questions, no labels)"),
 }
 
 

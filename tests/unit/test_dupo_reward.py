@@ -21,11 +21,13 @@ _DUAL = re.compile(r"^(?P<problem>.*) Given that the answer is (?P<answer>\S+), 
 
 
 class ScriptedEngine:
-    """A generation engine (protocol only) whose dual answers come from ``solve(problem, answer, variable)``."""
+    """A generation engine (protocol only): dual answers come from ``solve(problem, answer, variable)``, primal
+    solutions from ``primal`` (one per call, in order)."""
 
-    def __init__(self, solve: Callable[[str, str, str], str]) -> None:
+    def __init__(self, solve: Callable[[str, str, str], str], primal: list[str] | None = None) -> None:
         self.tokenizer = build_tokenizer()
         self.solve = solve
+        self.primal = iter(primal or [])
         self.prompts: list[str] = []
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
@@ -34,8 +36,7 @@ class ScriptedEngine:
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             self.prompts.append(text)
             match = _DUAL.match(text)
-            assert match, text
-            texts.append(self.solve(match["problem"], match["answer"], match["var"]))
+            texts.append(self.solve(match["problem"], match["answer"], match["var"]) if match else next(self.primal))
         ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         return Rollouts(prompt_ids=prompt_ids, completion_ids=ids, texts=texts, logprobs=[[0.0] * len(i) for i in ids],
                         finish_reasons=["stop"] * len(ids))

@@ -1,0 +1,123 @@
+"""``posttrain dupo-rerank``: DuPO's training-free best-of-N by backward accuracy, on any generation engine.
+
+    posttrain dupo-rerank                                   # embedded default: tiny word-arithmetic model
+    posttrain dupo-rerank --model smollm2-135m --n 4 8 --k 8
+    posttrain dupo-rerank --engine http --base_url http://127.0.0.1:8000 --model smollm2-135m
+
+Samples max(N) solutions per held-out question once; for each N in ``--n`` the first N samples are reranked
+(``posttrain.algos.dupo.rerank``) and compared, against the gold answers, with one sample, majority vote and
+pass@N. Prints (and with ``--output`` writes) the JSON summary. The gold answers only grade the choices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
+from posttrain.rollout.base import GenerationEngine, SamplingParams
+
+ENGINES = ("hf", "vllm", "http")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="posttrain dupo-rerank", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=None, help="Model path, hub id or alias; default: the task's tiny model.")
+    p.add_argument("--task", default="word-arithmetic", help="Built-in task whose held-out split is reranked.")
+    p.add_argument("--split", default="test", choices=["test", "train"], help="Task split to rerank.")
+    p.add_argument("--examples", type=int, default=128, help="Questions to rerank (the split's first ones; 0 = all).")
+    p.add_argument("--n", type=int, nargs="+", default=[4, 8], help="Primal samples per question (one or more N).")
+    p.add_argument("--k", type=int, default=8, help="Dual samples per (dual question, distinct answer) (paper: 8).")
+    p.add_argument("--dual_questions", type=int, default=3, help="Most dual questions per problem.")
+    p.add_argument("--temperature", type=float, default=1.0, help="Primal sampling temperature.")
+    p.add_argument("--dual_temperature", type=float, default=1.0, help="Dual sampling temperature (0 = greedy).")
+    p.add_argument("--max_new_tokens", type=int, default=16, help="Longest primal solution, in tokens.")
+    p.add_argument("--dual_max_new_tokens", type=int, default=16, help="Longest dual answer, in tokens.")
+    p.add_argument("--max_prompt_tokens", type=int, default=1024, help="Longer prompts are rejected with an error.")
+    p.add_argument("--system_prompt", default=None, help="Optional system message for primal and dual prompts.")
+    p.add_argument("--engine", default="hf", choices=ENGINES, help="Generation engine.")
+    p.add_argument("--base_url", default=None, help="--engine http: the OpenAI-compatible server's URL.")
+    p.add_argument("--batch_size", type=int, default=256, help="Most sequences per generate batch (hf, vllm).")
+    p.add_argument("--device", default=None, help="hf: torch device; default cuda if available, else cpu.")
+    p.add_argument("--trust_remote_code", action="store_true", help="Run the checkpoint's own modeling code.")
+    p.add_argument("--seed", type=int, default=0, help="Sampling seed.")
+    p.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
+    return p
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("k", "dual_questions", "max_new_tokens", "dual_max_new_tokens", "batch_size"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if any(n < 1 for n in args.n):
+        raise ValueError(f"--n values must be >= 1, got {args.n}")
+    if args.examples < 0:
+        raise ValueError(f"--examples must be >= 0, got {args.examples}")
+    if args.k > 1 and args.dual_temperature == 0:
+        raise ValueError(f"--k {args.k} greedy dual samples are all the same: use --k 1 or a --dual_temperature > 0")
+    if (args.engine == "http") != (args.base_url is not None):
+        raise ValueError("--base_url goes with --engine http, and --engine http needs --base_url")
+
+
+def build_engine(args: argparse.Namespace) -> GenerationEngine:
+    """The engine ``--engine`` names, on ``--model`` (or the task's tiny model)."""
+    import torch
+
+    from posttrain.models.loading import load_causal_lm, load_tokenizer
+    from posttrain.models.pretrained import resolve_model_name
+    from posttrain.models.tiny import build_tiny, default_recipe_for
+
+    path = resolve_model_name(args.model) if args.model else str(build_tiny(default_recipe_for(args.task, "causal")))
+    tokenizer = load_tokenizer(path, trust_remote_code=args.trust_remote_code)
+    if args.engine == "http":
+        from posttrain.rollout.http import OpenAIHTTPEngine
+
+        return OpenAIHTTPEngine(args.base_url, tokenizer)
+    from posttrain.rollout.registry import build_rollout_engine
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = load_causal_lm(path, trust_remote_code=args.trust_remote_code)
+    return build_rollout_engine(args.engine, model=model, tokenizer=tokenizer, device=device,
+                                max_batch_size=args.batch_size)
+
+
+def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
+    """Sample, score once, rerank for every N; the summary per N plus the settings."""
+    from posttrain.tasks import TASKS
+
+    task = TASKS.get(args.task)()
+    examples = task.split(args.split)
+    examples = examples[: args.examples] if args.examples else examples
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
+    dual_params = SamplingParams(max_new_tokens=args.dual_max_new_tokens, temperature=args.dual_temperature,
+                                 seed=args.seed + 1)
+    samples = sample_solutions(engine, examples, max(args.n), params, args.system_prompt, args.max_prompt_tokens)
+    scores = score_answers(engine, examples, samples, args.k, dual_params, args.dual_questions, args.system_prompt,
+                           args.max_prompt_tokens)
+    results = {}
+    for n in sorted(set(args.n)):
+        choices = [rerank_choice(s, sc, n) for s, sc in zip(samples, scores)]
+        results[f"N={n}"] = summarise(task, examples, choices)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    return {"settings": settings, "results": results}
+
+
+def dupo_rerank_main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        _check(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    summary = run(args, build_engine(args))
+    text = json.dumps(summary, indent=2)
+    print(text)
+    if args.output is not None:
+        from data_pipelines.common.io import atomic_write_text
+
+        atomic_write_text(args.output, text + "\n")
+    return 0
