@@ -1,6 +1,6 @@
 """Data-pipeline scoring benchmark, side by side in one run:
 
-1. ``HFBackend.score`` (length-sorted padded batches) vs a plain per-document forward loop computing the
+1. ``HFRolloutEngine.score`` (length-sorted padded batches) vs a plain per-document forward loop computing the
    same log-probs and entropies: tokens/s and the ratio.
 2. EntropyLong verification: one batched forward per unique (document, candidate) vs the naive one
    forward per (candidate, anchor) pair: forward passes, seconds, and the max |dI| difference.
@@ -25,11 +25,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_pipelines.common.backends import HFBackend
+from data_pipelines.common.backends import load_backend, tokenize
 from data_pipelines.common.corpus import make_corpus
 from data_pipelines.common.retrieval import BM25Retriever
 from data_pipelines.entropylong.pipeline import EntropyLong, EntropyLongConfig, build_chunks
 from posttrain.models.likelihood import entropy_from_logits, logprobs_from_logits
+from posttrain.rollout.hf import HFRolloutEngine
 
 
 def plain_loop(model, seqs: list[list[int]]) -> list[tuple[list[float], list[float]]]:
@@ -63,17 +64,17 @@ def main() -> int:
     args = parser.parse_args()
 
     if args.model:
-        backend = HFBackend.from_pretrained(args.model, batch_size=args.batch_size)
+        backend = load_backend(args.model, batch_size=args.batch_size)
         model_name = args.model
     else:
         from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 
         tok = build_tokenizer()
-        backend = HFBackend(build_model(RECIPES.get("corpus-lm"), tok), tok, batch_size=args.batch_size)
+        backend = HFRolloutEngine(build_model(RECIPES.get("corpus-lm"), tok), tok, max_batch_size=args.batch_size)
         model_name = "corpus-lm architecture, random weights"
     corpus = make_corpus(40, 20, seed=0)
     texts = [corpus.documents[i % len(corpus.documents)]["text"] * (1 + i % 3) for i in range(args.docs)]
-    seqs = [[backend.tokenizer.bos_token_id] + backend.tokenize(t) for t in texts]
+    seqs = [[backend.tokenizer.bos_token_id] + tokenize(backend.tokenizer, t) for t in texts]
     n_tokens = sum(len(s) - 1 for s in seqs)
 
     t_batched, batched = best_of(lambda: backend.score(seqs, entropy=True), args.repeat)

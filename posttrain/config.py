@@ -252,6 +252,9 @@ def _check_rollout_workers(config: TrainConfig) -> None:
     if config.max_staleness < 1:
         raise ConfigError("max_staleness", config.max_staleness, "must be >= 1 (synchronous runs need no bound: "
                           "leave --async_rollouts false)")
+    if config.async_rollouts and config.sync_every != 1:
+        raise ConfigError("sync_every", config.sync_every, "--async_rollouts needs --sync_every 1 (its staleness "
+                          "bound counts the syncs after every step)")
 
 
 def _check_weight_sync(config: TrainConfig) -> None:

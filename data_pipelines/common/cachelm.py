@@ -5,7 +5,7 @@ an add-k smoothed trigram model counted on training text, and the cache is the d
 that followed earlier occurrences, in the same sequence, of the last ``match`` tokens (the classic cache
 LM; an explicit induction mechanism). ``lam`` = ``cache_weight`` when the suffix occurred before, else 0.
 
-It is a *scoring-only* backend (``score`` like ``HFBackend``, exact: full distributions). Its use here is
+It is a *scoring-only* engine (``ScoringEngine.score`` like the HF engine's, exact). Its use here is
 to separate two questions on the built-in corpus: does the EntropyLong pipeline recover the planted
 dependencies when the scorer can copy from context (this model), and has the tiny transformer learned to
 copy (``corpus-lm``)? It is not a replacement for a neural scorer.
@@ -19,35 +19,27 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from posttrain.rollout.base import check_score_inputs
 from posttrain.rollout.scores import TokenScores
 
 
-class CacheLMBackend:
-    exact_scores = True
+class CacheLMScorer:
+    """A ``ScoringEngine`` (see the module docstring) counted on ``texts``."""
 
     def __init__(self, tokenizer, texts: Sequence[str], *, match: int = 4, cache_weight: float = 0.95,
-                 add_k: float = 0.1, name: str = "cache-lm") -> None:
+                 add_k: float = 0.1) -> None:
         self.tokenizer = tokenizer
         self.match = match
         self.cache_weight = cache_weight
         self.vocab = len(tokenizer)
-        self.name = name
         counts: dict[tuple[int, int], np.ndarray] = defaultdict(lambda: np.zeros(self.vocab))
         bos = tokenizer.bos_token_id
         for text in texts:
-            ids = [bos, bos] + self.tokenize(text)
+            ids = [bos, bos] + list(tokenizer(text, add_special_tokens=False)["input_ids"])
             for i in range(2, len(ids)):
                 counts[(ids[i - 2], ids[i - 1])][ids[i]] += 1
         self._tri = {k: (v + add_k) / (v.sum() + add_k * self.vocab) for k, v in counts.items()}
         self._uniform = np.full(self.vocab, 1.0 / self.vocab)
-
-    def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def _encode(self, item) -> list[int]:
-        if isinstance(item, str):
-            return [self.tokenizer.bos_token_id] + self.tokenize(item)
-        return list(item)
 
     def _score_one(self, ids: list[int], entropy: bool, mass_above: bool) -> TokenScores:
         seen: dict[tuple[int, ...], np.ndarray] = {}
@@ -71,10 +63,9 @@ class CacheLMBackend:
                 seen.setdefault(key, np.zeros(self.vocab))[ids[t]] += 1
         return TokenScores(ids[1:], lps, ents if entropy else None, masses if mass_above else None)
 
-    def score(self, sequences, *, entropy: bool = True, mass_above: bool = False, full: bool = False):
+    def score(self, sequences: list[list[int]], *, entropy: bool = True, mass_above: bool = False,
+              full: bool = False) -> list[TokenScores]:
+        """Exact scores of positions 1..T-1 of every token-id sequence (no full distributions)."""
         if full:
-            raise NotImplementedError("CacheLMBackend does not return full distributions")
-        return [self._score_one(self._encode(s), entropy, mass_above) for s in sequences]
-
-    def generate(self, prompts, params):
-        raise NotImplementedError("CacheLMBackend only scores")
+            raise ValueError("the copy-cache LM does not return full distributions")
+        return [self._score_one(ids, entropy, mass_above) for ids in check_score_inputs(sequences)]

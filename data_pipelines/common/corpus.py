@@ -193,7 +193,7 @@ def warm_start(model, tokenizer, recipe, generator: torch.Generator) -> None:
     under load): copying forms in the short drills (entropy of repeated code characters 3.59 -> 0.50
     nats, 0.57 shuffled) but stays tied to that format: far drills 2.8-3.2 nats, copy drills 3.52-3.55,
     a definition prepended to a usage 3.57 vs 3.59 alone. With this model EntropyLong's verification
-    keeps no planted pair; ``CacheLMBackend`` (``--model cachelm``) is the copying scorer meanwhile.
+    keeps no planted pair; ``CacheLMScorer`` (``--model cachelm``) is the copying scorer meanwhile.
     """
     from tqdm.auto import tqdm
 

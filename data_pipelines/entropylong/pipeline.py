@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from data_pipelines.common.backends import engine_label, tokenize
+
 RULE_FIELDS = {"anchor": "max_delta", "mean": "mean_delta", "doc_mean": "doc_mean_delta"}
 """verify_rule -> the candidate statistic compared with epsilon."""
 
@@ -102,14 +104,14 @@ class EntropyLong:
         self.retriever = retriever
         self.chunks = chunks
         self.config = config or EntropyLongConfig()
-        self._chunk_ids = [backend.tokenize(c["text"]) for c in chunks]
-        self._sep_ids = backend.tokenize(self.config.separator)
+        self._chunk_ids = [tokenize(backend.tokenizer, c["text"]) for c in chunks]
+        self._sep_ids = tokenize(backend.tokenizer, self.config.separator)
         self._bos = getattr(backend.tokenizer, "bos_token_id", None)
         self._reuse: dict[str, int] = {}
 
     # ------------------------------------------------------------------ stages
     def _root(self, text: str) -> list[int]:
-        return self.backend.tokenize(text)[: self.config.max_doc_tokens]
+        return tokenize(self.backend.tokenizer, text)[: self.config.max_doc_tokens]
 
     def _prefix(self) -> list[int]:
         return [self._bos] if self._bos is not None else []
@@ -264,7 +266,7 @@ class EntropyLong:
                 "candidates": cands,
                 "entropy_mean": round(float(torch.tensor(entropies[d]).mean()), 5) if entropies[d] else None,
                 "params": asdict(self.config),
-                "scorer": getattr(self.backend, "name", "?"),
+                "scorer": engine_label(self.backend),
                 "embedder": getattr(getattr(self.retriever, "embedder", None), "name", type(self.retriever).__name__),
             })
         return results

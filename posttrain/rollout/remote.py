@@ -9,10 +9,13 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   returns them in input order. Prompt ``i`` of a call seeded ``s`` is sampled with the seed
   ``base.sample_seed(s, i)`` whichever worker serves it, so the samples do not depend on the worker count.
 - Weights: ``sync_from`` / ``update_weights`` push the trainer's weights into every worker through
-  vLLM's weight-transfer protocol (``rollout/weight_transfer.py``: gloo on CPU; on CUDA the same sender
-  over gloo too, see ``WeightSender``), and stamp them with the trainer step (``weight_version``). The
-  constructor pushes the trainer's initial weights (version 0), so workers serve exactly the trainer's
-  model whatever checkpoint (or ``--load-format dummy``) they were started with.
+  vLLM's weight-transfer protocol, over our gloo transport on CPU (``rollout/weight_transfer.py``) and
+  vLLM's ``nccl`` on CUDA (``default_transport``; the NCCL path has not run here: this machine has no
+  GPU), and stamp them with the trainer step (``weight_version``). The constructor pushes the trainer's
+  initial weights (version 0), so workers serve exactly the trainer's model whatever checkpoint (or
+  ``--load-format dummy``) they were started with. Rank 0 hosts each group's rendezvous on its address
+  on the route to the worker (``local_address_towards``), so workers on other machines can join it;
+  each group spans rank 0 and all of the worker engine's ranks (``GET /get_world_size``).
 - One transfer process group per worker, not one for all: vLLM's trainer-side engines address one server
   per group (``rank_offset`` 1), a dead or restarted worker then fails only its own group, named, and
   workers can be restarted independently. The cost is that rank 0 sends the weights once per worker
@@ -30,6 +33,7 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
 from __future__ import annotations
 
 import dataclasses
+import socket
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -116,6 +120,18 @@ class _ControlClient:
     def finish_weight_update(self, weight_version: str | None = None) -> None:
         self._post("/finish_weight_update", None if weight_version is None else {"weight_version": weight_version})
 
+    def update_weight_version(self, version: str) -> None:
+        self._post("/update_weight_version", {"new_version": version})
+
+    def world_size(self) -> int:
+        """How many ranks the worker's engine has (tensor x pipeline x data parallel)."""
+        try:
+            response = self._http.get("/get_world_size")
+            response.raise_for_status()
+            return int(response.json()["world_size"])
+        except (httpx.HTTPError, KeyError, ValueError) as err:
+            raise WorkerError(self.url, f"GET /get_world_size: {type(err).__name__}: {err}") from err
+
     def weight_version(self) -> str:
         """The version the worker reports (``"default"`` before any sync)."""
         try:
@@ -134,7 +150,7 @@ class RemoteVLLMEngine:
 
     def __init__(self, urls: list[str], tokenizer: Any, model: torch.nn.Module | None = None, *,
                  timeout_s: float = 120.0, retries: int = 1, concurrency: int = 16, dtype: torch.dtype = torch.float32,
-                 rank: int | None = None, master_address: str = "127.0.0.1") -> None:
+                 rank: int | None = None, master_address: str | None = None, transport: str | None = None) -> None:
         if not urls:
             raise ValueError("RemoteVLLMEngine needs at least one worker URL")
         if timeout_s <= 0:
@@ -145,6 +161,9 @@ class RemoteVLLMEngine:
         self.dtype = dtype
         self.rank = _trainer_rank() if rank is None else rank
         self.master_address = master_address
+        self.transport = transport or default_transport()
+        if self.transport not in ("gloo", "nccl"):
+            raise ValueError(f"RemoteVLLMEngine: transport {self.transport!r} must be 'gloo' or 'nccl'")
         self.concurrency = concurrency
         self._clients = [OpenAIHTTPEngine(url, tokenizer, model=SERVED_MODEL_NAME, concurrency=concurrency,
                                           max_retries=retries, timeout_s=timeout_s) for url in self.urls]
@@ -193,15 +212,43 @@ class RemoteVLLMEngine:
         return self._version
 
     def _sender(self, worker: int, source: Any) -> Any:
-        from posttrain.rollout.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
+        """This rank's trainer-side engine for ``worker``'s transfer group (opened on first use)."""
+        if self._senders[worker] is not None:
+            return self._senders[worker]
+        url, control = self.urls[worker], self._control[worker]
+        sender_rank = self.rank == 0
+        # The group spans the trainer's rank 0 and every rank of the worker's engine (tensor / data parallel).
+        world_size = 1 + (control.world_size() if sender_rank else 1)
+        address = self.master_address or local_address_towards(url)
+        if self.transport == "nccl":
+            from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
+            from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
 
-        if self._senders[worker] is None:
-            port = free_port(self.master_address) if self.rank == 0 else 0
-            info = GlooTrainerInitInfo(master_address=self.master_address, master_port=port, world_size=2,
-                                       timeout_s=self.timeout_s, rank=self.rank)
-            self._senders[worker] = WeightSender.trainer_init(info, client=self._control[worker], source=source,
-                                                              peer=f"rollout worker {self.urls[worker]}")
-        return self._senders[worker]
+            from posttrain.rollout.weight_transfer import free_port
+
+            info = NCCLTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
+                                       world_size=world_size, rank=self.rank)
+            sender = self._bounded(url, "opening the NCCL transfer group", lambda: WeightTransferTrainerFactory
+                                   .trainer_init(info, client=control, source=source))
+        else:
+            from posttrain.rollout.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
+
+            info = GlooTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
+                                       world_size=world_size, timeout_s=self.timeout_s, rank=self.rank)
+            sender = WeightSender.trainer_init(info, client=control, source=source, peer=f"rollout worker {url}")
+        self._senders[worker] = sender
+        return sender
+
+    def _bounded(self, url: str, what: str, call: Any) -> Any:
+        """``call()`` on a side thread, waited for at most ``timeout_s`` (NCCL collectives have no timeout
+        of their own: a dead peer would block them forever)."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="posttrain-remote-sync")
+        try:
+            return pool.submit(call).result(timeout=self.timeout_s)
+        except TimeoutError as err:
+            raise WorkerError(url, f"{what} did not finish within {self.timeout_s:.0f} s") from err
+        finally:
+            pool.shutdown(wait=False)  # a hung collective's thread must not turn the error into a hang
 
     def _send(self, source: Any, version: int) -> None:
         from posttrain.rollout.weight_transfer import WeightSyncError
@@ -210,7 +257,12 @@ class RemoteVLLMEngine:
             try:
                 sender = self._sender(worker, source)
                 sender.source = source
-                sender.send_weights(weight_version=version)
+                if self.transport == "nccl":
+                    self._bounded(url, "the NCCL weight broadcast", sender.send_weights)
+                    if self.rank == 0:
+                        self._control[worker].update_weight_version(str(version))
+                else:
+                    sender.send_weights(weight_version=version)
             except (WeightSyncError, WorkerError) as err:
                 self._senders[worker] = None  # the group is unusable after a failure; a retry opens a new one
                 raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err
@@ -235,6 +287,26 @@ class RemoteVLLMEngine:
             client.close()
         for control in self._control:
             control.close()
+
+
+def default_transport() -> str:
+    """The weight transport trainer and workers use: vLLM's ``nccl`` on CUDA, our gloo transport
+    (``weight_transfer.GLOO_BACKEND``) on CPU. Both sides decide the same way, so trainer and workers must
+    both be on CUDA or both on CPU."""
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def local_address_towards(url: str) -> str:
+    """This machine's address on the route to ``url``'s host: where a worker there can reach the transfer
+    group's rendezvous, which rank 0 hosts (no packet is sent; connecting a UDP socket only picks the route)."""
+    host = httpx.URL(url).host
+    port = httpx.URL(url).port or 80
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, port))
+            return str(probe.getsockname()[0])
+    except OSError as err:
+        raise WorkerError(url, f"no network route to the worker's host {host!r}: {err}") from err
 
 
 def _trainer_rank() -> int:

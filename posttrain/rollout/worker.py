@@ -10,7 +10,8 @@ command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind
   trainer's ``RemoteVLLMEngine`` drives. They accept new weights from anyone who can reach the port:
   bind ``--host`` to a private network only.
 - ``--worker-extension-cls`` = ``weight_transfer.WORKER_EXTENSION``: vLLM imports it in its worker
-  process, which registers our gloo weight transport there, and ``--weight-transfer-config`` selects it.
+  process, which registers our gloo weight transport there; ``--weight-transfer-config`` selects it on
+  CPU and vLLM's own ``nccl`` on CUDA (``remote.default_transport``: the trainer decides the same way).
 - ``--logprobs-mode processed_logprobs``: completions report the log-probs of the distribution actually
   sampled (after temperature / top-k / top-p), which the importance ratio needs.
 - ``--served-model-name default``: the name ``RemoteVLLMEngine`` asks for.
@@ -26,7 +27,10 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 
 from posttrain.rollout.remote import SERVED_MODEL_NAME
 
@@ -43,7 +47,7 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", host,
                "--port", str(port), "--served-model-name", SERVED_MODEL_NAME, "--dtype", dtype, "--seed", str(seed),
                "--logprobs-mode", "processed_logprobs", "--worker-extension-cls", WORKER_EXTENSION,
-               "--weight-transfer-config", json.dumps({"backend": GLOO_BACKEND})]
+               "--weight-transfer-config", json.dumps({"backend": "nccl" if cuda else GLOO_BACKEND})]
     if max_model_len:
         command += ["--max-model-len", str(max_model_len)]
     if not cuda:
@@ -104,3 +108,44 @@ def rollout_worker_main(argv: list[str]) -> int:
         return 2
     command = worker_command(model, args.port, args.host, args.dtype, args.max_model_len, args.seed, extra=extra)
     os.execve(command[0], command, worker_environment())
+
+
+def spawn_rollout_worker(model: str, port: int, log_path: str | os.PathLike, host: str = "127.0.0.1",
+                         extra_args: list[str] | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``posttrain rollout-worker`` as a child process in a session of its own (so that
+    ``os.killpg(process.pid, ...)`` reaches vLLM's engine processes too), logging to ``log_path``."""
+    command = [sys.executable, "-m", "posttrain.cli", "rollout-worker", "--model", model, "--port", str(port),
+               "--host", host, *(extra_args or [])]
+    with open(log_path, "w") as log:
+        return subprocess.Popen(command, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def wait_until_ready(url: str, process: subprocess.Popen, timeout_s: float, log_path: str | os.PathLike) -> None:
+    """Poll ``url/health`` until the worker answers; raises with the log's tail if the process exits or
+    ``timeout_s`` passes first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"rollout worker {url} exited with {process.returncode}:\n{_tail(log_path)}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1.0)
+    raise TimeoutError(f"rollout worker {url} did not become ready within {timeout_s:.0f} s:\n{_tail(log_path)}")
+
+
+def stop_rollout_worker(process: subprocess.Popen) -> None:
+    """Kill a worker started by ``spawn_rollout_worker`` and its vLLM engine processes."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+def _tail(path: str | os.PathLike, chars: int = 3000) -> str:
+    with open(path, errors="replace") as log:
+        return log.read()[-chars:]

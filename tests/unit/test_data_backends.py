@@ -1,21 +1,21 @@
-"""Backends: exact batched HF scoring, generation through HFRolloutEngine, the OpenAI-HTTP client against a
-stand-in server on loopback (top-k approximation, retries), and the vLLM backend (GPU only)."""
+"""The data pipelines' engines: exact batched HF scoring (length-sorted, token-bounded batches), the text
+conventions (BOS prepended), and ``load_backend`` building the project's engines from every spec
+(folder, ``smollm2-135m``, ``cachelm``, an OpenAI-compatible URL)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import socket
-import threading
-import time
 
 import pytest
 import torch
-from fastapi import FastAPI, Request  # module level: the handler's string annotations must resolve here
-from fastapi.responses import JSONResponse
 
-from data_pipelines.common.backends import HFBackend, OpenAIHTTPBackend
-from posttrain.rollout.base import SamplingParams
+from data_pipelines.common.backends import encode_text, engine_label, load_backend, tokenize
+from data_pipelines.common.cachelm import CacheLMScorer
+from posttrain.rollout.base import GenerationEngine, SamplingParams, ScoringEngine
+from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.rollout.hf_scoring import length_sorted_batches
+from posttrain.rollout.http import OpenAIHTTPEngine
 from posttrain.rollout.scores import mass_above_from_logits, topk_entropy
 
 
@@ -32,6 +32,15 @@ def tiny():
     return model, tok
 
 
+@pytest.fixture(scope="module")
+def tiny_dir(tiny, tmp_path_factory) -> str:
+    model, tok = tiny
+    path = tmp_path_factory.mktemp("tiny-corpus-lm")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
 def test_topk_helpers_by_hand():
     assert topk_entropy([math.log(0.5), math.log(0.5)]) == pytest.approx(math.log(2))
     # tail mass 0.5 counted as one atom
@@ -40,13 +49,28 @@ def test_topk_helpers_by_hand():
     assert mass_above_from_logits(logits, torch.tensor([0])).item() == pytest.approx(0.9)
 
 
+def test_length_sorted_batches_by_hand():
+    # longest first (6, 5, 3, 2, 1); a batch ends at 2 rows or when rows x its longest would pass 10 tokens:
+    # [6] (6+5 -> 2 x 6 = 12), [5, 3] (2 x 5 = 10 fits), [2, 1]
+    assert length_sorted_batches([3, 6, 2, 5, 1], max_batch_size=2, max_batch_tokens=10) == [[1], [3, 0], [2, 4]]
+    assert length_sorted_batches([4, 4, 4], max_batch_size=8, max_batch_tokens=100) == [[0, 1, 2]]
+    assert length_sorted_batches([20], max_batch_size=8, max_batch_tokens=10) == [[0]]  # alone if too long
+
+
+def test_text_conventions(tiny):
+    _, tok = tiny
+    assert tokenize(tok, "a b\nc") == tok("a b\nc", add_special_tokens=False)["input_ids"]
+    assert encode_text(tok, "a b\nc") == [tok.bos_token_id] + tokenize(tok, "a b\nc")
+    assert tok.decode(tokenize(tok, "a b\nc")) == "a b\nc"
+
+
 def test_hf_batched_scores_equal_single_forward(tiny):
     model, tok = tiny
-    backend = HFBackend(model, tok, batch_size=3, max_batch_tokens=64)
-    texts = ["hello world", "a", "the seal V7QXM.", "xyz" * 7, "registry of kupam"]
-    scores = backend.score(texts, entropy=True, mass_above=True, full=True)
-    for text, s in zip(texts, scores):
-        ids = torch.tensor([[tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"]])
+    engine = HFRolloutEngine(model, tok, max_batch_size=3, max_batch_tokens=64)
+    seqs = [encode_text(tok, t) for t in ["hello world", "a", "the seal V7QXM.", "xyz" * 7, "registry of kupam"]]
+    scores = engine.score(seqs, entropy=True, mass_above=True, full=True)
+    for seq, s in zip(seqs, scores):
+        ids = torch.tensor([seq])
         with torch.no_grad():
             logits = model(input_ids=ids).logits[0, :-1].float()
         logp = logits.log_softmax(-1)
@@ -55,98 +79,42 @@ def test_hf_batched_scores_equal_single_forward(tiny):
         assert torch.allclose(torch.tensor(s.logprobs), logp.gather(-1, target[:, None])[:, 0], atol=1e-4)
         assert torch.allclose(torch.tensor(s.entropies), -(logp.exp() * logp).sum(-1), atol=1e-4)
         assert torch.allclose(torch.tensor(s.mass_above), mass_above_from_logits(logits, target), atol=1e-4)
-        assert s.distributions.shape == logp.shape and s.exact
+        assert torch.allclose(s.distributions, logp, atol=1e-4) and s.exact
+    plain = engine.score(seqs[:1], entropy=False)[0]
+    assert plain.entropies is None and plain.mass_above is None and plain.distributions is None
+    with pytest.raises(TypeError, match="sequence 0 is text"):
+        engine.score(["hello"])
+    with pytest.raises(ValueError, match="sequence 1 has 1 token"):
+        engine.score([seqs[0], [tok.bos_token_id]])
 
 
-def test_hf_generate_uses_rollout_engine(tiny):
-    from posttrain.rollout.hf import HFRolloutEngine
+def test_load_backend_builds_the_project_engines(tiny_dir, smollm2):
+    hf = load_backend(tiny_dir, batch_size=4)
+    assert isinstance(hf, HFRolloutEngine) and hf.max_batch_size == 4
+    assert isinstance(hf, GenerationEngine) and isinstance(hf, ScoringEngine)
+    assert engine_label(hf) == f"HFRolloutEngine({tiny_dir})"
+    out = hf.generate([encode_text(hf.tokenizer, "registry of")], SamplingParams(max_new_tokens=6, seed=0))
+    assert len(out.completion_ids[0]) == len(out.logprobs[0]) > 0
 
-    model, tok = tiny
-    backend = HFBackend(model, tok, batch_size=4)
-    params = SamplingParams(max_new_tokens=12, seed=3)
-    gens = backend.generate(["abc", "hello"], params)
-    ref = HFRolloutEngine(model, tok, max_batch_size=4).generate(
-        [[tok.bos_token_id] + tok(p, add_special_tokens=False)["input_ids"] for p in ["abc", "hello"]], params)
-    assert [g.token_ids for g in gens] == ref.completion_ids and [g.text for g in gens] == ref.texts
+    smol = load_backend("smollm2-135m")
+    assert isinstance(smol, HFRolloutEngine) and smol.tokenizer.name_or_path == smollm2
+    (s,) = smol.score([encode_text(smol.tokenizer, "The capital of France is Paris.")])
+    assert len(s.logprobs) == len(tokenize(smol.tokenizer, "The capital of France is Paris."))
 
-
-# ---------------------------------------------------------------- stand-in OpenAI-compatible server
-def _serve(model, tok, fail_first: int):
-    import uvicorn
-
-    app = FastAPI()
-    state = {"calls": 0}
-    names = tok.convert_ids_to_tokens(list(range(len(tok))))
-
-    @app.post("/v1/completions")
-    async def completions(request: Request):
-        body = await request.json()
-        state["calls"] += 1
-        if state["calls"] <= fail_first:
-            return JSONResponse({"error": "overloaded"}, status_code=503)
-        ids = body["prompt"] if isinstance(body["prompt"], list) else tok(body["prompt"])["input_ids"]
-        k = int(body.get("logprobs") or 0)
-        with torch.no_grad():
-            logp = model(input_ids=torch.tensor([ids])).logits[0].float().log_softmax(-1)
-        token_lps, tops = [None], [None]
-        for t in range(1, len(ids)):
-            row = logp[t - 1]
-            token_lps.append(float(row[ids[t]]))
-            vals, idx = row.topk(k)
-            tops.append({names[i]: float(v) for v, i in zip(vals.tolist(), idx.tolist())})
-        return {"choices": [{"text": "", "finish_reason": "length",
-                             "logprobs": {"tokens": [names[i] for i in ids], "token_logprobs": token_lps,
-                                          "top_logprobs": tops}}]}
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    return server, thread, port, state
+    cache = load_backend("cachelm")
+    assert isinstance(cache, CacheLMScorer) and isinstance(cache, ScoringEngine)
+    assert not isinstance(cache, GenerationEngine)
+    (c,) = cache.score([encode_text(cache.tokenizer, "the seal VABCD. the seal VABCD.")], mass_above=True)
+    assert c.exact and len(c.mass_above) == len(c.logprobs)
 
 
-def test_openai_http_backend_topk_and_retries(tiny):
-    model, tok = tiny
-    server, thread, port, state = _serve(model, tok, fail_first=2)
-    try:
-        texts = ["the seal V7QXM.", "hello world"]
-        exact = HFBackend(model, tok).score(texts, mass_above=True)
-        full = OpenAIHTTPBackend(f"http://127.0.0.1:{port}/v1", "tiny", top_k=len(tok), tokenizer=tok,
-                                 concurrency=2, backoff_s=0.01)
-        got = full.score(texts, mass_above=True)
-        assert state["calls"] == 2 + len(texts)  # two 503s retried
-        for e, g in zip(exact, got):
-            assert not g.exact and g.token_ids == e.token_ids
-            # with k = |V| the "approximation" is exact
-            assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(e.logprobs), atol=1e-4)
-            assert torch.allclose(torch.tensor(g.entropies), torch.tensor(e.entropies), atol=1e-3)
-            assert torch.allclose(torch.tensor(g.mass_above), torch.tensor(e.mass_above), atol=1e-4)
-        top5 = OpenAIHTTPBackend(f"http://127.0.0.1:{port}", "tiny", top_k=5, tokenizer=tok).score(texts)
-        for e, g in zip(exact, top5):  # top-5 + one tail atom underestimates the entropy
-            assert all(a <= b + 1e-4 for a, b in zip(g.entropies, e.entropies))
-        dead = OpenAIHTTPBackend("http://127.0.0.1:1", "tiny", max_retries=1, backoff_s=0.01, tokenizer=tok)
-        with pytest.raises(RuntimeError, match="after 2 attempts"):
-            dead.score(["ab"])
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-@pytest.mark.gpu
-def test_vllm_backend_scores_and_generates(tmp_path):
-    pytest.importorskip("vllm")
-    from data_pipelines.common.backends import VLLMBackend
-    from posttrain.models.tiny import build_tiny
-
-    path = build_tiny("corpus-lm", cache_dir=tmp_path)
-    backend = VLLMBackend(str(path), top_k=20, gpu_memory_utilization=0.3)
-    s = backend.score(["registry of kupam: the seal KBY1A."], mass_above=True)[0]
-    assert len(s.logprobs) == len(s.token_ids) and not s.exact
-    g = backend.generate(["registry of"], SamplingParams(max_new_tokens=8, seed=0))[0]
-    assert g.token_ids and len(g.logprobs) == len(g.token_ids)
+def test_load_backend_http_needs_a_tokenizer(tiny_dir):
+    engine = load_backend(f"http://127.0.0.1:1/v1#{tiny_dir}", top_k=50)
+    assert isinstance(engine, OpenAIHTTPEngine) and engine.top_k == 20 and engine.model == tiny_dir
+    assert engine.url == "http://127.0.0.1:1/v1/completions"
+    named = load_backend("http://127.0.0.1:1#served-name", tokenizer=tiny_dir)
+    assert named.model == "served-name" and named.tokenizer.name_or_path == tiny_dir
+    with pytest.raises(ValueError, match="needs the served model's tokenizer"):
+        load_backend("http://127.0.0.1:1/v1")
+    with pytest.raises(ValueError, match="cannot load the tokenizer 'no-such-model'"):
+        load_backend("http://127.0.0.1:1/v1#no-such-model")

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 import torch
 
+from data_pipelines.common.backends import encode_text, tokenize
 from data_pipelines.common.corpus import echo_drill, make_corpus, training_text, warm_start
 from data_pipelines.common.dedup import minhash_dedup
 from data_pipelines.common.embed import HashingEmbedder
@@ -20,6 +21,7 @@ from data_pipelines.entropylong.pipeline import (
     find_anchors,
     relative_reduction,
 )
+from posttrain.rollout.hf import HFRolloutEngine
 
 
 def test_find_anchors_by_hand():
@@ -77,13 +79,12 @@ def test_retrieval_dedup_and_chunking():
 
 @pytest.fixture(scope="module")
 def pipeline():
-    from data_pipelines.common.backends import HFBackend
     from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 
     tok = build_tokenizer()
     recipe = dataclasses.replace(RECIPES.get("corpus-lm"), hidden_size=32, num_layers=1, num_heads=2,
                                  num_kv_heads=1, intermediate_size=64, seed=2)
-    backend = HFBackend(build_model(recipe, tok), tok, batch_size=8)
+    backend = HFRolloutEngine(build_model(recipe, tok), tok, max_batch_size=8)
     corpus = make_corpus(4, 2, seed=3)
     chunks = build_chunks(corpus.documents)
     retriever = BM25Retriever([c["text"] for c in chunks])
@@ -114,7 +115,7 @@ def test_process_layout_and_budget(pipeline):
     for o, doc in zip(out, corpus.documents[:3]):
         assert o["id"] == doc["id"] and o["num_tokens"] <= 400
         assert all(c["doc_id"] != doc["id"] for c in o["candidates"])  # no self-retrieval
-        ids = el.backend.tokenize(o["text"])
+        ids = tokenize(el.backend.tokenizer, o["text"])
         assert len(ids) == o["num_tokens"]
         assert o["text"].endswith(doc["text"][-20:]) or o["num_tokens"] == 400
         for c in o["contexts"]:  # provenance offsets point at the context text
@@ -131,12 +132,12 @@ def test_process_layout_and_budget(pipeline):
 
 
 def test_cache_lm_copies_from_context():
-    from data_pipelines.common.cachelm import CacheLMBackend
+    from data_pipelines.common.cachelm import CacheLMScorer
     from posttrain.models.tiny import build_tokenizer
 
-    lm = CacheLMBackend(build_tokenizer(), ["a courier from velnor showed the seal VABCD."] * 3)
+    lm = CacheLMScorer(build_tokenizer(), ["a courier from velnor showed the seal VABCD."] * 3)
     use = "a courier from kolmar showed the seal K7QX2."
-    alone = lm.score([use])[0].entropies
-    with_def = lm.score(["registry of kolmar: the seal K7QX2.\n\n" + use])[0].entropies
+    alone = lm.score([encode_text(lm.tokenizer, use)])[0].entropies
+    with_def = lm.score([encode_text(lm.tokenizer, "registry of kolmar: the seal K7QX2.\n\n" + use)])[0].entropies
     i = use.index("K7QX2") + 1  # second code character
     assert alone[i] > 2.0 and with_def[-len(use) + i] < 0.5

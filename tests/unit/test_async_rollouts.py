@@ -1,0 +1,110 @@
+"""Pure logic of remote workers and asynchronous rollouts: the balanced spread, worker-URL parsing, the
+staleness bound, the launch schedule, and launched generations surviving a checkpoint round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from posttrain.config import ConfigError, TrainConfig
+from posttrain.rollout.async_rollouts import (
+    AsyncRollouts,
+    GenerationRequest,
+    check_staleness,
+    launch_ahead,
+)
+from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.rollout.remote import balanced_slices, parse_worker_urls
+
+
+def test_balanced_slices_cover_in_order_with_sizes_within_one() -> None:
+    assert balanced_slices(5, 2) == [slice(0, 3), slice(3, 5)]
+    assert balanced_slices(7, 3) == [slice(0, 3), slice(3, 5), slice(5, 7)]
+    assert balanced_slices(2, 3) == [slice(0, 1), slice(1, 2), slice(2, 2)]
+    assert balanced_slices(0, 2) == [slice(0, 0), slice(0, 0)]
+    with pytest.raises(ValueError, match="at least one part"):
+        balanced_slices(3, 0)
+
+
+def test_parse_worker_urls_names_the_bad_entry() -> None:
+    assert parse_worker_urls(" http://h1:8100/, http://h2:8100") == ["http://h1:8100", "http://h2:8100"]
+    with pytest.raises(ValueError, match="empty"):
+        parse_worker_urls(" , ")
+    with pytest.raises(ValueError, match="'h1:8100' must look like"):
+        parse_worker_urls("h1:8100")
+    with pytest.raises(ValueError, match="more than once"):
+        parse_worker_urls("http://h:1,http://h:1")
+
+
+def test_config_checks_for_workers_and_staleness() -> None:
+    with pytest.raises(ConfigError, match="rollout_workers"):
+        TrainConfig(rollout="vllm-remote").validate()
+    with pytest.raises(ConfigError, match="vllm-remote only"):
+        TrainConfig(rollout_workers="http://h:1").validate()
+    with pytest.raises(ConfigError, match="max_staleness"):
+        TrainConfig(async_rollouts=True, max_staleness=0).validate()
+    with pytest.raises(ConfigError, match="worker_timeout_s"):
+        TrainConfig(rollout="vllm-remote", rollout_workers="http://h:1", worker_timeout_s=0).validate()
+
+
+def test_staleness_bound() -> None:
+    assert check_staleness(step=5, policy_version=4, rollout_version=3, max_staleness=1) == 1
+    assert check_staleness(step=1, policy_version=0, rollout_version=0, max_staleness=1) == 0
+    with pytest.raises(RuntimeError, match="step 5: .*version 2 .* version 4 \\(staleness 2; allowed 0..1\\)"):
+        check_staleness(step=5, policy_version=4, rollout_version=2, max_staleness=1)
+    with pytest.raises(RuntimeError, match="staleness -1"):
+        check_staleness(step=5, policy_version=4, rollout_version=5, max_staleness=1)
+
+
+def test_launch_ahead_keeps_depth_steps_beyond_the_current_one() -> None:
+    launched: list[int] = []
+    launch_ahead(launched.append, next_step=1, last_step=10, launched=launched, depth=2)
+    assert launched == [1, 2, 3]
+    launched.pop(0)  # step 1 taken
+    launch_ahead(launched.append, next_step=2, last_step=10, launched=launched, depth=2)
+    assert launched == [2, 3, 4]
+    tail = [9, 10]
+    launch_ahead(tail.append, next_step=9, last_step=10, launched=tail, depth=2)
+    assert tail == [9, 10]  # nothing past the last step
+
+
+class _CountingEngine:
+    """A deterministic engine: the completion of a prompt is its ids reversed; counts its calls."""
+
+    tokenizer = None
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        self.calls += 1
+        return Rollouts(prompt_ids=prompt_ids, completion_ids=[p[::-1] for p in prompt_ids],
+                        texts=["" for _ in prompt_ids], logprobs=[[-0.5] * len(p) for p in prompt_ids],
+                        finish_reasons=["length" for _ in prompt_ids], weight_version=self.calls)
+
+    def update_weights(self, named_tensors: object) -> None:
+        raise AssertionError("not used")
+
+
+def test_launched_generations_survive_a_checkpoint_round_trip() -> None:
+    engine = _CountingEngine()
+    pipeline = AsyncRollouts(engine, depth=1)
+    params = SamplingParams(max_new_tokens=3, seed=7, stop_token_ids=(2,))
+    pipeline.launch(4, data_position=12, weight_version=3, request=GenerationRequest([[1, 2, 3]], params))
+    with pytest.raises(RuntimeError, match="step 3 was not launched"):
+        pipeline.take(3, policy_version=3)
+    state = json.loads(json.dumps(pipeline.state_dict()))  # what trainer_state.json holds
+    restored = AsyncRollouts(_CountingEngine(), depth=1)
+    restored.load_state_dict(state)
+    pending, rollouts = restored.take(4, policy_version=4)
+    assert (pending.step, pending.data_position, pending.weight_version) == (4, 12, 3)
+    assert pending.request.params == params and rollouts.completion_ids == [[3, 2, 1]]
+    assert rollouts.logprobs == [[-0.5, -0.5, -0.5]]
+    _, original = pipeline.take(4, policy_version=4)
+    assert original == rollouts
+    pipeline.launch(5, data_position=13, weight_version=3, request=GenerationRequest([[4]], params))
+    with pytest.raises(RuntimeError, match="staleness 2"):
+        pipeline.take(5, policy_version=5)
+    pipeline.close()
+    restored.close()
