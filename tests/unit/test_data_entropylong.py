@@ -88,8 +88,24 @@ def pipeline():
     corpus = make_corpus(4, 2, seed=3)
     chunks = build_chunks(corpus.documents)
     retriever = BM25Retriever([c["text"] for c in chunks])
-    config = EntropyLongConfig(alpha=1.0, top_k=3, epsilon=-10.0, target_length=400)  # keep everything
+    config = EntropyLongConfig(alpha=1.0, top_k=3, target_length=400)
     return EntropyLong(backend, retriever, chunks, config), corpus
+
+
+@pytest.fixture(scope="module")
+def copying():
+    """EntropyLong with a scorer that copies from context (the cache LM), paper defaults but alpha=1."""
+    import random
+
+    from data_pipelines.common.cachelm import CacheLMScorer
+    from posttrain.models.tiny import build_tokenizer
+
+    rng = random.Random(1234)
+    backend = CacheLMScorer(build_tokenizer(), [training_text(rng) for _ in range(200)])
+    corpus = make_corpus(4, 2, seed=3)
+    chunks = build_chunks(corpus.documents)
+    config = EntropyLongConfig(alpha=1.0, target_length=4000)
+    return EntropyLong(backend, BM25Retriever([c["text"] for c in chunks]), chunks, config), corpus
 
 
 def test_batched_verification_equals_per_pair(pipeline):
@@ -109,26 +125,89 @@ def test_batched_verification_equals_per_pair(pipeline):
             assert b["delta"] == pytest.approx(n["delta"], abs=2e-3)
 
 
-def test_process_layout_and_budget(pipeline):
-    el, corpus = pipeline
-    out = el.process(corpus.documents[:3])
-    for o, doc in zip(out, corpus.documents[:3]):
-        assert o["id"] == doc["id"] and o["num_tokens"] <= 400
-        assert all(c["doc_id"] != doc["id"] for c in o["candidates"])  # no self-retrieval
+def test_process_values_rule_and_layout(copying):
+    """dI recomputed by hand from separate forwards; kept exactly when max dI > eps = 0.4 (the paper's
+    rule); the kept contexts, and only they, are laid out before D, byte-exact and within the budget."""
+    el, corpus = copying
+    docs = corpus.documents[:4]
+    out = el.process(docs)
+    prefix = [el.backend.tokenizer.bos_token_id]
+    chunk_by_id = {c["chunk_id"]: c for c in el.chunks}
+    decisions = []
+    for o, doc in zip(out, docs):
+        root = tokenize(el.backend.tokenizer, doc["text"])
+        alone = el.backend.score([prefix + root])[0].entropies  # alone[t] = H of D's token t
+        anchors = [a["pos"] for a in o["anchors"]]
+        assert [a["entropy"] for a in o["anchors"]] == pytest.approx([alone[t] for t in anchors], abs=1e-4)
+        for c in o["candidates"]:
+            head = prefix + tokenize(el.backend.tokenizer, chunk_by_id[c["chunk_id"]]["text"]) + \
+                tokenize(el.backend.tokenizer, el.config.separator)
+            after = el.backend.score([head + root])[0].entropies
+            by_hand = [(alone[t] - after[len(head) + t - 1]) / alone[t] for t in c["anchors"]]
+            assert c["delta"] == pytest.approx(by_hand, abs=1e-4)
+            assert c["kept"] == (max(by_hand) > 0.4)
+            decisions.append(c["kept"])
+        kept = {c["chunk_id"] for c in o["candidates"] if c["kept"]}
+        assert {c["chunk_id"] for c in o["contexts"]} == kept
+        text = "".join(chunk_by_id[c["chunk_id"]]["text"] + el.config.separator for c in o["contexts"])
+        assert o["text"] == text + doc["text"] and o["text"][o["d_offset_chars"]:] == doc["text"]
         ids = tokenize(el.backend.tokenizer, o["text"])
-        assert len(ids) == o["num_tokens"]
-        assert o["text"].endswith(doc["text"][-20:]) or o["num_tokens"] == 400
-        for c in o["contexts"]:  # provenance offsets point at the context text
-            chunk = next(ch for ch in el.chunks if ch["chunk_id"] == c["chunk_id"])
-            assert el.backend.tokenizer.decode(ids[c["offset"]:c["offset"] + c["length"]]) == chunk["text"]
-        for a in o["anchors"]:
-            assert a["entropy_with_contexts"] is None or a["entropy_with_contexts"] >= 0
-    again = el.process(corpus.documents[:3])
+        assert len(ids) == o["num_tokens"] and ids[o["d_offset_tokens"]:] == root
+        for c in o["contexts"]:
+            assert o["text"][c["char_offset"]:].startswith(chunk_by_id[c["chunk_id"]]["text"])
+            assert el.backend.tokenizer.decode(ids[c["offset"]:c["offset"] + c["length"]]) == \
+                chunk_by_id[c["chunk_id"]]["text"]
+    assert any(decisions) and not all(decisions)  # epsilon decides something here
+    truth = corpus.true_pairs()
+    assert any((o["id"], c["doc_id"]) in truth for o in out for c in o["contexts"])  # a planted fact is kept
+    again = el.process(docs)
     assert [o["text"] for o in again] == [o["text"] for o in out]  # seeded shuffle: repeatable
-    report = evaluate(out, corpus.true_pairs())
-    assert report["roots"] == 3 and report["predicted_pairs"] >= report["true_positives"]
+    report = evaluate(out, truth)
+    assert report["roots"] == 4 and report["predicted_pairs"] == sum(len(o["contexts"]) for o in out)
+    # a budget that fits only some kept contexts drops the lowest dI first
+    busiest = max(range(4), key=lambda d: len(out[d]["contexts"]))
+    by_delta = sorted((c for c in out[busiest]["candidates"] if c["kept"]), key=lambda c: -c["max_delta"])
+    budget = out[busiest]["num_tokens"] - 1
+    tight = EntropyLong(el.backend, el.retriever, el.chunks, dataclasses.replace(el.config, target_length=budget + 1))
+    small = tight.process([docs[busiest]])[0]
+    m = len(small["contexts"])
+    assert small["num_tokens"] <= budget and 0 < m < len(by_delta)
+    assert {c["chunk_id"] for c in small["contexts"]} == {c["chunk_id"] for c in by_delta[:m]}
     with pytest.raises(ValueError, match="text"):
         el.process([{"id": "x", "text": ""}])
+
+
+def test_unrepresentable_text_is_refused_naming_the_record(copying):
+    el, _ = copying
+    with pytest.raises(ValueError, match=r"record 'cafe-1'.*'é résumé'"):
+        el.process([{"id": "cafe-1", "text": "Café résumé"}])
+    with pytest.raises(ValueError, match=r"retrieval chunk 'x#0' of document 'x'"):
+        EntropyLong(el.backend, el.retriever, [{"chunk_id": "x#0", "doc_id": "x", "doc_hash": "", "text": "naïve"}])
+
+
+def test_self_retrieval_is_caught_by_content_hash(copying):
+    """A separate retrieval corpus holding the roots under other ids (and re-wrapped whitespace) must not
+    hand a root back as its own context."""
+    el, corpus = copying
+    docs = corpus.documents[:4]
+    copies = [{"id": f"copy-of-{d['id']}", "text": d["text"].replace(" ", "  ", 1)} for d in docs]
+    chunks = build_chunks(copies + corpus.documents[4:])
+    other = EntropyLong(el.backend, BM25Retriever([c["text"] for c in chunks]), chunks, el.config)
+    out = other.process(docs)
+    assert sum(len(o["candidates"]) for o in out) > 0
+    for o in out:
+        assert all(c["doc_id"] != f"copy-of-{o['id']}" for c in o["candidates"]), o["id"]
+
+
+def test_reuse_counts_are_rebuilt_from_outputs(copying):
+    el, corpus = copying
+    capped = EntropyLong(el.backend, el.retriever, el.chunks, dataclasses.replace(el.config, max_reuse=1))
+    first = capped.process(corpus.documents[:3])
+    used = [c["chunk_id"] for o in first for c in o["contexts"]]
+    assert used and len(used) == len(set(used))  # each chunk at most once
+    fresh = EntropyLong(el.backend, el.retriever, el.chunks, capped.config)
+    fresh.count_reuse(first)
+    assert fresh.reuse_counts == capped.reuse_counts == {cid: 1 for cid in used}
 
 
 def test_cache_lm_copies_from_context():
