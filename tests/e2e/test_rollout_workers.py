@@ -1,0 +1,171 @@
+"""Remote rollout workers for real: two `posttrain rollout-worker` vLLM servers on loopback, started once for
+the module and always torn down, driven by ``RemoteVLLMEngine`` and by `posttrain/train.py --rollout
+vllm-remote`: greedy output equals the HF engine's, both workers are synced after a training step, a
+worker on another weight version, a silent worker and a killed worker each give an error naming it.
+
+The model is the tiny arithmetic policy with 3 attention heads (head size 32, which vLLM's CPU attention
+serves; the embedded recipe's 24 it does not), randomly initialised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+
+from tests.e2e.conftest import run_entry
+
+pytest.importorskip("vllm")
+
+PROMPTS = ["12+7=", "3-1=", "45+45=", "9-3=", "1+1=", "20-5="]
+STARTUP_TIMEOUT_S = 420.0
+REQUEST_TIMEOUT_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def vllm_tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+
+    recipe = dataclasses.replace(RECIPES.get("causal-arithmetic"), num_heads=3, num_kv_heads=1, warm_start_steps=0)
+    path = tmp_path_factory.mktemp("tiny-head32")
+    tokenizer = build_tokenizer()
+    build_model(recipe, tokenizer).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    (path / "recipe.json").write_text(json.dumps(dataclasses.asdict(recipe)))  # load_tokenizer's char-tokenizer path
+    return path
+
+
+@pytest.fixture(scope="module")
+def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen]]]:
+    from posttrain.rollout.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
+
+    logs = tmp_path_factory.mktemp("worker-logs")
+    started = []
+    try:
+        for i in range(2):  # both start at once: a start is most of this module's time
+            port = _free_port()
+            process = spawn_rollout_worker(str(vllm_tiny), port, logs / f"w{i}.log", extra_args=["--max-model-len", "256"],
+                                           env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+            started.append((f"http://127.0.0.1:{port}", process, logs / f"w{i}.log"))
+        for url, process, log in started:
+            wait_until_ready(url, process, STARTUP_TIMEOUT_S, log)
+        yield [(url, process) for url, process, _ in started]
+    finally:
+        for _, process, _ in started:
+            stop_rollout_worker(process)
+
+
+def _hf(model_path: Path) -> tuple[torch.nn.Module, object, list[list[int]]]:
+    from posttrain.models.loading import load_causal_lm, load_tokenizer
+
+    tokenizer = load_tokenizer(str(model_path))
+    return load_causal_lm(str(model_path)), tokenizer, [tokenizer.encode(p) for p in PROMPTS]
+
+
+def _greedy(engine: object, prompts: list[list[int]]) -> list[list[int]]:
+    from posttrain.rollout.base import SamplingParams
+
+    return engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0)).completion_ids
+
+
+def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vllm_tiny: Path) -> None:
+    from posttrain.rollout.base import SamplingParams
+    from posttrain.rollout.hf import HFRolloutEngine
+    from posttrain.rollout.remote import RemoteVLLMEngine
+
+    model, tokenizer, prompts = _hf(vllm_tiny)
+    hf = HFRolloutEngine(model=model, tokenizer=tokenizer, device=torch.device("cpu"))
+    urls = [url for url, _ in workers]
+    engine = RemoteVLLMEngine(urls, tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    assert _greedy(engine, prompts) == _greedy(hf, prompts)
+    # one optimizer step on a real loss, then the push every worker must take
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
+    batch = torch.tensor([prompts[0] + prompts[1]])
+    model(input_ids=batch, labels=batch).loss.backward()
+    optimizer.step()
+    before = _greedy(hf, prompts)
+    engine.sync_from(model, zero_stage=0, version=1)
+    for url in urls:  # prompts 0-2 went to worker 0, 3-5 to worker 1: both hold the stepped weights
+        assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "1"
+    rollouts = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0))
+    assert rollouts.completion_ids == before and rollouts.weight_version == 1
+    # sampled: in input order, seeded per prompt (not per worker), with the sampling log-probs
+    params = SamplingParams(max_new_tokens=6, temperature=1.0, seed=11)
+    spread = engine.generate(prompts, params)
+    alone = RemoteVLLMEngine(urls[:1], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)  # same weights, one worker
+    assert alone.generate(prompts, params).completion_ids == spread.completion_ids
+    assert all(len(lp) == len(ids) and all(v <= 0 for v in lp) for lp, ids in zip(spread.logprobs, spread.completion_ids))
+
+
+def test_worker_on_another_version_is_named(workers, vllm_tiny: Path) -> None:
+    from posttrain.rollout.remote import RemoteVLLMEngine, WorkerError
+
+    model, tokenizer, prompts = _hf(vllm_tiny)
+    urls = [url for url, _ in workers]
+    engine = RemoteVLLMEngine(urls, tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    httpx.post(f"{urls[1]}/update_weight_version", json={"new_version": "999"}, timeout=5).raise_for_status()
+    with pytest.raises(WorkerError, match=rf"{urls[1]}.*'999'.*version 0"):
+        _greedy(engine, prompts)
+    engine.update_weights(model.named_parameters(), version=3)  # a sync puts it back in line
+    assert len(_greedy(engine, prompts)) == len(prompts)
+
+
+def test_async_grpo_through_train_py_with_remote_workers(workers, vllm_tiny: Path, tmp_path: Path) -> None:
+    urls = ",".join(url for url, _ in workers)
+    out = tmp_path / "run"
+    result = run_entry(["--algo", "grpo", "--model", str(vllm_tiny), "--rollout", "vllm-remote",
+                        "--rollout_workers", urls, "--async_rollouts", "true", "--max_staleness", "1",
+                        "--steps", "3", "--prompts_per_step", "2", "--group_size", "4", "--micro_batch_size", "8",
+                        "--max_new_tokens", "6", "--eval_every", "0", "--save_every", "0", "--progress", "false",
+                        "--report_to", "jsonl", "--output_dir", str(out), "--num_threads", "1"])
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [r["async/staleness"] for r in rows] == [0.0, 1.0, 1.0]
+    for url, _ in workers:  # every worker ends on the trainer's last step
+        assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "3"
+
+
+def test_silent_then_killed_worker_is_named_within_the_timeout(workers, vllm_tiny: Path) -> None:
+    from posttrain.rollout.remote import RemoteVLLMEngine, WorkerError
+
+    model, tokenizer, prompts = _hf(vllm_tiny)
+    (good, _), (bad, process) = workers
+    engine = RemoteVLLMEngine([good, bad], tokenizer, model, timeout_s=3.0, retries=0)
+    os.killpg(process.pid, signal.SIGSTOP)  # alive but silent
+    try:
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match=bad):
+            _greedy(engine, prompts)
+        assert time.monotonic() - start < 30
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match=bad):
+            engine.update_weights(model.named_parameters())
+        assert time.monotonic() - start < 30
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # now dead (the last test of the module)
+        os.killpg(process.pid, signal.SIGCONT)
+    process.wait(timeout=30)
+    engine = RemoteVLLMEngine([good, bad], tokenizer, timeout_s=3.0, retries=0)  # no initial push
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=bad):
+        _greedy(engine, prompts)
+    with pytest.raises(WorkerError, match=bad):
+        engine.update_weights(model.named_parameters())
+    assert time.monotonic() - start < 30
