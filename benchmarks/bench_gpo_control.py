@@ -1,4 +1,4 @@
-"""GPO control benchmark: the paper's comparison in miniature (notes 1.6 tiers A and B).
+"""GPO control benchmark (GPO, arXiv 2505.15418): the paper's comparison in miniature.
 
 Every method x seed x noise level on TigerDoor and noisy position-only CartPole; learner evaluated alone.
 Writes ``benchmarks/results/gpo_control.json`` (every run's curve and final learner return, plus a

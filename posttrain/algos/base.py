@@ -1,4 +1,4 @@
-"""The Algorithm contract (DESIGN section 3): the trainer owns the loop, an algorithm owns the maths.
+"""The Algorithm contract (docs/ARCHITECTURE.md): the trainer owns the loop, an algorithm owns the maths.
 
 An algorithm turns a batch of examples into an ``Experience`` (rollouts, rewards, advantages, masks,
 old/reference log-likelihoods) and an ``Experience`` micro-batch into a loss. It never touches the

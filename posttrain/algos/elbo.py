@@ -11,7 +11,7 @@ then passed to the current, old and reference models, so the three estimates sha
 and positions (ESPO's "antithetic" shared seeds). Store them in the Experience next to the samples so
 micro-batching splits them consistently.
 
-Sequence ELBO (ESPO ``_get_elbo`` / ``_get_elbo_mc``; notes section 1.4):
+Sequence ELBO (ESPO, arXiv 2512.03759; its code's ``_get_elbo`` / ``_get_elbo_mc``):
 
 1. Stratified mask counts: per Monte Carlo sample m, k ~ U{0..L}; row j of the batch gets
    l_j = (k + floor(j (L+1)/B)) mod (L+1) (``stratify="batch"``, ESPO). Alternatives: ``"mc"`` spreads

@@ -15,7 +15,7 @@ Registered presets: ``espo`` (elbo, sequence, k2, RLOO advantages, beta 1e-2), `
 token, otherwise as espo: the paper's "token + ELBO" ablation) and ``diffu-grpo`` (d1: mean-field, token,
 k3, beta 0.04, clip 0.5, GRPO mean/std advantages, prompt masking 0.15). Every flag can be overridden.
 
-Loop (notes section 1.5). ``make_experience``: sample G completions per prompt with the diffusion
+Loop (ESPO's ``ESPOTrainer``). ``make_experience``: sample G completions per prompt with the diffusion
 sampler (fixed length L, EOS-padded), score them, compute advantages, then draw the masks for all ``mu``
 inner iterations from the algorithm's generator and -- under no grad, with *the same masks* (common
 random numbers) -- the old policy's estimates (only when mu > 1; for mu = 1 the old values are the

@@ -193,8 +193,8 @@ _declare(TinyRecipe(name="causal-countdown", kind="causal", task="countdown", wa
 _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_start=_SFT,
                     warm_start_steps=220, **_POLICY))
 # The diffusion Sudoku policy's warm start learns from labels where half the targets swap the 1s and 2s
-# of the blank cells (SudokuTask.distractor), as the ESPO notes' CPU plan prescribes deliberately noisy
-# SFT targets: ESPO's demo then removes the error (held-out solve rate about 0.13 -> 0.35 in 60 steps).
+# of the blank cells (SudokuTask.distractor): deliberately noisy SFT targets, a systematic error of the kind
+# SFT on noisy data leaves. ESPO's demo then removes it (held-out solve rate about 0.13 -> 0.35 in 60 steps).
 _declare(TinyRecipe(name="diffusion-sudoku", kind="diffusion", task="sudoku",
                     warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=800, target_noise=0.5,
                     **_POLICY))

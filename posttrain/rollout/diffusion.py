@@ -1,6 +1,6 @@
 """Rollouts from a masked-diffusion LM: LLaDA's semi-autoregressive low-confidence remasking sampler.
 
-Procedure (LLaDA ``generate``, as used by ESPO and d1; notes section 1.2):
+Procedure (LLaDA's ``generate``, Nie et al. 2025, arXiv 2502.09992, as used by ESPO and d1):
 
 1. The canvas is ``[prompt, <mask> x L]`` with L = ``SamplingParams.max_new_tokens``, split into
    blocks of ``block_length`` filled left to right; each block gets ``steps // num_blocks`` steps

@@ -32,7 +32,7 @@ Training with ``--algo sft``: ``posttrain/train.py --algo sft --task dataset --d
 chat template again: it is already rendered) and ``answer`` as the target, with the loss on the answer
 tokens plus EOS; ``--shuffle false`` keeps the file order, so the curriculum ordering survives.
 
-Curriculum (notes §3.2): orderings ``random``, ``easy_to_hard`` (the paper's final choice),
+Curriculum (mR3, arXiv 2510.01146): orderings ``random``, ``easy_to_hard`` (the paper's final choice),
 ``hard_to_easy``, ``english_first``, ``english_first_easy_to_hard``, ``english_first_hard_to_easy``.
 Difficulty = teacher consistency first (less consistent = harder), then token length (longer = harder).
 

@@ -5,7 +5,7 @@ takes and returns torch tensors, per sample (or per token); reductions are left 
 where the paper's reduction matters and is named (the backtracking term is a mean over *all* samples
 with masked-out ones counting as 0, so callers should ``.mean()`` it, not ``masked_mean`` it).
 
-Notation (notes, section 1.2): the behaviour policy beta is the guider at rollout time; mu is the
+Notation (as in ``GPO.py``): the behaviour policy beta is the guider at rollout time; mu is the
 guider being trained (sees the privileged state s); pi the learner (sees only the observation o);
 A the advantage; eps the PPO clip (0.3 in the code); delta the inner clip (``--eps`` in the code);
 sg the stop-gradient. Losses are returned with the sign to *minimise*:
@@ -33,9 +33,9 @@ import torch
 
 from posttrain.algos.core import clipped_surrogate
 
-# Defaults from the official code (notes 1.2-1.3): PPO clip 0.3, alpha 2 (GPO-clip), target KL 0.001
+# Defaults from the official code (GPO.py, its scripts): PPO clip 0.3, alpha 2 (GPO-clip), target KL 0.001
 # (every training script; the argparse default is 0.01), alpha cap 10. The inner clip delta is 0.1 or
-# 0.3 per environment in the scripts; 0.2 is the notes' miniature suggestion and the argparse default.
+# 0.3 per environment in the scripts; we use the argparse default, 0.2.
 PPO_CLIP = 0.3
 INNER_CLIP = 0.2
 GPO_CLIP_ALPHA = 2.0
@@ -79,7 +79,7 @@ def gaussian_kl(
     mean_p: torch.Tensor, std_p: torch.Tensor, mean_q: torch.Tensor, std_q: torch.Tensor
 ) -> torch.Tensor:
     """KL(N(mean_p, std_p^2) || N(mean_q, std_q^2)) for diagonal Gaussians, **averaged** over the last
-    (action) dimension as in GPO.py (notes 1.5 item 5: thresholds are per-dimension, not summed)."""
+    (action) dimension as in ``GPO.py`` (so KL thresholds are per dimension, not summed)."""
     var_p, var_q = std_p**2, std_q**2
     per_dim = torch.log(std_q / std_p) + (var_p + (mean_p - mean_q) ** 2) / (2 * var_q) - 0.5
     return per_dim.mean(-1)

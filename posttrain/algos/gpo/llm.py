@@ -1,4 +1,5 @@
-"""``--algo gpo``: Guided Policy Optimization for LLMs (notes 1.7, token-level GPO-clip design sketch).
+"""``--algo gpo``: Guided Policy Optimization (arXiv 2505.15418) for LLMs, as a token-level GPO-clip (the
+paper has no LLM setting; this mapping onto LLMs is ours).
 
 The guider is the *same* model prompted with privileged context c (by default the example's ``hint``
 column, which helps without stating the answer: ``posttrain.algos.gpo.hint``); the learner is the model

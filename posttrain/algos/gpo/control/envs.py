@@ -6,12 +6,12 @@ learner sees: a partial, noisy view; optionally a stack of the last k such views
 same step they end; the pre-reset state and observation are returned so that a truncated (time-limit)
 episode can be bootstrapped with the critic.
 
-- ``tiger-door``: the didactic TigerDoor of the A2D/GPO papers (notes 1.6 tier A). Reward values are
+- ``tiger-door``: the didactic TigerDoor of the A2D/GPO papers (GPO, arXiv 2505.15418). Reward values are
   our choice (the paper's were not verified): listen -0.1, open the tiger-free door +1, the tiger's -1,
   horizon 4 steps. ``noise`` = probability that listening reports the wrong side.
 - ``cartpole``: gymnasium's ``CartPoleVectorEnv`` physics; the learner sees the positions [x, theta]
   plus N(0, noise^2), stacked over the last ``stack`` steps (2 by default, so velocities are only
-  inferable by differencing noisy positions; notes 1.6 tier B). The guider sees [x, x', theta, theta'].
+  inferable by differencing noisy positions; a CPU-scale POMDP). The guider sees [x, x', theta, theta'].
 - ``pendulum``: gymnasium's Pendulum-v1 dynamics (re-implemented batched, same constants); the learner
   sees [cos th, sin th] + noise (no velocity), the guider also th'. Continuous action (tier C, optional).
 """

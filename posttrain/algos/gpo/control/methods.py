@@ -1,4 +1,4 @@
-"""GPO and the paper's baselines on the partially observable control tasks (notes 1.4 table, 1.6 tier B).
+"""GPO and the paper's baselines (GPO, arXiv 2505.15418) on the partially observable control tasks.
 
 | method          | behaviour      | guider trained by         | learner trained by            | critic |
 |-----------------|----------------|---------------------------|-------------------------------|--------|
@@ -13,7 +13,7 @@
 
 Every method except the oracle is evaluated through the **learner** alone, deterministically (argmax or
 Gaussian mean), on fresh episodes. The entropy bonus is taken from the *current* behaviour role's
-distribution, which avoids the official code's no-op entropy (notes 1.5 item 2). Time-limit truncation
+distribution, which avoids the official ``GPO.py``'s no-op entropy. Time-limit truncation
 is bootstrapped with the critic.
 
 CPU-scale deviations from GPO.py: 2 x 64 networks (code 2 x 128), 8 environments (code 2048), and
@@ -56,7 +56,7 @@ SPECS = {
     "oracle": MethodSpec("guider", "guider", "ppo", None, "guider"),
 }
 
-# Per-environment defaults (CPU scale; the code's Brax values are in notes 1.3).
+# Per-environment defaults (CPU scale; the official code's Brax scripts run 2048 envs for 30M steps).
 ENV_DEFAULTS = {
     "tiger-door": {"num_envs": 32, "rollout_len": 8, "steps": 16_384, "lr": 1e-3, "reward_scale": 1.0, "gamma": 0.99,
                    "eval_episodes": 64},

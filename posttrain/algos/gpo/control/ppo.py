@@ -1,11 +1,11 @@
 """PPO building blocks for the control setting: shared guider/learner policy, critic, normaliser, GAE.
 
-Follows GPO.py (notes 1.2) at CPU scale:
+Follows the official ``GPO.py`` (github.com/liyheng/GPO) at CPU scale:
 
 - **One shared policy MLP** for both roles. Inputs are o_g = [s, o, 0] for the guider and
   o_l = [0, o, 1] for the learner (role flag 0 = guider, 1 = learner, as in the code).
 - One value MLP whose input is o_g (asymmetric critic) or o_l (plain PPO), as the method says.
-- SiLU MLPs of 2 x ``hidden`` (the code uses 2 x 128; we default to 64, the notes' miniature size).
+- SiLU MLPs of 2 x ``hidden`` (the code uses 2 x 128; we default to 64 for CPU-scale runs).
 - Discrete actions use a categorical head. Continuous actions use a tanh-squashed Gaussian with
   scale = softplus + 1e-3. Ratios and KLs are taken on the pre-tanh Gaussian: the tanh Jacobian cancels
   in every ratio of two policies at the same pre-tanh sample.
