@@ -39,7 +39,9 @@ messages and forcing sentences of all of them do ship), so a target-language *pr
 target-language *reasoning* is reproduced. mR3 has no 1-5 pointwise task (R3 has); ``pointwise`` is the
 project's text. PolyGuard's response rows come with request and response already joined in one ``input``
 field whose joining is not in mR3's code; ``safety-response`` joins them as PolyGuard's own prompt does
-(``Human user:`` / ``AI assistant:``). An optional ``# Reference Answer`` section, absent from mR3, appears
+(``Human user:`` / ``AI assistant:``). Target-language reasoning with the English prompt writes the
+language's system message and forcing sentence, as mR3's single-response classes do (its strict-pair class
+falls back to English reasoning whenever the prompt is English). An optional ``# Reference Answer`` section, absent from mR3, appears
 only when a reference is given. mR3 adds ``<think>`` when the rendered prompt contains none anywhere; we
 look at its end, so a ``<think>`` inside the judged text does not drop the judge's opening tag.
 """

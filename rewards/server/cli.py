@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Cap on a verdict's default budget (unset: what the model's context leaves after the "
                         "prompt; mR3 reasons for thousands of tokens; the tiny judge uses its own small budget).")
     p.add_argument("--template", default="auto", choices=["auto", "mr3", "compact"],
-                   help="Rubric prompt style; auto = compact for the embedded tiny model, mr3 otherwise.")
+                   help="Rubric prompt style: mr3 = mR3's official prompts, byte for byte; compact = the embedded "
+                        "tiny judge's layout; auto = compact for the embedded tiny model, mr3 otherwise. (A "
+                        "request's own 'template' field picks the mR3 format: pairwise-general, safety-response...)")
     p.add_argument("--served-model-name", default=None, help="Name in /v1/models (default: --model).")
     p.add_argument("--fake-base-latency-ms", type=float, default=0.0,
                    help="fake backend: simulated fixed cost of one generate call.")
