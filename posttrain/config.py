@@ -62,8 +62,9 @@ class TrainConfig:
     # --- output and run control ----------------------------------------------------------------
     output_dir: str = opt("", "Where checkpoints, metrics and the resolved config go; empty = outputs/<algo>-<task>.")
     seed: int = opt(0, "Seed for data order, sampling and initialisation.")
-    steps: int = opt(200, "Training steps: each samples one batch of rollouts and takes mu optimizer steps on it "
-                          "(steps x mu optimizer steps in all); save_every, eval_every and log_every count these.")
+    steps: int = opt(200, "Training steps: each takes one batch of prompts_per_step examples (and their rollouts) "
+                          "and makes mu optimizer steps on it (steps x mu optimizer steps in all); save_every, "
+                          "eval_every and log_every count training steps.")
     resume: str | None = opt(None, "'auto' = latest checkpoint in output_dir, or a checkpoint path.")
     save_every: int = opt(100, "Save a checkpoint every N steps (and at the end); 0 = only at the end.")
     keep_last: int = opt(2, "Keep only the newest N checkpoints.", None)
@@ -78,7 +79,7 @@ class TrainConfig:
     prompts_per_step: int = opt(16, "Prompts per optimizer step across all ranks.")
     group_size: int = opt(8, "Completions sampled per prompt (G).")
     micro_batch_size: int = opt(32, "Samples per forward/backward on one rank.")
-    mu: int = opt(1, "Inner iterations: optimizer steps taken on each step's batch of rollouts.")
+    mu: int = opt(1, "Inner iterations: optimizer steps made on each training step's batch.")
     # --- optimisation --------------------------------------------------------------------------
     lr: float = opt(1e-4, "Peak learning rate (AdamW).")
     weight_decay: float = opt(0.0, "AdamW weight decay.")

@@ -15,7 +15,7 @@ import pytest
 
 from posttrain.models.tiny import build_tokenizer
 from rewards.mr3 import official_text as text
-from rewards.mr3.official import FORMATS
+from rewards.mr3.official import FORMATS, thinking_prefix
 from rewards.mr3.official_languages import SYSTEM_MESSAGES, THINKING_PREFIXES
 from rewards.mr3.templates import (
     EvalItem,
@@ -85,6 +85,8 @@ def test_think_is_not_doubled_and_plain_layout_without_a_template():
     item = EvalItem("binary", "Q", ["A"])
     plain = render_prompt(item, tokenizer=None)
     assert plain.startswith(f"<|system|>\n{ENGLISH}\n\n# Instruction\n    ") and plain.endswith("<|assistant|>\n<think>")
+    assert thinking_prefix("<|im_start|>assistant\n<think>") == ""  # a template that opens the block itself
+    assert thinking_prefix("<|im_start|>assistant\n", "en") == "<think>" + THINKING_PREFIXES["en"]
 
 
 def test_formats_say_which_verdict_is_good():
