@@ -1,8 +1,8 @@
 """Exact token scores of a Hugging Face causal LM: what ``HFRolloutEngine.score`` computes.
 
 Full softmax in float32 per position: log-probs (``likelihood.logprobs_from_logits``), entropies
-(``likelihood.entropy_from_logits``), DMAP mass above the observed token (``scores.mass_above_from_logits``)
-and, with ``full=True``, the ``[T-1, V]`` log-prob distributions. Sequences are sorted by length so that a
+(``likelihood.entropy_from_logits``), DMAP mass above and tied mass of the observed token
+(``scores.mass_above_from_logits``, ``scores.tied_mass_from_logits``) and, with ``full=True``, the ``[T-1, V]`` log-prob distributions. Sequences are sorted by length so that a
 batch holds similar lengths, left-padded (``models.padding``: positions from the attention mask, so a
 padded row scores exactly like the sequence alone), and a batch is bounded both by ``max_batch_size``
 rows and by ``max_batch_tokens`` padded tokens.
@@ -14,7 +14,7 @@ import torch
 
 from posttrain.models.likelihood import entropy_from_logits, logprobs_from_logits
 from posttrain.models.padding import left_pad, left_padded_positions
-from posttrain.rollout.scores import TokenScores, mass_above_from_logits
+from posttrain.rollout.scores import TokenScores, mass_above_from_logits, tied_mass_from_logits
 
 
 def length_sorted_batches(lengths: list[int], max_batch_size: int, max_batch_tokens: int) -> list[list[int]]:
@@ -55,5 +55,6 @@ def score_causal_lm(model: torch.nn.Module, sequences: list[list[int]], pad_id: 
                 entropies=entropy_from_logits(step_logits).tolist() if entropy else None,
                 mass_above=mass_above_from_logits(step_logits, targets).tolist() if mass_above else None,
                 distributions=torch.log_softmax(step_logits, -1).cpu() if full else None,
+                tied_mass=tied_mass_from_logits(step_logits, targets).tolist() if mass_above else None,
             )
     return results  # type: ignore[return-value]

@@ -16,7 +16,7 @@ from posttrain.rollout.base import GenerationEngine, SamplingParams, ScoringEngi
 from posttrain.rollout.hf import HFRolloutEngine
 from posttrain.rollout.hf_scoring import length_sorted_batches
 from posttrain.rollout.http import OpenAIHTTPEngine
-from posttrain.rollout.scores import mass_above_from_logits, topk_entropy
+from posttrain.rollout.scores import mass_above_from_logits, tied_mass_from_logits, topk_entropy
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +79,11 @@ def test_hf_batched_scores_equal_single_forward(tiny):
         assert torch.allclose(torch.tensor(s.logprobs), logp.gather(-1, target[:, None])[:, 0], atol=1e-4)
         assert torch.allclose(torch.tensor(s.entropies), -(logp.exp() * logp).sum(-1), atol=1e-4)
         assert torch.allclose(torch.tensor(s.mass_above), mass_above_from_logits(logits, target), atol=1e-4)
+        assert torch.allclose(torch.tensor(s.tied_mass), tied_mass_from_logits(logits, target), atol=1e-4)
         assert torch.allclose(s.distributions, logp, atol=1e-4) and s.exact
     plain = engine.score(seqs[:1], entropy=False)[0]
     assert plain.entropies is None and plain.mass_above is None and plain.distributions is None
+    assert plain.tied_mass is None
     with pytest.raises(TypeError, match="sequence 0 is text"):
         engine.score(["hello"])
     with pytest.raises(ValueError, match="sequence 1 has 1 token"):

@@ -76,8 +76,10 @@ def test_generation_through_our_server_equals_the_hf_engine(tiny, our_server):
         first, again = remote.generate(copies, sampled), remote.generate(copies, sampled)
         assert first.completion_ids == again.completion_ids  # repeatable with a seed
         assert len({tuple(c) for c in first.completion_ids}) > 1  # copies of one prompt get their own seeds
-        one = local.generate([prompts[1]], dataclasses.replace(sampled, seed=sample_seed(3, 2)))
-        assert first.completion_ids[2] == one.completion_ids[0]  # the server ran prompt 2 with its own seed
+        # prompt 2 was sent with seed sample_seed(3, 2); the server seeds a request's sample 0 from it in turn
+        seed = sample_seed(sample_seed(3, 2), 0)
+        one = local.generate([prompts[1]], dataclasses.replace(sampled, seed=seed))
+        assert first.completion_ids[2] == one.completion_ids[0]
 
 
 def test_refused_requests_name_the_url_and_are_not_retried(tiny, our_server):
@@ -150,6 +152,7 @@ def test_topk_scores_retries_and_seeds(tiny):
             assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(e.logprobs), atol=1e-4)
             assert torch.allclose(torch.tensor(g.entropies), torch.tensor(e.entropies), atol=1e-3)
             assert torch.allclose(torch.tensor(g.mass_above), torch.tensor(e.mass_above), atol=1e-4)
+            assert torch.allclose(torch.tensor(g.tied_mass), torch.tensor(e.tied_mass), atol=1e-4)
         top5 = OpenAIHTTPEngine(url, tok, top_k=5).score(seqs, mass_above=True)
         for e, g in zip(exact, top5):  # top-5 + one tail atom underestimates the entropy and the mass above
             assert all(a <= b + 1e-4 for a, b in zip(g.entropies, e.entropies))
