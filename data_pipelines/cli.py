@@ -13,7 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="pipeline", required=True, metavar="PIPELINE")
     el = sub.add_parser("entropylong", help="EntropyLong: long-context sequences verified by entropy reduction",
                         description="EntropyLong (Jia et al. 2026). With no --input/--model: runs on the built-in "
-                        "synthetic corpus with the embedded tiny corpus LM and reports precision/recall.")
+                        "synthetic corpus scored by smollm2-135m and reports precision/recall.")
     add_entropylong_args(el)
     dm = sub.add_parser("dmap", help="DMAP: distribution map of texts under a model (+ chi-square uniformity)",
                         description="DMAP (Kempton et al. 2026). With no --input: pure vs top-k vs low-temperature "

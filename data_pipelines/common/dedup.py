@@ -1,10 +1,18 @@
-"""Near-duplicate removal with MinHash LSH (``datasketch``) over word or character shingles."""
+"""Duplicate detection: exact content hashes, and near-duplicate removal with MinHash LSH
+(``datasketch``) over word or character shingles."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 _WORD = re.compile(r"\w+")
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 of ``text`` with runs of whitespace collapsed and the ends stripped: the same document
+    stored twice (under different ids, re-wrapped) hashes the same."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
 
 
 def shingles(text: str, n: int = 5, char_level: bool = False) -> set[str]:

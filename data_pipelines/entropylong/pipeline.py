@@ -204,13 +204,7 @@ class EntropyLong:
                     jobs.append((d, chunk_index, group, len(head)))
                     seqs.append(head + doc[: max(group) + 1])
         after: dict[tuple[int, int], dict[int, float]] = {}
-        step = 1 if per_pair else max(1, 4 * getattr(self.backend, "max_batch_size", 16))
-        scored = []
-        with tqdm(total=len(seqs), desc="verify", unit="seq", disable=not self.progress or not seqs,
-                  leave=False) as bar:
-            for start in range(0, len(seqs), step):
-                scored += self.backend.score(seqs[start:start + step], entropy=True)
-                bar.update(len(seqs[start:start + step]))
+        scored = self._score(seqs, "verify", step=1 if per_pair else None)
         for (d, chunk_index, group, offset), s in zip(jobs, scored):
             slot = after.setdefault((d, chunk_index), {})
             for t in group:
@@ -228,6 +222,17 @@ class EntropyLong:
         for cands in out:
             cands.sort(key=lambda c: c["chunk_index"])
         return out
+
+    def _score(self, seqs: list[list[int]], desc: str, step: int | None = None) -> list:
+        """Entropy scores of ``seqs``, ``step`` sequences per engine call (default: 4 batches), with a
+        progress bar when ``progress`` is on."""
+        step = step or max(1, 4 * getattr(self.backend, "max_batch_size", 16))
+        scored = []
+        with tqdm(total=len(seqs), desc=desc, unit="seq", disable=not self.progress or not seqs, leave=False) as bar:
+            for start in range(0, len(seqs), step):
+                scored += self.backend.score(seqs[start:start + step], entropy=True)
+                bar.update(len(seqs[start:start + step]))
+        return scored
 
     def keep(self, candidate: dict) -> bool:
         return candidate[RULE_FIELDS[self.config.verify_rule]] > self.config.epsilon
@@ -302,9 +307,8 @@ class EntropyLong:
             outputs.append({"doc_id": doc_id, "layout": layout, "d_offset": d_offset, "text": text,
                             "d_char_offset": d_char_offset})
         # entropy at the anchors with all verified contexts in front (one forward per assembled sequence)
-        with_ctx = [o for o in outputs if o["layout"]]
-        final_scores = iter(self.backend.score([self._prefix() + assembled[i][0] for i, o in enumerate(outputs)
-                                                if o["layout"]], entropy=True)) if with_ctx else iter(())
+        final_scores = iter(self._score([self._prefix() + assembled[i][0] for i, o in enumerate(outputs)
+                                         if o["layout"]], "assembled"))
         results = []
         for d, o in enumerate(outputs):
             ids, d_offset = assembled[d]
