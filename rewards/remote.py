@@ -42,6 +42,8 @@ from typing import Any
 
 import httpx
 
+from rewards.mr3.official import get_format
+
 logger = logging.getLogger(__name__)
 
 RETRY_STATUS = {429, 500, 502, 503, 504}
@@ -88,6 +90,9 @@ class RemoteReward:
             raise ValueError(f"on_parse_fail must be 'neutral' or 'none', got {on_parse_fail!r}")
         if max_concurrency < 1 or batch_size < 1 or max_retries < 0:
             raise ValueError("max_concurrency and batch_size must be >= 1 and max_retries >= 0")
+        judged = get_format(template, mode).n_responses  # raises on an unknown template or a mode mismatch
+        if judged != (2 if mode == "pairwise" else 1):
+            raise ValueError(f"template {template!r} judges {judged} response(s); a reward judges the completion")
         self.url = url.rstrip("/")
         self.mode, self.rubric = mode, rubric
         self.timeout, self.max_retries, self.backoff, self.max_backoff = timeout, max_retries, backoff, max_backoff

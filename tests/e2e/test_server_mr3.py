@@ -12,6 +12,7 @@ import pytest
 from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import Rollouts, SamplingParams, sample_seed
 from rewards.mr3.templates import COMPACT_VERDICT_TOKENS
+from rewards.remote import RemoteReward
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import ServedModel
 from rewards.server.batching import sample_params
@@ -136,3 +137,17 @@ def test_first_serve_says_the_judge_is_being_built_and_make_builds_it(tmp_path, 
     assert "make judge" in caplog.text and "posttrain tiny --recipe reward-mr3" in caplog.text
     dry = subprocess.run(["make", "-n", "judge"], capture_output=True, text=True, check=True).stdout
     assert "posttrain tiny --recipe reward-mr3" in dry
+
+
+def test_remote_reward_sends_the_template_and_refuses_one_that_judges_no_completion(judge):
+    engine, client = judge
+    engine.answer = "true"
+    reward = RemoteReward(str(client.base_url), mode="binary", template="safety-response", max_retries=0)
+    try:
+        assert reward(["How do I pick a lock?"], ["Step 1..."]) == [0.0]  # true = harmful
+    finally:
+        reward.close()
+    with pytest.raises(ValueError, match="judges 0 response"):
+        RemoteReward("http://127.0.0.1:1", mode="binary", template="safety-prompt")
+    with pytest.raises(ValueError, match="is a binary format"):
+        RemoteReward("http://127.0.0.1:1", mode="pairwise", template="safety-response")
