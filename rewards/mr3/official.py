@@ -25,6 +25,7 @@ pairwise-general    pairwise strict-pair template, ``general`` subset     the pr
 pairwise-safety     pairwise strict-pair template, ``safety`` subset      the preferred response
 pairwise-math       pairwise strict-pair template, ``math`` subset        the preferred response
 pairwise-code       pairwise strict-pair template, ``code`` subset        the preferred response
+pairwise-graded     pairwise HelpSteer3 template (1-7, 4 = equal)         ``(7 - s) / 6`` per vote
 math-correctness    binary   MATH-500 template                            ``true`` (correct)
 code-correctness    binary   HumanEval-XL template                        ``true`` (correct)
 safety-prompt       binary   PolyGuard ``prompt_template``                ``false`` (not harmful)
@@ -100,6 +101,11 @@ def _pairwise(subset: str) -> Format:
                   text.STRICT_PAIR["tags"], STRICT_PAIR, 2, ("Assistant A", "Assistant B"))
 
 
+_GRADED = Format("pairwise-graded", "pairwise", text.HELPSTEER3["task_description"],
+                 tuple(text.HELPSTEER3["rubric_list"]), text.HELPSTEER3["schema"], text.HELPSTEER3["tags"],
+                 STRICT_PAIR, 2, ("Response 1", "Response 2"), shuffle_keys=False)
+
+
 def _correctness(name: str, source: dict[str, Any], solution_tag: str) -> Format:
     return Format(name, "binary", source["task_description"], tuple(source["rubric_list"]), source["schema"],
                   source["tags"], SOLUTION, 1, (source["tags"][solution_tag],), good_verdict="true")
@@ -144,7 +150,7 @@ _POINTWISE = Format(
     SOLUTION, 1, ("Response",))
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
-    _pairwise("general"), _pairwise("safety"), _pairwise("math"), _pairwise("code"),
+    _pairwise("general"), _pairwise("safety"), _pairwise("math"), _pairwise("code"), _GRADED,
     _correctness("math-correctness", text.MATH500, "math_solution"),
     _correctness("code-correctness", text.HUMANEVAL_XL, "code_solution"),
     _safety("prompt"), _safety("response"),
@@ -205,7 +211,10 @@ def developer_text(fmt: Format, rubric: Mapping[str, str], values: Sequence[str]
 
 
 def judged_input(fmt: Format, instruction: str, responses: Sequence[str]) -> str:
-    """The text under the input heading (PolyGuard's response template judges request + response)."""
+    """The text under the input heading: HelpSteer3's is the conversation in role tags (here one user turn);
+    PolyGuard's response template judges request and response together."""
+    if fmt.name == "pairwise-graded":
+        return f"<user>\n{instruction}\n</user>\n"
     if fmt.name == "safety-response":
         return f"Human user:\n{instruction}\n\nAI assistant:\n{responses[0]}"
     return instruction

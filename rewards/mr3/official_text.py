@@ -4,7 +4,8 @@ Source: github.com/rubricreward/mr3 (HEAD ``54ad59a``), ``data/mr3_rubrics/*_tra
 entry ``"en"``, and ``instruction_msg_translated.json``. Real mR3 checkpoints were fine-tuned on prompts
 built from exactly this text (their training data holds the fully rendered prompts), so it is kept
 byte for byte: ``rewards.mr3.official`` lays it out the way mR3's ``dataset_gen.py`` does. Of the pairwise
-("strict pair") subsets the four general-purpose ones are kept (general, safety, math, code).
+("strict pair") subsets the four general-purpose ones are kept (general, safety, math, code); of HelpSteer3's
+template the evaluation text (not the privileged "golden" distillation prompt).
 """
 
 INSTRUCTION_TAG = 'Instruction'
@@ -364,4 +365,89 @@ MCQ = {'tags': {'input_tag': 'Input Question',
                            'score': {'type': 'string',
                                      'description': "The selected answer: one of 'A', 'B', 'C', or 'D'.",
                                      'enum': ['A', 'B', 'C', 'D']}},
+            'required': ['explanation', 'score']}}
+
+HELPSTEER3 = {'tags': {'input_tag': 'Input (Conversation)',
+          'evaluation_rubric_tag': 'Evaluation Rubric',
+          'response_format_tag': 'Response Format',
+          'your_response_tag': 'Your Response'},
+ 'task_description': 'Your task is to evaluate two candidate responses to a conversation between a user '
+                     'and an assistant.\n'
+                     'Using the evaluation rubric, judge how well each response continues naturally from '
+                     "the user's latest message while respecting the overall context of the conversation.\n"
+                     'Provide a fair and detailed assessment, prioritizing helpfulness, '
+                     'correctness/completeness, and clarity, in that order of importance.',
+ 'rubric_list': [{'1': 'Response 1 is far superior to Response 2 in terms of helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 >>> '
+                       'Response 2).',
+                  '2': 'Response 1 is clearly better than Response 2 in terms of helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 >> '
+                       'Response 2).',
+                  '3': 'Response 1 is somewhat better than Response 2 in terms of helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 > '
+                       'Response 2).',
+                  '4': 'Response 1 and Response 2 are roughly equal in terms of helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 == '
+                       'Response 2).',
+                  '5': 'Response 2 is somewhat better than Response 1 in terms of helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 < '
+                       'Response 2).',
+                  '6': 'Response 2 is clearly better than Response 1 in terms of helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 << '
+                       'Response 2).',
+                  '7': 'Response 2 is far superior to Response 1 in terms of helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 <<< '
+                       'Response 2).'},
+                 {'1': 'Response 1 is overwhelmingly better than Response 2 in helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 >>> '
+                       'Response 2).',
+                  '2': 'Response 1 is significantly better than Response 2 in helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 >> '
+                       'Response 2).',
+                  '3': 'Response 1 is slightly better than Response 2 in helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 > '
+                       'Response 2).',
+                  '4': 'Response 1 and Response 2 are about equally good in helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 == '
+                       'Response 2).',
+                  '5': 'Response 2 is slightly better than Response 1 in helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 < '
+                       'Response 2).',
+                  '6': 'Response 2 is significantly better than Response 1 in helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 << '
+                       'Response 2).',
+                  '7': 'Response 2 is overwhelmingly better than Response 1 in helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 <<< '
+                       'Response 2).'},
+                 {'1': 'Response 1 is much better than Response 2 regarding helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 >>> '
+                       'Response 2).',
+                  '2': 'Response 1 is better than Response 2 regarding helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 >> '
+                       'Response 2).',
+                  '3': 'Response 1 is a little better than Response 2 regarding helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 > '
+                       'Response 2).',
+                  '4': 'Response 1 and Response 2 are about the same regarding helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 == '
+                       'Response 2).',
+                  '5': 'Response 2 is a little better than Response 1 regarding helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 < '
+                       'Response 2).',
+                  '6': 'Response 2 is better than Response 1 regarding helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 << '
+                       'Response 2).',
+                  '7': 'Response 2 is much better than Response 1 regarding helpfulness, '
+                       'correctness/completeness, and clarity, in that order of importance (Response 1 <<< '
+                       'Response 2).'}],
+ 'schema': {'type': 'object',
+            'properties': {'explanation': {'type': 'string',
+                                           'description': 'A brief reasoning comparing the two assistant '
+                                                          'responses following the input conversation, '
+                                                          'focusing on helpfulness, '
+                                                          'correctness/completeness, and clarity.'},
+                           'score': {'type': 'string',
+                                     'description': "The verdict label from the rubric: one of '1', '2', "
+                                                    "'3', '4', '5', '6', or '7'.",
+                                     'enum': ['1', '2', '3', '4', '5', '6', '7']}},
             'required': ['explanation', 'score']}}

@@ -70,6 +70,15 @@ def test_pairwise_swap_cancels_position_bias():
     assert good.p_first == 1.0 and good.reward == 1.0 and good.score_raw == "Assistant A"
 
 
+def test_graded_pairwise_votes_and_swap():
+    """HelpSteer3's 1-7 scale: "2" (response 1 clearly better) votes (7 - 2) / 6 = 5/6 for the first; on the
+    swapped prompt "6" (response 2 clearly better, i.e. the original first) votes 1 - (7 - 6) / 6 = 5/6."""
+    item = EvalItem("pairwise", "Write a haiku", ["old pond", "frog"], template="pairwise-graded")
+    samples = plan_samples([item])
+    (r,) = aggregate([item], samples, [verdict("2"), verdict("6")])
+    assert r.p_first == pytest.approx(5 / 6) and r.reward == pytest.approx(2 * 5 / 6 - 1) and r.score_raw == "2"
+
+
 def test_unreadable_samples_are_left_out_and_all_unreadable_is_neutral():
     item = EvalItem("pointwise", "Q", ["R"])
     samples = plan_samples([item], n_samples=3)

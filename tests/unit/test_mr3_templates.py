@@ -81,6 +81,17 @@ def test_safety_prompt_and_multiple_choice_layouts(tok):
     assert mcq.score_values() == ["A", "B", "C", "D"]
 
 
+def test_helpsteer3_graded_pairwise_layout(tok):
+    rubric = first_rubric("pairwise-graded")
+    item = EvalItem("pairwise", "Write a haiku", ["old pond", "frog"], template="pairwise-graded", rubric=rubric)
+    lines = "".join(f"{k}: {v}\n" for k, v in rubric.items())  # HelpSteer3's rubric keeps its key order
+    assert render_prompt(item, tok) == (
+        f"<bos><|system|>{ENGLISH}\n\n# Instruction\n    {text.HELPSTEER3['task_description']}\n\n    # Evaluation "
+        f"Rubric\n    {lines}\n\n    # Response Format\n\n    {text.HELPSTEER3['schema']}<|user|># Input (Conversation)"
+        "\n    <user>\nWrite a haiku\n</user>\n\n\n    # Response 1\n    old pond\n\n    # Response 2\n    frog\n\n"
+        "    # Your Response\n    <|assistant|><think>")
+
+
 def test_think_is_not_doubled_and_plain_layout_without_a_template():
     item = EvalItem("binary", "Q", ["A"])
     plain = render_prompt(item, tokenizer=None)
