@@ -1,5 +1,7 @@
 """The CLI end to end (``data_main``): EntropyLong on the built-in corpus (resumable: a second run reuses
-every part) and the DMAP demo, both on a tiny corpus LM built by the project's factory."""
+every part; an interrupted run with ``--max-reuse`` resumes to the same output), its default scorer
+(SmolLM2), byte-exact output text and the refusal of text a scorer cannot represent, and the DMAP demo,
+on a tiny corpus LM built by the project's factory."""
 
 from __future__ import annotations
 
@@ -61,9 +63,78 @@ def test_entropylong_recovers_planted_facts_with_a_copying_scorer(tmp_path, caps
     recalls them too but also keeps template matches."""
     out = tmp_path / "el"
     assert data_main(["entropylong", "--model", "cachelm", "--output", str(out), "--num-entities", "8",
-                      "--num-misc", "4", "--retriever", "bm25", "--no-progress", "--verify-rule", "doc_mean"]) == 0
+                      "--num-misc", "4", "--retriever", "bm25", "--no-progress", "--verify-rule", "doc_mean",
+                      "--corpus-style", "chars"]) == 0
     report = json.loads((out / "eval.json").read_text())
     assert report["rule_doc_mean"]["precision"] >= 0.9 and report["rule_doc_mean"]["recall"] >= 0.9
     assert report["rule_anchor"]["recall"] >= 0.9
     kept = report["kept"]
     assert kept["anchor_entropy_after"] < 0.5 * kept["anchor_entropy_before"]
+
+
+class Interrupted(BaseException):
+    """Stands for a kill: not an ``Exception``, so the runner does not turn it into a rejected record."""
+
+
+def _el_argv(out, *extra: str) -> list[str]:
+    return ["entropylong", "--model", "cachelm", "--output", str(out), "--num-entities", "6", "--num-misc", "3",
+            "--corpus-style", "chars", "--retriever", "bm25", "--chunk-size", "3", "--no-progress", *extra]
+
+
+def test_entropylong_resume_with_max_reuse_equals_uninterrupted(tmp_path, monkeypatch):
+    """Chunk reuse is counted over the whole run: killed after two chunks and restarted (a fresh process
+    state), the run writes exactly what an uninterrupted run writes."""
+    from data_pipelines.entropylong.pipeline import EntropyLong
+
+    assert data_main(_el_argv(tmp_path / "whole", "--max-reuse", "1")) == 0
+    whole = (tmp_path / "whole" / "sequences.jsonl").read_text()
+    rows = [json.loads(line) for line in whole.splitlines()]
+    assert any(c["dropped"] == "max_reuse" for r in rows for c in r["candidates"])  # the cap binds
+    used = [c["chunk_id"] for r in rows for c in r["contexts"]]
+    assert used and len(used) == len(set(used))
+
+    process, calls = EntropyLong.process, []
+
+    def killed_at_third_chunk(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise Interrupted
+        return process(self, *args, **kwargs)
+
+    monkeypatch.setattr(EntropyLong, "process", killed_at_third_chunk)
+    with pytest.raises(Interrupted):
+        data_main(_el_argv(tmp_path / "resumed", "--max-reuse", "1"))
+    monkeypatch.setattr(EntropyLong, "process", process)
+    assert len(list((tmp_path / "resumed" / "parts").glob("part-*[0-9].jsonl"))) == 2
+    assert data_main(_el_argv(tmp_path / "resumed", "--max-reuse", "1")) == 0
+    assert (tmp_path / "resumed" / "sequences.jsonl").read_text() == whole
+    with pytest.raises(SystemExit, match="--max-reuse 1 .* --shard 0/2"):
+        data_main(_el_argv(tmp_path / "sharded", "--max-reuse", "1", "--shard", "0/2"))
+
+
+def test_entropylong_default_scorer_is_smollm2():
+    args = build_parser().parse_args(["entropylong"])
+    assert args.model == "smollm2-135m" and args.corpus_style == "prose"
+
+
+def test_entropylong_input_text_is_kept_byte_exact(smollm2, tmp_path):
+    """Non-ASCII input: a scorer that cannot represent it (the character cache LM) refuses naming the
+    record; SmolLM2's byte-level tokenizer can, and the output ends with the input text byte for byte."""
+    docs = [{"id": "fr-1", "text": "Le café de Velnor a le sceau V7QXM. Crème brûlée, déjà vu."},
+            {"id": "fr-2", "text": "À Velnor, le sceau est V7QXM : un résumé «naïf» — fin."},
+            {"id": "ja-3", "text": "東京の印章は K2PQZ です。 A courier showed the seal K2PQZ."}]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"document 'fr-1'.*'é de Velnor"):
+        data_main(["entropylong", "--model", "cachelm", "--input", str(src), "--output", str(tmp_path / "c"),
+                   "--retriever", "bm25", "--no-progress"])
+    out = tmp_path / "s"
+    assert data_main(["entropylong", "--model", smollm2, "--input", str(src), "--output", str(out),
+                      "--retriever", "bm25", "--top-k", "2", "--alpha", "1.0", "--no-progress"]) == 0
+    rows = [json.loads(line) for line in (out / "sequences.jsonl").read_text(encoding="utf-8").splitlines()]
+    texts = {d["id"]: d["text"] for d in docs}
+    assert [r["id"] for r in rows] == [d["id"] for d in docs]
+    for r in rows:
+        assert r["text"][r["d_offset_chars"]:] == texts[r["id"]]
+        for c in r["contexts"]:
+            assert r["text"][c["char_offset"]:].startswith(texts[c["doc_id"]])
