@@ -11,6 +11,8 @@ Input: JSONL files or Hugging Face datasets whose records look like one of
   ``response``, to judge the request itself): mR3's PolyGuard formats (``safety-response`` /
   ``safety-prompt``), whose verdict ``true`` means *harmful*, so ``unsafe`` -> ``"true"`` and
   ``safe`` -> ``"false"``;
+- graded preference: ``{"template": "pairwise-graded", "prompt", "responses": [a, b], "label": 1..7}``
+  (HelpSteer3: 1 = the first far better, 4 = equal);
 - multiple choice: ``{"template": "mcq", "prompt": question, "options": "A. ...\nB. ...", "label": "B"}``;
 
 each optionally with ``mode``, ``template`` (a format of ``rewards.mr3.official``), ``good_verdict`` (binary,
@@ -140,6 +142,14 @@ def _pair_label(label: Any, where: str) -> str:
     return mapping[text]
 
 
+def _graded_label(label: Any, where: str) -> str:
+    """A HelpSteer3-style 1-7 preference (1 = the first response far better, 4 = equal)."""
+    try:
+        return str(int(float(label)))
+    except (TypeError, ValueError):
+        raise RecordError(f"{where}: graded pairwise label {label!r} is not a number 1-7") from None
+
+
 SAFETY_LABELS = {"safe": True, "harmless": True, "benign": True, "unsafe": False, "harmful": False}
 """Safety labels: whether the judged text is safe (the verdict they mean depends on the rubric's polarity)."""
 
@@ -210,7 +220,8 @@ def record_to_item(record: dict[str, Any], index: int, setting: str = "en-en",
             responses = record.get("responses")
             if not (isinstance(responses, list) and len(responses) == 2 and all(isinstance(r, str) for r in responses)):
                 raise RecordError(f"{where}: pairwise needs 'responses': [A, B] (strings) or chosen/rejected")
-            gold = _pair_label(_first(record, "label", "preference", "winner"), where)
+            label = _first(record, "label", "preference", "winner")
+            gold = _graded_label(label, where) if common["template"] == "pairwise-graded" else _pair_label(label, where)
         item = _item(where, "pairwise", prompt, list(responses), **common)
     elif mode == "binary":
         label = _first(record, "label", "correct")

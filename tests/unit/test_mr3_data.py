@@ -64,6 +64,15 @@ def test_safety_labels_follow_the_rubric_polarity():
         record_to_item({**safe, "template": "math-correctness"}, 0)
 
 
+def test_graded_pairwise_records():
+    record = {"id": "g", "template": "pairwise-graded", "prompt": "Write a haiku", "responses": ["a", "b"],
+              "label": 6}
+    item, gold = record_to_item(record, 0)
+    assert (item.mode, gold) == ("pairwise", "6")
+    with pytest.raises(RecordError, match="not a number 1-7"):
+        record_to_item({**record, "label": "A"}, 0)
+
+
 def test_multiple_choice_records():
     record = {"id": "m", "template": "mcq", "prompt": "Capital of France?", "options": "A. Lyon\nB. Paris",
               "label": "B"}
