@@ -13,7 +13,7 @@ Input: JSONL files or Hugging Face datasets whose records look like one of
   ``safe`` -> ``"false"``;
 - graded preference: ``{"template": "pairwise-graded", "prompt", "responses": [a, b], "label": 1..7}``
   (HelpSteer3: 1 = the first far better, 4 = equal);
-- multiple choice: ``{"template": "mcq", "prompt": question, "options": "A. ...\nB. ...", "label": "B"}``;
+- multiple choice: ``{"template": "mcq", "prompt": question, "options": "A. ...\\nB. ...", "label": "B"}``;
 
 each optionally with ``mode``, ``template`` (a format of ``rewards.mr3.official``), ``good_verdict`` (binary,
 required with a custom rubric), ``rubric`` (dict or JSON string), ``task_description``, ``language``,
