@@ -3,32 +3,19 @@ text through the pipelines' conventions (top-k, ``exact`` False), generates, and
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
 from data_pipelines.common.backends import encode_text, engine_label, load_backend
 from posttrain.rollout.base import SamplingParams
+from tests.e2e.tiny_llama import save_tiny_llama
 
 pytest.importorskip("vllm")
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> str:
-    """A tiny Llama with head size 32 (one vLLM's CPU attention serves)."""
-    from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
-
-    tok = build_tokenizer()
-    recipe = dataclasses.replace(RECIPES.get("corpus-lm"), arch="llama", hidden_size=64, num_layers=1, num_heads=2,
-                                 num_kv_heads=1, intermediate_size=128, seed=4)
-    model = build_model(recipe, tok).eval()
-    with torch.no_grad():
-        model.get_input_embeddings().weight.mul_(4.0)
-    path = tmp_path_factory.mktemp("tiny-llama-data")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama-data"), num_layers=1, seed=4)
 
 
 def test_vllm_spec_scores_generates_and_maps(model_dir):

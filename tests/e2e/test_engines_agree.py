@@ -5,8 +5,6 @@ exact ones where top-k is exact."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -15,25 +13,14 @@ from posttrain.rollout.http import OpenAIHTTPEngine
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import load_served_model
 from rewards.server.local import serve_in_thread
+from tests.e2e.tiny_llama import save_tiny_llama
 
 TEXTS = ["registry of kupam: the seal", "12+7=", "a b\nc", "hello"]
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> str:
-    """A tiny Llama with head size 32 (one vLLM's CPU attention serves), peaked so greedy has no ties."""
-    from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
-
-    tok = build_tokenizer()
-    recipe = dataclasses.replace(RECIPES.get("corpus-lm"), arch="llama", hidden_size=64, num_layers=2, num_heads=2,
-                                 num_kv_heads=1, intermediate_size=128, seed=11)
-    model = build_model(recipe, tok).eval()
-    with torch.no_grad():
-        model.get_input_embeddings().weight.mul_(4.0)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), num_layers=2, seed=11)
 
 
 @pytest.fixture(scope="module")
