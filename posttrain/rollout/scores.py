@@ -38,7 +38,6 @@ class TokenScores:
     mass_above: list[float] | None = None  # DMAP a_i: sum of p(v) over v with p(v) > p(observed)
     distributions: torch.Tensor | None = None  # [T-1, V] log-probs, HF only (``full=True``)
     exact: bool = True  # False when entropies / mass_above come from top-k log-probs
-    tokens: list[str] | None = None  # token strings (HTTP backend, when ids are unknown)
     tied_mass: list[float] | None = None  # DMAP interval width: sum of p(v) over v with p(v) == p(observed)
 
 
