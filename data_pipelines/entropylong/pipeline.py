@@ -370,10 +370,16 @@ def evaluate(outputs: list[dict], true_pairs: set[tuple[str, str]], epsilon: flo
 
     With ``epsilon``/``rule`` given, the decision is recomputed from the stored candidate dI values
     (so one run evaluates several rules); otherwise the pipeline's ``kept`` flags are used.
+    ``top1_planted``: over the roots with a planted partner among their candidates, the share whose best
+    candidate by the rule's statistic (``max_delta`` for the paper's rule) is a planted partner: whether dI
+    ranks the right context first, whatever the threshold.
     """
     roots = {o["id"] for o in outputs}
     truth = {p for p in true_pairs if p[0] in roots}
     predicted, retrieved = set(), set()
+    statistic = RULE_FIELDS[rule or "anchor"]
+    with_partner = [o for o in outputs if any((o["id"], c["doc_id"]) in truth for c in o["candidates"])]
+    best_ok = [(o["id"], max(o["candidates"], key=lambda c: c[statistic])["doc_id"]) in truth for o in with_partner]
     for o in outputs:
         for c in o["candidates"]:
             retrieved.add((o["id"], c["doc_id"]))
@@ -389,6 +395,7 @@ def evaluate(outputs: list[dict], true_pairs: set[tuple[str, str]], epsilon: flo
         "precision": tp / len(predicted) if predicted else None,
         "recall": tp / len(truth) if truth else None,
         "retrieval_recall": len(retrieved & truth) / len(truth) if truth else None,
+        "top1_planted": sum(best_ok) / len(best_ok) if best_ok else None,
         "anchors": len(all_before),
         "anchors_with_contexts": len(before),
         "anchor_entropy_before": sum(before) / len(before) if before else None,

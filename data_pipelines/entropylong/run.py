@@ -170,7 +170,8 @@ def run_entropylong(args) -> int:
         for key in ("rule_anchor", "rule_mean", "rule_doc_mean"):
             r = report[key]
             print(f"[{key}] precision={_fmt(r['precision'])} recall={_fmt(r['recall'])} "
-                  f"(retrieval recall {_fmt(r['retrieval_recall'])}; {r['true_positives']}/{r['predicted_pairs']} "
+                  f"(retrieval recall {_fmt(r['retrieval_recall'])}, best dI planted {_fmt(r['top1_planted'])}; "
+                  f"{r['true_positives']}/{r['predicted_pairs']} "
                   f"predicted, {r['true_pairs']} planted)")
         k = report["kept"]
         print(f"anchor entropy (nats) before={_fmt(k['anchor_entropy_before'])} "

@@ -51,6 +51,39 @@ def test_corpus_is_deterministic_with_planted_pairs():
         assert sorted(codes) == sorted(again.rstrip(".").split()) and len({c[0] for c in codes}) == len(codes)
 
 
+def test_prose_corpus_plants_the_same_facts():
+    corpus = make_corpus(3, 1, seed=2, style="prose")
+    docs = {d["id"]: d["text"] for d in corpus.documents}
+    assert len(docs) == 7 and corpus.documents == make_corpus(3, 1, seed=2, style="prose").documents
+    for dep in corpus.dependencies:
+        fact = f"The seal of {dep['entity'].capitalize()} is {dep['code']}."
+        assert fact in docs[dep["doc"]] and fact in docs[dep["needs"]]
+    with pytest.raises(ValueError, match="style"):
+        make_corpus(1, 0, style="poetry")
+
+
+def test_evaluate_by_hand():
+    def cand(doc_id, max_delta, mean_delta, kept):
+        return {"doc_id": doc_id, "max_delta": max_delta, "mean_delta": mean_delta, "doc_mean_delta": mean_delta,
+                "kept": kept}
+
+    outputs = [
+        {"id": "use-0", "anchors": [{"entropy": 4.0, "entropy_with_contexts": 1.0}],
+         "candidates": [cand("def-0", 0.9, 0.5, True), cand("def-1", 0.95, 0.2, True), cand("misc-0", 0.1, 0.1, False)]},
+        {"id": "use-1", "anchors": [{"entropy": 2.0, "entropy_with_contexts": None}],
+         "candidates": [cand("def-1", 0.3, 0.3, False), cand("misc-0", 0.2, 0.2, False)]},
+    ]
+    truth = {("use-0", "def-0"), ("use-1", "def-1"), ("def-0", "use-0")}
+    kept = evaluate(outputs, truth)
+    assert (kept["true_pairs"], kept["predicted_pairs"], kept["true_positives"]) == (2, 2, 1)
+    assert kept["precision"] == 0.5 and kept["recall"] == 0.5 and kept["retrieval_recall"] == 1.0
+    assert kept["top1_planted"] == 0.5  # use-0's best by max dI is def-1; use-1's best is def-1
+    assert kept["anchor_entropy_before"] == 4.0 and kept["anchor_entropy_after"] == 1.0
+    assert kept["anchor_entropy_before_all"] == 3.0
+    strict = evaluate(outputs, truth, epsilon=0.25, rule="mean")  # mean dI > 0.25: def-0 and def-1 of use-1
+    assert strict["predicted_pairs"] == 2 and strict["precision"] == 1.0 and strict["top1_planted"] == 1.0
+
+
 def test_warm_start_is_deterministic_and_trains():
     from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 
