@@ -192,7 +192,7 @@ class AsyncStepDriver:
         lag = staleness(step - 1, pending.weight_version)
         experience, metrics = self.algo.experience_from_rollouts(self._examples.pop(step), rollouts, policy, lag)
         metrics["async/staleness"] = float(lag)
-        metrics["async/wait_seconds"] = waited
+        metrics["time/async_rollout_wait"] = waited  # seconds this step waited for its rollouts (wall time)
         return experience, metrics
 
     def synced(self, version: int) -> None:
