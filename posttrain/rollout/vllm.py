@@ -285,6 +285,8 @@ class VLLMRolloutEngine:
                                                      peer="the colocated vLLM engine")
         self._sender.source = source
         self._sender.send_weights(weight_version=version)
+        # Cached prefix blocks hold keys and values computed by the old weights (TRL resets them too).
+        self.llm.reset_prefix_cache()
         self._version = version
 
     def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
