@@ -123,10 +123,12 @@ class Algorithm(ABC):
 
     @property
     def supports_async_rollouts(self) -> bool:
-        """Whether the algorithm implements the split above (required by ``--async_rollouts``)."""
-        cls = type(self)
-        return (cls.generation_request is not Algorithm.generation_request
-                and cls.experience_from_rollouts is not Algorithm.experience_from_rollouts)
+        """Whether the algorithm implements the split above (required by ``--async_rollouts``): one class
+        defines ``make_experience`` and both halves, so a subclass that overrides only ``make_experience``
+        (e.g. GPO and DuPO over GRPO) is not run through its parent's halves."""
+        owners = {next(k for k in type(self).__mro__ if name in vars(k))
+                  for name in ("make_experience", "generation_request", "experience_from_rollouts")}
+        return len(owners) == 1 and Algorithm not in owners
 
     @abstractmethod
     def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:

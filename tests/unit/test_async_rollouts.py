@@ -108,3 +108,12 @@ def test_launched_generations_survive_a_checkpoint_round_trip() -> None:
         pipeline.take(5, policy_version=5)
     pipeline.close()
     restored.close()
+
+
+def test_only_algorithms_with_their_own_split_run_async() -> None:
+    from posttrain.algos import algorithm_names, get_algorithm
+
+    supported = {name for name in algorithm_names()
+                 if (cls := get_algorithm(name)).__new__(cls).supports_async_rollouts}
+    # GPO and DuPO subclass GRPO but build their experience in their own make_experience
+    assert supported == {"grpo", "rloo"}
