@@ -41,7 +41,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check posttrain rewards data_pipelines tests benchmarks
 
-## A short benchmark set, side by side with each peer (about 1 minute on 2 CPU cores, 3 with other jobs running):
+## A short benchmark set, side by side with each peer (about 1 minute on 2 CPU cores; 3-4 when other jobs share them):
 ## our rollout engine vs Hugging Face generate, our diffusion sampler and ELBO vs the papers' style, and the
 ## reward server's throughput with batching on vs off (fake backend). Results go to $(BENCH_OUT)/, so the
 ## committed benchmarks/results/ stay as measured; the learning benchmarks and GRPO vs TRL take longer and
