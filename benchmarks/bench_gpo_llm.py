@@ -1,14 +1,17 @@
 """LLM benchmark for ``--algo gpo``: held-out greedy accuracy of the *learner* (the unhinted prompt; the
 trainer's usual evaluation) against ``--algo grpo`` from the same warm start and the same budget (steps,
 prompts per step, group size, learning rate: the trainer defaults), over several seeds, plus the
-guider-learner KL that GPO logs (``train/gpo/kl_guider_learner``: per-token KL(mu || pi) over the
-vocabulary, mean over the step's micro-batches) and the guider's accuracy.
+guider-learner KL that GPO logs (``gpo/kl_guider_learner``: per-token KL(mu || pi) over the
+vocabulary, mean over the step's micro-batches), the guider's accuracy and the share of GPO's groups
+whose rewards are all equal (``gpo/zero_advantage_groups``: no RL signal).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_gpo_llm.py --seeds 0 1 2
 
 The warm start is the tiny recipe ``--recipe`` (default ``causal-arithmetic-hint``: the arithmetic
-policy whose SFT also showed GPO's hinted prompts, so the guider starts stronger than the learner). It is
-built once (cached) and passed as ``--model`` to every run. Each (algo, seed) runs
+policy whose SFT also showed GPO's hinted prompts, so the guider starts stronger than the learner; it is
+also ``--algo gpo``'s embedded default, so a GPO run here is the default ``--algo gpo`` run). It is
+built once (cached) and passed as ``--model`` to every run. The hint is the arithmetic task's ``hint``
+column, a compensation step that never states the answer (``posttrain.tasks.arithmetic``). Each (algo, seed) runs
 ``python posttrain/train.py --algo ALGO --seed S --model WARM_START --output_dir RUNS/ALGO/seedS
 --progress false --eval_every 25`` as a subprocess; GPO uses its default settings (clip variant, the hint
 template of ``posttrain.algos.gpo.hint``). A run that already finished under ``--runs`` is reused, so an
@@ -36,7 +39,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ALGOS = ("grpo", "gpo")
-KL_KEY = "train/gpo/kl_guider_learner"
+KL_KEY = "gpo/kl_guider_learner"
 ZERO_ADVANTAGE_KEY = "gpo/zero_advantage_groups"
 # Rollout accuracy per step: GPO's rollouts come from the guider (hinted), GRPO's from the policy itself.
 ROLLOUT_ACCURACY_KEY = {"grpo": "train/accuracy", "gpo": "train/guider_accuracy"}
@@ -222,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                      "completion_length": curve(out, "completion/length_mean")}
             if algo == "gpo":
                 entry["kl_guider_learner"] = curve(out, KL_KEY)
-                entry["backtrack_fraction"] = curve(out, "train/gpo/backtrack_fraction")
+                entry["backtrack_fraction"] = curve(out, "gpo/backtrack_fraction")
                 entry["zero_advantage_groups"] = curve(out, ZERO_ADVANTAGE_KEY)
             runs[algo][seed] = entry
 
