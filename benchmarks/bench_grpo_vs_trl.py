@@ -15,12 +15,17 @@ calls ``Trainer._one_step`` directly, which never saves; TRL: ``save_strategy="n
 
 Our side is the shipped code, unpatched (one rollout batch per step via ``rollout_batch_size=0``, the
 ``lru_cache``d ``math_equal``, each distinct prompt encoded once); the only wrapper is a pass-through around
-``make_experience`` that reads the trained batch's token counts (instrumentation, no change to the work).
+``Trainer._train_on`` that reads the trained batch's token counts (instrumentation, no change to the work).
 
 Also measures this CPU's fp32 and bf16 matmul peak (torch.matmul, square, 1 thread and all threads) and
 reports our achieved useful FLOP/s as a fraction of it.
 
     OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_grpo_vs_trl.py --out benchmarks/results/grpo_vs_trl.json
+
+With vLLM on a real model (SmolLM2-135M-Instruct, offline): ``--model-dir smollm2-135m --rollout vllm --sides
+ours,ours-async,trl-vllm,trl``: ours with the colocated vLLM engine (synchronous, and ``--async_rollouts``
+with staleness 1) against TRL's ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` and TRL without vLLM;
+``--keep-going`` records a side that cannot run on this machine (with its error) instead of stopping.
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ def _current_rss_mb() -> float:
         return float("nan")
 
 
+SIDES = ("ours", "ours-async", "trl", "trl-vllm")
+
+
 def _median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
 
@@ -92,7 +100,8 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         save_every=0, eval_every=0, report_to="jsonl", progress=False, num_threads=args.threads,
         prompts_per_step=args.prompts, group_size=args.group, micro_batch_size=args.micro_batch, mu=1,
         lr=args.lr, weight_decay=0.0, warmup_steps=0, lr_scheduler="constant", max_grad_norm=1.0, zero_stage=0,
-        precision=args.precision, gradient_checkpointing=False, rollout="hf", max_new_tokens=args.max_new_tokens,
+        precision=args.precision, gradient_checkpointing=False, rollout=args.rollout,
+        async_rollouts=args.worker == "ours-async", max_new_tokens=args.max_new_tokens,
         temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
         advantage="grpo",
     )
@@ -103,22 +112,22 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     math_equal.cache_clear()  # start every run cold (the cache is per process anyway)
     shipped = {  # the shipped code paths, recorded so the JSON shows what ran (no fixes are patched in)
         "rollout_engine": type(trainer.rollout).__name__,
-        "rollout_max_batch_size": trainer.rollout.max_batch_size,
+        "rollout_max_batch_size": getattr(trainer.rollout, "max_batch_size", None),
+        "async_rollouts": config.async_rollouts,
         "config_rollout_batch_size": config.rollout_batch_size,
         "math_equal_lru_cached": hasattr(math_equal, "cache_info"),
     }
 
     captured: dict[str, float] = {}
-    make_experience = trainer.algo.make_experience
+    train_on = trainer._train_on
 
-    def counting_make_experience(examples, policy):  # count the tokens of what is actually trained
-        experience, metrics = make_experience(examples, policy)
+    def counting_train_on(experience):  # count the tokens of what is actually trained
         captured["tokens"] = float(experience["attention_mask"].sum())
         captured["completion_tokens"] = float(experience["completion_mask"].sum())
-        return experience, metrics
+        return train_on(experience)
 
-    # Instrumentation only: a pass-through wrapper that reads the token counts off the experience it returns.
-    trainer.algo.make_experience = counting_make_experience
+    # Instrumentation only: a pass-through wrapper that reads the token counts off the experience it trains on.
+    trainer._train_on = counting_train_on
     steps = []
     last = time.perf_counter()
     for step in range(1, total + 1):
@@ -171,6 +180,9 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
         bf16=args.precision == "bf16", gradient_checkpointing=False,
         logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
         log_completions=False,
+        # trl-vllm: TRL's colocated vLLM (the engine inside the training process, as ours with --rollout vllm).
+        use_vllm=args.worker == "trl-vllm", vllm_mode="colocate", vllm_gpu_memory_utilization=0.3,
+        vllm_enable_sleep_mode=False,
     )
     rss: dict[str, float] = {}
     times: list[float] = []
@@ -283,23 +295,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None, help="Tiny-model cache root (default: the posttrain cache).")
     parser.add_argument("--model-dir", default=None, help="Use this checkpoint instead of building the recipe.")
     parser.add_argument("--peak-seconds", type=float, default=2.0, help="Seconds per matmul-peak measurement.")
-    parser.add_argument("--sides", default="ours,trl", help="Comma list of sides to run: ours, trl.")
-    parser.add_argument("--worker", choices=["ours", "trl"], default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--sides", default="ours,trl",
+                        help="Comma list of sides to run: " + ", ".join(SIDES) + " (ours-async: --async_rollouts; "
+                             "trl-vllm: TRL with use_vllm=True, vllm_mode='colocate').")
+    parser.add_argument("--rollout", choices=["hf", "vllm"], default="hf",
+                        help="Our rollout engine (ours and ours-async sides).")
+    parser.add_argument("--worker", choices=SIDES, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--keep-going", action="store_true",
+                        help="Record a side that fails (e.g. a peer that cannot run here) in the report and go on.")
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        result = (worker_trl if args.worker == "trl" else worker_ours)(args)
+        result = (worker_trl if args.worker.startswith("trl") else worker_ours)(args)
         Path(args.worker_out).write_text(json.dumps(result))
         return 0
 
     if (args.prompts * args.group) % args.micro_batch:
         parser.error("--micro-batch must divide --prompts x --group")
     sides = [s for s in args.sides.split(",") if s]
-    if unknown := set(sides) - {"ours", "trl"}:
-        parser.error(f"unknown --sides {sorted(unknown)}; choose from ours, trl")
+    if unknown := set(sides) - set(SIDES):
+        parser.error(f"unknown --sides {sorted(unknown)}; choose from {', '.join(SIDES)}")
     command = " ".join(shlex.quote(a) for a in [f"OMP_NUM_THREADS={args.threads}", "PYTHONPATH=.", "python", *sys.argv])
     if args.model_dir is None:
         import dataclasses
@@ -310,6 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.warm_start_steps is not None:
             recipe = dataclasses.replace(recipe, warm_start_steps=args.warm_start_steps)
         args.model_dir = str(build_recipe(recipe, args.cache_dir))
+    else:
+        from posttrain.models.pretrained import resolve_model_name
+
+        args.model_dir = resolve_model_name(args.model_dir)  # e.g. smollm2-135m
     n_params = _model_params(args.model_dir)
 
     import deepspeed
@@ -321,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("WORLD_SIZE", None)
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
+    failures: dict[str, str] = {}  # side -> the end of its stderr, when --keep-going let it fail
     with tempfile.TemporaryDirectory(prefix="bench-grpo-") as tmp:
         for r in range(args.repeats):
             order = sides if r % 2 == 0 else sides[::-1]  # alternate who goes first
@@ -330,12 +353,16 @@ def main(argv: list[str] | None = None) -> int:
                        "--model-dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
                        "--precision", args.precision, "--prompts", str(args.prompts), "--group", str(args.group),
                        "--micro-batch", str(args.micro_batch), "--max-new-tokens", str(args.max_new_tokens),
-                       "--lr", str(args.lr), "--threads", str(args.threads)]
+                       "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout]
                 start = time.perf_counter()
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
                 if proc.returncode != 0:
-                    sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
-                    raise SystemExit(f"{side} worker failed (repeat {r})")
+                    if not args.keep_going:
+                        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+                        raise SystemExit(f"{side} worker failed (repeat {r})")
+                    failures.setdefault(side, proc.stderr[-6000:])
+                    print(f"repeat {r} {side}: FAILED (recorded in the report)", flush=True)
+                    continue
                 result = json.loads(out.read_text())
                 result["wall_seconds"] = time.perf_counter() - start
                 result["started_at"] = time.strftime("%H:%M:%S")
@@ -344,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"peak RSS {result['peak_rss_mb']:.0f} MiB", flush=True)
 
     peak = matmul_peak([1024, 2048], sorted({1, os.cpu_count() or 1}), args.peak_seconds)
-    summary = {side: _summary(rs) for side, rs in runs.items()}
+    summary = {side: _summary(rs) for side, rs in runs.items() if rs}
     report: dict[str, Any] = {
         "command": command,
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
@@ -361,13 +388,13 @@ def main(argv: list[str] | None = None) -> int:
             "timed_steps_per_run": args.steps, "repeats": args.repeats,
             "reward": "posttrain.tasks.arithmetic.ArithmeticTask.reward (both sides)",
             "ours": "posttrain.trainer.Trainer(GRPOConfig(...)); loop of _one_step + logger.log (jsonl), "
-                    "DeepSpeed ZeRO-0, torch AdamW(foreach=False), HFRolloutEngine on a separate copy + weight sync; "
+                    f"DeepSpeed ZeRO-0, torch AdamW(foreach=False), --rollout {args.rollout} engine + weight sync "
+                    "after every step (ours-async: --async_rollouts true, max_staleness 1); "
                     "shipped code as is: rollout_batch_size=0 (one rollout batch of prompts x group per step), "
                     "lru_cached rewards.verifiers.math_equal, each distinct prompt encoded once (pg.py)",
             "ours_instrumentation": "the only patch on our side is a pass-through wrapper around "
-                                    "trainer.algo.make_experience that reads the trained batch's token counts from "
-                                    "the returned experience (attention_mask / completion_mask sums); it changes "
-                                    "no computation",
+                                    "trainer._train_on that reads the trained batch's token counts from the "
+                                    "experience (attention_mask / completion_mask sums); it changes no computation",
             "shared_reward_cache": "both sides call ArithmeticTask.reward -> the lru_cached math_equal, so the "
                                    "cache also serves TRL's reward calls (one cold cache per subprocess)",
             "trl": "trl.GRPOTrainer(model=path, reward_funcs=task.reward, text prompts already templated), "
@@ -379,9 +406,14 @@ def main(argv: list[str] | None = None) -> int:
                       "attention mask, TRL from its num_tokens counter",
         },
         "summary": summary,
+        "failures": failures,
         "matmul_peak": peak,
         "runs": runs,
     }
+    report["ratios_seconds_per_step_vs"] = {  # peer median s/step / side median s/step: > 1 = side faster
+        peer: {side: summary[peer]["median_seconds_per_step"] / summary[side]["median_seconds_per_step"]
+               for side in summary if side.startswith("ours")}
+        for peer in summary if peer.startswith("trl")}
     if "ours" in summary and "trl" in summary:
         o, t = summary["ours"], summary["trl"]
         report["ratio_speed_ours_over_trl"] = {
@@ -411,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
-    print(json.dumps({k: report[k] for k in ("summary", "ratio_speed_ours_over_trl", "peak_fraction") if k in report},
+    print(json.dumps({k: report[k] for k in ("summary", "ratios_seconds_per_step_vs", "ratio_speed_ours_over_trl",
+                                             "peak_fraction", "failures") if k in report},
                      indent=2))
     return 0
 
