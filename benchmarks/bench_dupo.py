@@ -1,0 +1,137 @@
+"""DuPO in miniature (She et al. 2025, arXiv 2508.14460): label-free DuPO vs GRPO with the gold-label verifier
+(the paper's oracle RLVR) vs DuPO without unknown-component selection, from the same warm start, over seeds;
+then DuPO's training-free reranking against one sample and majority vote at N = 4 and 8.
+
+    python benchmarks/bench_dupo.py --seeds 0 1 2 -- --steps 15
+
+Every arm runs ``posttrain/train.py`` exactly as a user would (single-threaded, one process) on the embedded
+default (``causal-word-arithmetic`` on word-arithmetic); only the algorithm and the reward differ:
+
+- ``dupo``: ``--algo dupo`` (dual reward, selection on, snapshot dual solver);
+- ``grpo-oracle``: ``--algo grpo`` with the task's verifier (reads the gold answers);
+- ``dupo-no-filter``: ``--algo dupo --dual_selection false``.
+
+Writes PREFIX.json (the command, per-arm and per-seed curves, the rerank table) and PREFIX.png (held-out greedy
+accuracy per step, mean over seeds with each seed faint). An arm/seed whose run already finished under
+``--runs`` is reused, so an interrupted benchmark resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+ARMS: dict[str, list[str]] = {
+    "dupo": ["--algo", "dupo"],
+    "grpo-oracle": ["--algo", "grpo", "--task", "word-arithmetic"],
+    "dupo-no-filter": ["--algo", "dupo", "--dual_selection", "false"],
+}
+COMMON = ["--prompts_per_step", "8", "--group_size", "8", "--micro_batch_size", "64", "--max_new_tokens", "6",
+          "--eval_every", "5", "--eval_examples", "128", "--pass_k", "1", "--save_every", "0", "--lr", "1e-4",
+          "--progress", "false", "--num_threads", "1"]
+DUPO_ONLY = ["--dual_max_new_tokens", "4", "--dual_refresh_every", "5"]
+
+
+def run_arm(arm: str, seed: int, output_dir: Path, extra: list[str]) -> None:
+    metrics = output_dir / "metrics.jsonl"
+    if any(output_dir.glob("checkpoints/step_*/COMPLETE")) and metrics.exists():
+        return
+    flags = ARMS[arm] + COMMON + (DUPO_ONLY if arm.startswith("dupo") else [])
+    cmd = [sys.executable, str(REPO / "posttrain" / "train.py"), *flags, "--seed", str(seed),
+           "--output_dir", str(output_dir), *extra]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    subprocess.run(cmd, cwd=REPO, check=True, env=env)
+
+
+def curves(output_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    rows = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+    keys = ("eval/accuracy", "train/accuracy", "reward/mean", "dupo/selection_pass_rate", "dupo/dual_accuracy")
+    return {k: [(r["step"], r[k]) for r in rows if k in r] for k in keys}
+
+
+def rerank_table(ns: list[int], k: int, examples: int, seeds: list[int]) -> dict[str, dict[str, float]]:
+    """``posttrain dupo-rerank`` on the warm start, once per seed; the mean of every number per N."""
+    from posttrain.algos.dupo.rerank_cli import build_engine, build_parser, run
+
+    per_seed = []
+    for seed in seeds:
+        args = build_parser().parse_args(["--n", *map(str, ns), "--k", str(k), "--examples", str(examples),
+                                          "--max_new_tokens", "6", "--dual_max_new_tokens", "4", "--seed", str(seed),
+                                          "--device", "cpu"])
+        per_seed.append(run(args, build_engine(args))["results"])
+    return {n: {key: statistics.mean(r[n][key] for r in per_seed) for key in per_seed[0][n]} for n in per_seed[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_dupo", help="run directories")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "dupo",
+                        help="output prefix: writes PREFIX.json and PREFIX.png")
+    parser.add_argument("--rerank_n", type=int, nargs="*", default=[4, 8], help="N of the rerank table (none = skip)")
+    parser.add_argument("--rerank_k", type=int, default=8, help="dual samples per (question, answer) when reranking")
+    parser.add_argument("--rerank_examples", type=int, default=128, help="held-out questions reranked per seed")
+    parser.add_argument("extra", nargs="*", help="extra trainer flags after --, e.g. -- --steps 15")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    runs: dict[str, dict[int, dict]] = {}
+    for arm in args.arms:
+        for seed in args.seeds:
+            out = args.runs / arm / f"seed{seed}"
+            run_arm(arm, seed, out, args.extra)
+            runs.setdefault(arm, {})[seed] = curves(out)
+    summary = {}
+    for arm, per_seed in runs.items():
+        start = [c["eval/accuracy"][0][1] for c in per_seed.values()]
+        final = [c["eval/accuracy"][-1][1] for c in per_seed.values()]
+        summary[arm] = {"start_mean": statistics.mean(start), "final_mean": statistics.mean(final),
+                        "final_std": statistics.stdev(final) if len(final) > 1 else 0.0,
+                        "per_seed_final": dict(zip(per_seed, final))}
+    from data_pipelines.common.io import atomic_write_text
+
+    report = {"command": " ".join([sys.executable, *sys.argv]), "summary": summary, "runs": runs}
+    if args.rerank_n:
+        report["rerank"] = rerank_table(args.rerank_n, args.rerank_k, args.rerank_examples, args.seeds)
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+    plot(runs, args.out.with_suffix(".png"))
+    print(json.dumps({k: report[k] for k in ("summary", "rerank") if k in report}, indent=2))
+    return 0
+
+
+def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for color, (arm, per_seed) in zip(("C0", "C1", "C2"), runs.items()):
+        series = [c["eval/accuracy"] for c in per_seed.values()]
+        for curve in series:
+            ax.plot(*zip(*curve), color=color, alpha=0.25)
+        steps = [s for s, _ in series[0]]
+        mean = [statistics.mean(c[i][1] for c in series) for i in range(len(steps))]
+        ax.plot(steps, mean, color=color, marker="o", label=f"{arm} (mean of {len(series)} seeds)")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out greedy accuracy")
+    ax.set_title("DuPO vs oracle GRPO on word-arithmetic (tiny model)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
