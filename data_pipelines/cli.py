@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import argparse
 
+from posttrain.cli_help import HelpFormatter
+
 
 def build_parser() -> argparse.ArgumentParser:
     from data_pipelines.dmap.pipeline import add_dmap_args
     from data_pipelines.entropylong.run import add_entropylong_args
 
-    parser = argparse.ArgumentParser(prog="posttrain data", description="Synthetic data pipelines and analysis.")
+    parser = argparse.ArgumentParser(prog="posttrain data", description="Synthetic data pipelines and analysis.",
+                                     formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="pipeline", required=True, metavar="PIPELINE")
-    el = sub.add_parser("entropylong", help="EntropyLong: long-context sequences verified by entropy reduction",
+    el = sub.add_parser("entropylong", help="EntropyLong: long-context sequences verified by entropy reduction", formatter_class=HelpFormatter,
                         description="EntropyLong (Jia et al. 2026). With no --input/--model: runs on the built-in "
                         "synthetic corpus scored by smollm2-135m and reports precision/recall.")
     add_entropylong_args(el)
     dm = sub.add_parser("dmap", help="DMAP: distribution map of texts under a model (+ chi-square uniformity)",
+                        formatter_class=HelpFormatter,
                         description="DMAP (Kempton et al. 2026). With no --input: pure vs top-k vs low-temperature "
                         "samples of the embedded tiny corpus LM.")
     add_dmap_args(dm)

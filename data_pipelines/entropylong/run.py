@@ -58,7 +58,7 @@ def add_entropylong_args(parser) -> None:
     for f in fields(EntropyLongConfig):
         flag = "--" + f.name.replace("_", "-")
         doc = (f.metadata.get("doc") if f.metadata else None) or _FIELD_DOCS.get(f.name, "")
-        parser.add_argument(flag, type=type(f.default), default=f.default, help=f"{doc} (default: {f.default!r})")
+        parser.add_argument(flag, type=type(f.default), default=f.default, help=doc)
 
 
 _FIELD_DOCS = {

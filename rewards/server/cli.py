@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 
+from posttrain.cli_help import HelpFormatter
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import BACKENDS, DTYPES, load_served_model
 
@@ -17,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve a generative reward model (mR3-style rubric scoring: pointwise / pairwise / binary) "
                     "and an OpenAI-compatible /v1/completions + /v1/chat/completions API. With no --model, "
                     "serves the embedded tiny reward model (built and warm-started on first use).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="Interface to bind; use 0.0.0.0 only on a trusted network.")
     p.add_argument("--port", type=int, default=8000, help="TCP port (0 = any free port).")
     p.add_argument("--model", default=None, help="Model path, hub id or packaged alias (smollm2-135m); "

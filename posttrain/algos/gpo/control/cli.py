@@ -19,17 +19,19 @@ from pathlib import Path
 from posttrain.algos.gpo import core
 from posttrain.algos.gpo.control.envs import ENV_NAMES
 from posttrain.algos.gpo.control.methods import ENV_DEFAULTS, METHODS, ControlConfig
+from posttrain.cli_help import HelpFormatter
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="posttrain gpo-control",
+        prog="posttrain gpo-control", formatter_class=HelpFormatter,
         description="Guided Policy Optimization (guider sees the full state, learner the noisy partial "
         "observation) and the paper's baselines on vectorised gymnasium-style control tasks.",
     )
     p.add_argument("--env", choices=ENV_NAMES, default="cartpole",
                    help="tiger-door (didactic), cartpole (noisy positions only), pendulum (no velocity).")
-    p.add_argument("--method", choices=METHODS, default="gpo-clip", help="Algorithm (see methods.py's table).")
+    p.add_argument("--method", choices=METHODS, default="gpo-clip", help="gpo-clip, gpo-penalty, gpo-naive (GPO variants); ppo, ppo-asym (critic sees the "
+                   "state), ppo-bc, teacher-student (baselines); oracle (PPO on the full state).")
     p.add_argument("--noise", type=float, default=0.0,
                    help="Std of the Gaussian noise on the learner's view (tiger-door: mishearing probability).")
     p.add_argument("--seed", type=int, default=0, help="Seed of envs, initialisation and sampling.")
