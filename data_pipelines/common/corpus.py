@@ -11,10 +11,13 @@ Three kinds of documents:
 - ``misc-XXX``: filler with an unrelated code that is defined nowhere (a decoy for retrieval).
 
 ``style="prose"`` writes the same three kinds for a pretrained LM (``smollm2-135m``, the default scorer
-of ``posttrain data entropylong``): capitalised names, and around the planted sentence ("The seal of
-Velnor is V7QXM.") slices of lists every LM knows by heart (numbers, months, weekdays), so that what a
-real LM finds surprising is the planted sentence, not random filler words. Measured with SmolLM2-135M:
-alone, the code's characters cost 3.9-5.7 nats; with the definition prepended 0.4-3.5 (it copies).
+of ``posttrain data entropylong``): the planted fact as a bare "Velnor: V7QXM." between slices of lists
+every LM knows by heart (numbers, months, weekdays), and no other wording, so the only content two
+documents share is a planted fact. (An earlier layout, "Seal of Velnor, registered. ... The seal of
+Velnor is V7QXM. ...", put the highest-entropy tokens on shared template words, "Seal" at the start and
+"seal" after a list, so the planted partner was the best context for 1 root in 12 under the paper's
+rule; with this layout for 5 in 16. Measured with SmolLM2-135M, 8 entities: ``benchmarks/BENCHMARKS.md``.)
+The three kinds differ only in which other document, if any, shares their fact.
 
 Ground truth (``Corpus.dependencies``): each ``use`` document needs its ``def`` document. Because the
 fact is symmetric (the ``use`` document also pins down the code in the ``def`` document),
@@ -86,22 +89,18 @@ def _known_list(rng: random.Random) -> str:
     return ", ".join(items[start:start + rng.randint(5, 7)]) + "."
 
 
-def definition_prose(rng: random.Random, place: str, code: str) -> str:
-    name = place.capitalize()
-    return f"Seal of {name}, registered. {_known_list(rng)} The seal of {name} is {code}. {_known_list(rng)}"
+def prose_fact(place: str, code: str) -> str:
+    """The planted sentence of the prose style: ``"Velnor: V7QXM."``."""
+    return f"{place.capitalize()}: {code}."
 
 
-def usage_prose(rng: random.Random, place: str, code: str) -> str:
-    name = place.capitalize()
-    return f"Seal of {name}, used. {_known_list(rng)} The seal of {name} is {code}. {_known_list(rng)}"
+def fact_prose(rng: random.Random, place: str, code: str) -> str:
+    """A prose document: two known-list slices, the planted fact, two more slices."""
+    before, after = f"{_known_list(rng)} {_known_list(rng)}", f"{_known_list(rng)} {_known_list(rng)}"
+    return f"{before} {prose_fact(place, code)} {after}"
 
 
-def misc_prose(rng: random.Random, place: str, code: str) -> str:
-    name = place.capitalize()
-    return f"Stone near {name}. {_known_list(rng)} The stone near {name} is {code}. {_known_list(rng)}"
-
-
-STYLES = {"chars": (definition_doc, usage_doc, misc_doc), "prose": (definition_prose, usage_prose, misc_prose)}
+STYLES = {"chars": (definition_doc, usage_doc, misc_doc), "prose": (fact_prose, fact_prose, fact_prose)}
 """Document writers (definition, usage, decoy) per corpus style."""
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from data_pipelines.common.backends import encode_text, tokenize
-from data_pipelines.common.corpus import echo_drill, make_corpus, training_text, warm_start
+from data_pipelines.common.corpus import echo_drill, make_corpus, prose_fact, training_text, warm_start
 from data_pipelines.common.dedup import minhash_dedup
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever, chunk_text
@@ -56,8 +56,10 @@ def test_prose_corpus_plants_the_same_facts():
     docs = {d["id"]: d["text"] for d in corpus.documents}
     assert len(docs) == 7 and corpus.documents == make_corpus(3, 1, seed=2, style="prose").documents
     for dep in corpus.dependencies:
-        fact = f"The seal of {dep['entity'].capitalize()} is {dep['code']}."
+        fact = prose_fact(dep["entity"], dep["code"])
         assert fact in docs[dep["doc"]] and fact in docs[dep["needs"]]
+        others = [text for doc_id, text in docs.items() if doc_id not in (dep["doc"], dep["needs"])]
+        assert not any(dep["entity"].capitalize() in text or dep["code"] in text for text in others)
     with pytest.raises(ValueError, match="style"):
         make_corpus(1, 0, style="poetry")
 
