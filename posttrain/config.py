@@ -21,6 +21,8 @@ import yaml
 
 DEFAULT_ALGO = "grpo"
 """The algorithm of a run that names none (neither ``--algo`` nor an ``algo:`` key in its ``--config`` file)."""
+VLLM_ROLLOUTS = ("vllm", "vllm-remote")
+"""The ``--rollout`` engines served by vLLM (colocated and remote workers)."""
 
 
 class ConfigError(ValueError):
@@ -93,11 +95,17 @@ class TrainConfig:
     lora_r: int = opt(0, "LoRA rank via peft; 0 = full fine-tuning.")
     lora_alpha: int = opt(16, "LoRA alpha.")
     # --- sampling ------------------------------------------------------------------------------
-    rollout: str = opt("hf", "Rollout engine.", ["hf", "diffusion", "vllm", "vllm-remote"])
+    rollout: str = opt("hf", "Rollout engine: hf (our decoding loop), diffusion (masked-diffusion sampler), vllm "
+                             "(colocated in each rank), vllm-remote (`posttrain rollout-worker` servers). Without "
+                             "--model, vllm and vllm-remote start from the embedded model's vLLM-servable twin "
+                             "(recipe NAME-vllm: 3 heads of 32, as vLLM's CPU attention does not serve the "
+                             "default's head size 24; same task, data, noise and warm start).",
+                        ["hf", "diffusion", *VLLM_ROLLOUTS])
     rollout_workers: str = opt("", "--rollout vllm-remote: comma-separated worker URLs (http://HOST:PORT), each a "
                                    "`posttrain rollout-worker`; prompts are spread evenly over them, all synced.")
-    worker_timeout_s: float = opt(120.0, "--rollout vllm-remote: seconds a worker HTTP call or weight-sync "
-                                         "collective may take before the run fails naming the worker.")
+    worker_timeout_s: float = opt(120.0, "--rollout vllm and vllm-remote: seconds a weight-sync collective (and, "
+                                         "for vllm-remote, a worker HTTP call) may take before the run fails "
+                                         "naming the engine or worker.")
     async_rollouts: bool = opt(False, "Generate the next steps' rollouts while this step trains (GRPO/RLOO); stale "
                                       "rollouts use the sampling engine's log-probs as the ratio's old policy.")
     max_staleness: int = opt(1, "--async_rollouts: how many weight versions a step's rollouts may lag the trained "
@@ -137,6 +145,14 @@ class TrainConfig:
         from posttrain.models.tiny import default_recipe_for
 
         return default_recipe_for(self.task, kind)
+
+    def embedded_recipe(self, kind: str) -> str:
+        """The tiny recipe a run without ``--model`` is built from: ``tiny_recipe(kind)``, or with a vLLM
+        rollout (``vllm``, ``vllm-remote``) that recipe's vLLM-servable twin (``models.tiny.vllm_variant``)."""
+        from posttrain.models.tiny import vllm_variant
+
+        name = self.tiny_recipe(kind)
+        return vllm_variant(name) if self.rollout in VLLM_ROLLOUTS else name
 
     def per_rank_prompts(self, world_size: int) -> int:
         return self.prompts_per_step // world_size

@@ -73,7 +73,15 @@ def load_causal_lm(
 
 def resolve_model_path(config: TrainConfig, kind: str = "causal") -> str:
     """``config.model`` (aliases resolved), or the directory of the run's tiny ``kind`` model
-    (``config.tiny_recipe``: the task's, unless the algorithm needs another; built if needed)."""
+    (``config.embedded_recipe``: the task's, unless the algorithm needs another, or its vLLM-servable twin
+    under a vLLM rollout; built if needed)."""
     if config.model:
         return resolve_model_name(config.model)
-    return str(build_tiny(config.tiny_recipe(kind)))
+    name = config.embedded_recipe(kind)
+    path = str(build_tiny(name))
+    base = config.tiny_recipe(kind)
+    if name != base:
+        logger.info("--rollout %s without --model: using the embedded recipe %s (%s) instead of %s, whose "
+                    "attention head size vLLM's CPU attention does not serve; same task, data, label noise and "
+                    "warm start (rollout workers serve it with --model %s)", config.rollout, name, path, base, path)
+    return path

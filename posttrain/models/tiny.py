@@ -206,11 +206,28 @@ _declare(TinyRecipe(name="corpus-lm", kind="corpus", task=None,
                     warm_start="data_pipelines.common.corpus:warm_start", warm_start_steps=200, **_POLICY))
 
 
+# vLLM-servable twins of the causal policies, for `--rollout vllm` / `vllm-remote` runs without --model
+# (`vllm_variant`): vLLM's CPU attention does not implement the policies' head size of 24 (96 / 4 heads), so
+# each twin has 3 heads of 32 and 1 KV head; task, data, label noise and warm start are the base recipe's.
+# The base recipes are untouched (benchmarks were measured on them).
+VLLM_VARIANTS: dict[str, str] = {
+    base: _declare(dataclasses.replace(RECIPES.get(base), name=f"{base}-vllm", num_heads=3, num_kv_heads=1)).name
+    for base in RECIPES.names() if RECIPES.get(base).kind == "causal"
+}
+
+
+def vllm_variant(name: str) -> str:
+    """The vLLM-servable twin of recipe ``name`` (``VLLM_VARIANTS``), or ``name`` itself when it has none."""
+    return VLLM_VARIANTS.get(name, name)
+
+
 def default_recipe_for(task: str, kind: str = "causal") -> str:
-    """Name of the recipe for ``task`` and ``kind``; unknown pairs fail listing what exists."""
+    """Name of the recipe for ``task`` and ``kind`` (never a vLLM twin: ``vllm_variant`` maps to those);
+    unknown pairs fail listing what exists."""
     if task == "dataset" and kind == "causal":
         return "causal-arithmetic"
-    for name in RECIPES.names():
+    twins = set(VLLM_VARIANTS.values())
+    for name in (n for n in RECIPES.names() if n not in twins):
         recipe = RECIPES.get(name)
         if recipe.task == task and recipe.kind == kind:
             return name
@@ -446,7 +463,7 @@ def tiny_main(argv: list[str]) -> int:
             recipe = RECIPES.get(name)
             path = recipe_dir(recipe, args.cache_dir)
             state = "built" if path.is_dir() else "not built"
-            print(f"{name:22s} {recipe.kind:9s} task={recipe.task}  {state}  {path}")
+            print(f"{name:27s} {recipe.kind:9s} task={recipe.task}  {state}  {path}")
         return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     print(build_tiny(args.recipe, cache_dir=args.cache_dir, force=args.force))

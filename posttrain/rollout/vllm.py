@@ -8,8 +8,8 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
   log-prob of each sampled token under the distribution it was drawn from: vLLM's
   ``logprobs_mode="processed_logprobs"`` (after temperature, top-k, top-p), like the HF engine records.
   Greedy (``temperature == 0``) records the unscaled model log-prob, as the HF engine does.
-- Seeds: sample ``i`` of a call gets its own vLLM seed derived from ``(params.seed, i)``, so G copies of
-  one prompt differ and the same seed repeats; ``seed=None`` leaves vLLM's sampling unseeded. vLLM's
+- Seeds: sample ``i`` of a call gets its own vLLM seed ``base.sample_seed(params.seed, i)`` (the seed the
+  remote workers get too), so G copies of one prompt differ and the same seed repeats; ``seed=None`` leaves vLLM's sampling unseeded. vLLM's
   random streams are not ours, so a vLLM sample never equals an HF sample with the same seed.
 - Stops: the tokenizer's eos and ``SamplingParams.stop_token_ids``; ``max_new_tokens``.
 - Scoring (``score``, the ``ScoringEngine`` protocol): vLLM's ``prompt_logprobs`` give the top
@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, check_score_inputs
+from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seed
 from posttrain.rollout.scores import TokenScores
 from posttrain.rollout.topk import scores_from_topk
 
@@ -47,7 +47,6 @@ INSTALL_HINT = ('vLLM is not installed: pip install -e ".[gpu]" on a CUDA machin
                 'or pip install -e ".[cpu-vllm]" for its CPU build')
 # vLLM 0.30's CPU attention kernels (vllm/v1/attention/backends/cpu_attn.py).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-_SEED_MODULUS = 2**31 - 1
 
 
 def _on_cuda() -> bool:
@@ -98,7 +97,7 @@ def _cpu_head_size_problem(where: str, head_dim: int | None) -> str | None:
 def vllm_config_problem(config: Any) -> str | None:
     """Why a run's config cannot use ``--rollout vllm``, checked at start-up without starting vLLM (or
     converting a packaged model): vLLM missing, or a model it cannot serve (``vllm_servable_problem``;
-    for the embedded default, its recipe's head size)."""
+    for the embedded default, the head size of its recipe, ``config.embedded_recipe``: the vLLM-servable twin)."""
     import importlib.util
 
     from posttrain.models.pretrained import is_pretrained_alias
@@ -109,14 +108,9 @@ def vllm_config_problem(config: Any) -> str | None:
         return None if is_pretrained_alias(config.model) else vllm_servable_problem(config.model)
     from posttrain.models.tiny import RECIPES
 
-    recipe = RECIPES.get(config.tiny_recipe(config.model_kind))
+    recipe = RECIPES.get(config.embedded_recipe(config.model_kind))
     return _cpu_head_size_problem(f"the embedded default model (tiny recipe {recipe.name!r})",
                                   recipe.hidden_size // recipe.num_heads)
-
-
-def sample_seed(seed: int, index: int) -> int:
-    """The vLLM seed of sample ``index`` in a call seeded ``seed``: distinct per sample, repeatable."""
-    return (seed * 1_000_003 + index * 7_919 + 1) % _SEED_MODULUS
 
 
 class _LocalClient:

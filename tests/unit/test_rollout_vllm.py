@@ -15,9 +15,9 @@ from posttrain.algos.sequences import pack_sequences
 from posttrain.config import ConfigError
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.models.loading import load_causal_lm, load_tokenizer
-from posttrain.rollout.base import RolloutEngine, SamplingParams
+from posttrain.rollout.base import RolloutEngine, SamplingParams, sample_seed
 from posttrain.rollout.hf import HFRolloutEngine
-from posttrain.rollout.vllm import VLLMRolloutEngine, sample_seed, vllm_servable_problem
+from posttrain.rollout.vllm import VLLMRolloutEngine, vllm_servable_problem
 from posttrain.tasks import TASKS
 from posttrain.tasks.prompts import encode_prompts
 
@@ -107,7 +107,8 @@ def test_seeds_repeat_and_copies_differ(engine, prompt_ids) -> None:
     assert len({tuple(c) for c in first.completion_ids}) > 1  # G copies of one prompt differ
     other = engine.generate(group, dataclasses.replace(params, seed=12))
     assert other.completion_ids != first.completion_ids
-    assert len({sample_seed(11, i) for i in range(64)}) == 64
+    # sample i is seeded base.sample_seed(seed, i), as on the remote workers and the reward server
+    assert [p.seed for p in engine._vllm_params(params, 3)] == [sample_seed(11, i) for i in range(3)]
 
 
 def test_eos_stop_ids_and_max_tokens(engine, prompt_ids) -> None:
@@ -168,8 +169,15 @@ def test_bad_inputs_fail_clearly(engine, tmp_path: Path) -> None:
 def test_config_refuses_what_vllm_cannot_serve(tmp_path: Path) -> None:
     from posttrain.algos.pg import GRPOConfig
 
-    with pytest.raises(ConfigError, match="head size 24"):  # the embedded default (CPU)
-        GRPOConfig(rollout="vllm", output_dir=str(tmp_path)).validate()
+    embedded = GRPOConfig(rollout="vllm", output_dir=str(tmp_path))
+    embedded.validate()  # without --model: the embedded default's vLLM-servable twin
+    assert embedded.embedded_recipe("causal") == "causal-arithmetic-vllm"
+    assert GRPOConfig(rollout="hf").embedded_recipe("causal") == "causal-arithmetic"
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "config.json").write_text(json.dumps({"hidden_size": 96, "num_attention_heads": 4}))
+    with pytest.raises(ConfigError, match=f"'rollout'.*{odd} has attention head size 24"):  # a user's --model
+        GRPOConfig(rollout="vllm", model=str(odd), output_dir=str(tmp_path)).validate()
     with pytest.raises(ConfigError, match="tis_cap"):
         GRPOConfig(rollout="vllm", tis_cap=-1.0, model=str(tmp_path), output_dir=str(tmp_path)).validate()
 

@@ -22,6 +22,7 @@ from posttrain.models.tiny import (
     build_tokenizer,
     default_recipe_for,
     tiny_main,
+    vllm_variant,
 )
 
 SMALL = dataclasses.replace(RECIPES.get("causal-arithmetic"), name="test-small", hidden_size=32, num_layers=1,
@@ -64,6 +65,19 @@ def test_recipes_declared() -> None:
     assert default_recipe_for("dataset") == "causal-arithmetic"
     with pytest.raises(KeyError, match="no tiny recipe"):
         default_recipe_for("chess")
+
+
+def test_every_causal_policy_has_a_vllm_servable_twin() -> None:
+    for name in RECIPES.names():
+        base = RECIPES.get(name)
+        if base.kind != "causal" or name.endswith("-vllm"):
+            assert vllm_variant(name) == name  # no twin: diffusion, reward and corpus models keep their own
+            continue
+        twin = RECIPES.get(vllm_variant(name))
+        assert twin.name == f"{name}-vllm" and twin.hidden_size // twin.num_heads == 32 and twin.num_kv_heads == 1
+        assert dataclasses.replace(twin, name=name, num_heads=base.num_heads, num_kv_heads=base.num_kv_heads) == base
+    assert RECIPES.get("causal-arithmetic").num_heads == 4  # the recipe the benchmarks were measured on
+    assert default_recipe_for("arithmetic") == "causal-arithmetic"  # a twin is never a task's default
 
 
 def test_recipe_validation_names_recipe() -> None:
@@ -160,6 +174,7 @@ def test_tiny_main_lists(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert tiny_main(["--list", "--cache-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "causal-arithmetic" in out and "not built" in out
+    assert "causal-arithmetic-vllm " in out
 
 
 def test_resolve_model_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,7 +187,11 @@ def test_resolve_model_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert loading.resolve_model_path(TrainConfig(task="countdown")) == "/cache/causal-countdown"
     assert loading.resolve_model_path(TrainConfig(task="sudoku"), kind="diffusion") == "/cache/diffusion-sudoku"
     assert loading.resolve_model_path(TrainConfig(task="dataset", dataset="x.jsonl")) == "/cache/causal-arithmetic"
-    assert built == ["causal-countdown", "diffusion-sudoku", "causal-arithmetic"]
+    assert loading.resolve_model_path(TrainConfig(rollout="vllm")) == "/cache/causal-arithmetic-vllm"
+    assert loading.resolve_model_path(TrainConfig(rollout="vllm-remote", task="countdown")) == \
+        "/cache/causal-countdown-vllm"
+    assert built == ["causal-countdown", "diffusion-sudoku", "causal-arithmetic", "causal-arithmetic-vllm",
+                     "causal-countdown-vllm"]
 
 
 def test_load_tokenizer_falls_back_to_eos_for_padding(small_dir: Path, tmp_path: Path) -> None:
