@@ -23,6 +23,10 @@ DEFAULT_ALGO = "grpo"
 """The algorithm of a run that names none (neither ``--algo`` nor an ``algo:`` key in its ``--config`` file)."""
 VLLM_ROLLOUTS = ("vllm", "vllm-remote")
 """The ``--rollout`` engines served by vLLM (colocated and remote workers)."""
+VLLM_EMBEDDED_HELP = ("Without --model, vllm and vllm-remote start from the embedded model's vLLM-servable twin "
+                      "(tiny recipe NAME-vllm: 3 heads of 32, since vLLM's CPU attention does not serve the default's "
+                      "head size 24; same task, data, label noise and warm start).")
+"""The ``rollout`` help's sentence on the embedded default of vLLM runs (``TrainConfig.embedded_recipe``)."""
 
 
 class ConfigError(ValueError):
@@ -96,11 +100,8 @@ class TrainConfig:
     lora_alpha: int = opt(16, "LoRA alpha.")
     # --- sampling ------------------------------------------------------------------------------
     rollout: str = opt("hf", "Rollout engine: hf (our decoding loop), diffusion (masked-diffusion sampler), vllm "
-                             "(colocated in each rank), vllm-remote (`posttrain rollout-worker` servers). Without "
-                             "--model, vllm and vllm-remote start from the embedded model's vLLM-servable twin "
-                             "(recipe NAME-vllm: 3 heads of 32, as vLLM's CPU attention does not serve the "
-                             "default's head size 24; same task, data, noise and warm start).",
-                        ["hf", "diffusion", *VLLM_ROLLOUTS])
+                             "(colocated in each rank), vllm-remote (`posttrain rollout-worker` servers). "
+                             + VLLM_EMBEDDED_HELP, ["hf", "diffusion", *VLLM_ROLLOUTS])
     rollout_workers: str = opt("", "--rollout vllm-remote: comma-separated worker URLs (http://HOST:PORT), each a "
                                    "`posttrain rollout-worker`; prompts are spread evenly over them, all synced.")
     worker_timeout_s: float = opt(120.0, "--rollout vllm and vllm-remote: seconds a weight-sync collective (and, "
