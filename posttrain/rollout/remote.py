@@ -11,7 +11,9 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
 - Weights: ``sync_from`` / ``update_weights`` push the trainer's weights into every worker through
   vLLM's weight-transfer protocol, over our gloo transport on CPU (``rollout/weight_transfer.py``) and
   vLLM's ``nccl`` on CUDA (``default_transport``; the NCCL path has not run here: this machine has no
-  GPU), and stamp them with the trainer step (``weight_version``). The constructor pushes the trainer's
+  GPU), stamp them with the trainer step (``weight_version``) and reset each worker's prefix cache (its
+  cached blocks hold keys and values computed by the old weights; vLLM keeps them across a weight update,
+  and on CPU a block is 128 tokens, so only longer prompts are cached). The constructor pushes the trainer's
   initial weights (version 0), so workers serve exactly the trainer's model whatever checkpoint (or
   ``--load-format dummy``) they were started with. Rank 0 hosts each group's rendezvous on its address
   on the route to the worker (``local_address_towards``), so workers on other machines can join it;
@@ -97,7 +99,7 @@ class _ControlClient:
         self.url = url
         self._http = httpx.Client(base_url=url, timeout=timeout_s)
 
-    def _post(self, path: str, body: dict[str, Any] | None = None) -> None:
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
         try:
             response = self._http.post(path, json=body)
         except httpx.HTTPError as err:
@@ -107,6 +109,7 @@ class _ControlClient:
                                         "(it turns on vLLM's dev-mode weight-sync routes, VLLM_SERVER_DEV_MODE=1)")
         if response.status_code >= 400:
             raise WorkerError(self.url, f"POST {path}: HTTP {response.status_code}: {response.text[:300]}")
+        return response
 
     def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
         self._post("/init_weight_transfer_engine", {"init_info": init_info})
@@ -122,6 +125,16 @@ class _ControlClient:
 
     def update_weight_version(self, version: str) -> None:
         self._post("/update_weight_version", {"new_version": version})
+
+    def reset_prefix_cache(self) -> None:
+        """Drop the worker's cached prefix blocks (their keys and values were computed by the old weights)."""
+        try:
+            success = self._post("/reset_prefix_cache").json()["success"]
+        except (ValueError, KeyError) as err:
+            raise WorkerError(self.url, f"POST /reset_prefix_cache: unexpected answer: {err}") from err
+        if not success:
+            raise WorkerError(self.url, "POST /reset_prefix_cache: refused (requests still running during a "
+                                        "weight sync); its cache would keep keys and values of the old weights")
 
     def world_size(self) -> int:
         """How many ranks the worker's engine has (tensor x pipeline x data parallel)."""
@@ -263,6 +276,8 @@ class RemoteVLLMEngine:
                         self._control[worker].update_weight_version(str(version))
                 else:
                     sender.send_weights(weight_version=version)
+                if self.rank == 0:
+                    self._control[worker].reset_prefix_cache()
             except (WeightSyncError, WorkerError) as err:
                 self._senders[worker] = None  # the group is unusable after a failure; a retry opens a new one
                 raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err

@@ -1,10 +1,11 @@
 """Remote rollout workers for real: two `posttrain rollout-worker` vLLM servers on loopback, started once for
 the module and always torn down, driven by ``RemoteVLLMEngine`` and by `posttrain/train.py --rollout
-vllm-remote`: greedy output equals the HF engine's, both workers are synced after a training step, a
-worker on another weight version, a silent worker and a killed worker each give an error naming it.
+vllm-remote`: greedy output equals the HF engine's, both workers are synced after a training step, a sync
+resets their prefix caches, two ZeRO-3 ranks leave them on the trainer's weights, a worker on another weight
+version, a silent worker and a killed worker each give an error naming it.
 
-The model is the tiny arithmetic policy with 3 attention heads (head size 32, which vLLM's CPU attention
-serves; the embedded recipe's 24 it does not), randomly initialised.
+The model is ``causal-arithmetic-vllm``, the registered twin of the embedded arithmetic policy that vLLM's
+CPU attention serves (3 heads of 32; the embedded recipe's head size 24 it does not).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 import torch
 
 from tests.e2e.conftest import run_entry
+from tests.e2e.sync_harness import assert_synced, deepspeed_launcher, run_sync_check
 
 pytest.importorskip("vllm")
 
@@ -39,16 +41,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def vllm_tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+def vllm_tiny() -> Path:
+    from posttrain.models.tiny import build_tiny
 
-    recipe = dataclasses.replace(RECIPES.get("causal-arithmetic"), num_heads=3, num_kv_heads=1, warm_start_steps=0)
-    path = tmp_path_factory.mktemp("tiny-head32")
-    tokenizer = build_tokenizer()
-    build_model(recipe, tokenizer).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    (path / "recipe.json").write_text(json.dumps(dataclasses.asdict(recipe)))  # load_tokenizer's char-tokenizer path
-    return path
+    return build_tiny("causal-arithmetic-vllm")
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +136,36 @@ def test_async_grpo_through_train_py_with_remote_workers(workers, vllm_tiny: Pat
     assert [r["async/staleness"] for r in rows] == [0.0, 1.0, 1.0]
     for url, _ in workers:  # every worker ends on the trainer's last step
         assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "3"
+
+
+def test_a_sync_resets_the_workers_prefix_cache(workers, vllm_tiny: Path) -> None:
+    """A prompt longer than a KV block (128 tokens on CPU) leaves cached keys and values computed by the old
+    weights; after a sync the workers must decode it with the new ones."""
+    from posttrain.models.tiny import RECIPES, build_model
+    from posttrain.rollout.hf import HFRolloutEngine
+    from posttrain.rollout.remote import RemoteVLLMEngine
+
+    model, tokenizer, _ = _hf(vllm_tiny)
+    long = [tokenizer.encode(" ".join(PROMPTS * 8))[:200]]
+    engine = RemoteVLLMEngine([url for url, _ in workers], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    assert _greedy(engine, long) == _greedy(HFRolloutEngine(model, tokenizer), long)  # now cached
+    other = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic-vllm"), seed=1), tokenizer).eval()
+    engine.update_weights(other.named_parameters())
+    assert _greedy(engine, long) == _greedy(HFRolloutEngine(other, tokenizer), long)
+
+
+@pytest.mark.distributed
+def test_two_zero3_ranks_leave_the_workers_on_the_trainers_weights(workers, vllm_tiny: Path, tmp_path: Path) -> None:
+    """2 ZeRO-3 ranks, 2 steps through the real trainer, then the workers' greedy tokens equal the trainer's
+    model's. The system prompt gives every prompt a shared prefix longer than a KV block, which step 2's
+    rollouts leave in the workers' prefix caches, computed by step 1's weights."""
+    urls = [url for url, _ in workers]
+    checks = run_sync_check(vllm_tiny, tmp_path, deepspeed_launcher(2),
+                            ["--rollout", "vllm-remote", "--rollout_workers", ",".join(urls), "--zero_stage", "3",
+                             "--num_threads", "1", "--system_prompt", "Answer with the number only. " * 5])
+    assert_synced(checks, vllm_tiny, tmp_path, 2)
+    for url in urls:
+        assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "2"
 
 
 def test_silent_then_killed_worker_is_named_within_the_timeout(workers, vllm_tiny: Path) -> None:

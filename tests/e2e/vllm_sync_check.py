@@ -3,8 +3,9 @@
     deepspeed --num_gpus 2 tests/e2e/vllm_sync_check.py --algo grpo --rollout vllm --model PATH ...
 
 It trains ``--steps`` GRPO steps through the real ``Trainer`` (weights synced after every step), then on
-every rank compares the engine's greedy tokens on held-out prompts with greedy decoding by our HF engine
-over the trainer's own module (ZeRO-3 parameters gathered). Writes ``OUTPUT_DIR/sync_check_rank{R}.json``.
+every rank compares the engine's greedy tokens on held-out prompts (rendered as the run renders them, with
+its ``--system_prompt``) with greedy decoding by our HF engine over the trainer's own module (ZeRO-3
+parameters gathered). Writes ``OUTPUT_DIR/sync_check_rank{R}.json``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def main(argv: list[str]) -> None:
     config = build_config(get_algorithm("grpo").config_class, argv)
     trainer = Trainer(config)
     trainer.fit()
-    prompts = encode_prompts(trainer.tokenizer, trainer.eval_examples[:16], None, config.max_prompt_tokens)
+    prompts = encode_prompts(trainer.tokenizer, trainer.eval_examples[:16], config.system_prompt,
+                             config.max_prompt_tokens)
     greedy = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=0.0)
     engine = trainer.rollout.generate(prompts, greedy)
     reference = HFRolloutEngine(trainer_copy(trainer), trainer.tokenizer).generate(prompts, greedy)
