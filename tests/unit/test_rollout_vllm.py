@@ -25,11 +25,11 @@ pytest.importorskip("vllm")
 
 
 def tiny_vllm_recipe():
-    """The embedded causal-arithmetic policy with 3 heads of 32 (vLLM's CPU attention has no head size
-    24, the embedded default's) and a short warm start: tests need a model, not a good one."""
+    """The embedded arithmetic policy's vLLM-servable twin (3 heads of 32: vLLM's CPU attention has no head
+    size 24, the embedded default's) with a short warm start: tests need a model, not a good one."""
     from posttrain.models.tiny import RECIPES
 
-    return dataclasses.replace(RECIPES.get("causal-arithmetic"), num_heads=3, num_kv_heads=1, warm_start_steps=30)
+    return dataclasses.replace(RECIPES.get("causal-arithmetic-vllm"), warm_start_steps=30)
 
 
 @pytest.fixture(scope="module")
