@@ -281,6 +281,7 @@ class RemoteVLLMEngine:
             except (WeightSyncError, WorkerError) as err:
                 self._senders[worker] = None  # the group is unusable after a failure; a retry opens a new one
                 raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err
+        _trainer_barrier()  # no rank generates before rank 0 has finished every worker's update and cache reset
         self._version = version
 
     def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
@@ -322,6 +323,13 @@ def local_address_towards(url: str) -> str:
             return str(probe.getsockname()[0])
     except OSError as err:
         raise WorkerError(url, f"no network route to the worker's host {host!r}: {err}") from err
+
+
+def _trainer_barrier() -> None:
+    import torch.distributed as torch_dist
+
+    if torch_dist.is_initialized() and torch_dist.get_world_size() > 1:
+        torch_dist.barrier()
 
 
 def _trainer_rank() -> int:
