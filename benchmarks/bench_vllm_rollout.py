@@ -84,7 +84,8 @@ def run_side(side: str, model: str, dtype: str, prompts: int, new_tokens: int, r
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m", help="Model alias or folder (both sides).")
-    parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"], help="Both sides' weights.")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="Both sides' weights (bfloat16 only on CPUs with native bf16: AVX-512-BF16 / AMX).")
     parser.add_argument("--prompts", type=int, default=64, help="Prompts per generate call.")
     parser.add_argument("--new-tokens", type=int, default=128, help="max_new_tokens.")
     parser.add_argument("--repeats", type=int, default=3, help="Timed calls per side per round.")
