@@ -14,7 +14,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="posttrain data", description="Synthetic data pipelines and analysis.",
                                      formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="pipeline", required=True, metavar="PIPELINE")
-    el = sub.add_parser("entropylong", help="EntropyLong: long-context sequences verified by entropy reduction", formatter_class=HelpFormatter,
+    el = sub.add_parser("entropylong", help="EntropyLong: long-context sequences verified by entropy reduction",
+                        formatter_class=HelpFormatter,
                         description="EntropyLong (Jia et al. 2026). With no --input/--model: runs on the built-in "
                         "synthetic corpus scored by smollm2-135m and reports precision/recall.")
     add_entropylong_args(el)

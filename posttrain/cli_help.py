@@ -16,7 +16,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if default is None or default is argparse.SUPPRESS or isinstance(action, argparse._StoreTrueAction):
+        if default is None or default is argparse.SUPPRESS or action.nargs == 0:  # nargs 0: a flag
             return text
         if "default" in text.lower() or action.option_strings == []:
             return text

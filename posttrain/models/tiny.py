@@ -38,6 +38,7 @@ from transformers import (
     Qwen2Config,
 )
 
+from posttrain.cli_help import HelpFormatter
 from posttrain.registry import Registry
 
 if TYPE_CHECKING:
@@ -451,7 +452,8 @@ def build_tiny(name: str, cache_dir: str | Path | None = None, force: bool = Fal
 
 def tiny_main(argv: list[str]) -> int:
     """``posttrain tiny [--recipe NAME] [--force] [--list] [--cache-dir DIR]``: build or list tiny models."""
-    parser = argparse.ArgumentParser(prog="posttrain tiny", description="Build and cache the embedded tiny models.")
+    parser = argparse.ArgumentParser(prog="posttrain tiny", description="Build and cache the embedded tiny models.",
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--recipe", default="causal-arithmetic", choices=RECIPES.names(),
                         help="Recipe to build (default: causal-arithmetic).")
     parser.add_argument("--force", action="store_true", help="Rebuild even if a cached build exists.")

@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 import torch
 
+from posttrain.dist import barrier
 from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, sample_seed
 from posttrain.rollout.http import OpenAIHTTPEngine
 
@@ -281,7 +282,7 @@ class RemoteVLLMEngine:
             except (WeightSyncError, WorkerError) as err:
                 self._senders[worker] = None  # the group is unusable after a failure; a retry opens a new one
                 raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err
-        _trainer_barrier()  # no rank generates before rank 0 has finished every worker's update and cache reset
+        barrier(_trainer_world_size())  # no rank generates before rank 0 has finished every worker's update and cache reset
         self._version = version
 
     def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
@@ -325,11 +326,10 @@ def local_address_towards(url: str) -> str:
         raise WorkerError(url, f"no network route to the worker's host {host!r}: {err}") from err
 
 
-def _trainer_barrier() -> None:
+def _trainer_world_size() -> int:
     import torch.distributed as torch_dist
 
-    if torch_dist.is_initialized() and torch_dist.get_world_size() > 1:
-        torch_dist.barrier()
+    return torch_dist.get_world_size() if torch_dist.is_initialized() else 1
 
 
 def _trainer_rank() -> int:

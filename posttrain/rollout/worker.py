@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 
+from posttrain.cli_help import HelpFormatter
 from posttrain.rollout.remote import SERVED_MODEL_NAME
 
 
@@ -74,7 +75,8 @@ def worker_environment(base: dict[str, str] | None = None, cuda: bool | None = N
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="posttrain rollout-worker", description=__doc__.split("\n\n")[0],
-                                     epilog="Arguments after -- go to vLLM's OpenAI server unchanged.")
+                                     epilog="Arguments after -- go to vLLM's OpenAI server unchanged.",
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--model", required=True, help="checkpoint folder, hub id or alias (e.g. smollm2-135m)")
     parser.add_argument("--port", type=int, default=8100, help="port to serve on (default 8100)")
     parser.add_argument("--host", default="127.0.0.1",

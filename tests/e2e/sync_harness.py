@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +22,9 @@ SHORT = ["--algo", "grpo", "--reward", "tests.e2e.rewards:digit_fraction", "--pr
 
 def deepspeed_launcher(ranks: int) -> list[str]:
     """``deepspeed`` on ``ranks`` CPU ranks with an explicit free port (other jobs may hold its default 29500)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    return ["deepspeed", "--num_gpus", str(ranks), "--master_port", str(port)]
+    from posttrain.rollout.weight_transfer import free_port
+
+    return ["deepspeed", "--num_gpus", str(ranks), "--master_port", str(free_port())]
 
 
 def run_sync_check(model: Path, out: Path, launcher: list[str], extra: list[str]) -> list[dict]:

@@ -14,7 +14,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -34,12 +33,6 @@ STARTUP_TIMEOUT_S = 420.0
 REQUEST_TIMEOUT_S = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def vllm_tiny() -> Path:
     from posttrain.models.tiny import build_tiny
@@ -49,13 +42,14 @@ def vllm_tiny() -> Path:
 
 @pytest.fixture(scope="module")
 def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen]]]:
+    from posttrain.rollout.weight_transfer import free_port
     from posttrain.rollout.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
 
     logs = tmp_path_factory.mktemp("worker-logs")
     started = []
     try:
         for i in range(2):  # both start at once: a start is most of this module's time
-            port = _free_port()
+            port = free_port()
             process = spawn_rollout_worker(str(vllm_tiny), port, logs / f"w{i}.log", extra_args=["--max-model-len", "256"],
                                            env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
             started.append((f"http://127.0.0.1:{port}", process, logs / f"w{i}.log"))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
+from posttrain.cli_help import HelpFormatter
 from posttrain.rollout.base import GenerationEngine, SamplingParams
 
 ENGINES = ("hf", "vllm", "http")
@@ -25,7 +26,7 @@ ENGINES = ("hf", "vllm", "http")
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="posttrain dupo-rerank", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--model", default=None, help="Model path, hub id or alias; default: the task's tiny model.")
     p.add_argument("--task", default="word-arithmetic", help="Built-in task whose held-out split is reranked.")
     p.add_argument("--split", default="test", choices=["test", "train"], help="Task split to rerank.")

@@ -30,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--env", choices=ENV_NAMES, default="cartpole",
                    help="tiger-door (didactic), cartpole (noisy positions only), pendulum (no velocity).")
-    p.add_argument("--method", choices=METHODS, default="gpo-clip", help="gpo-clip, gpo-penalty, gpo-naive (GPO variants); ppo, ppo-asym (critic sees the "
-                   "state), ppo-bc, teacher-student (baselines); oracle (PPO on the full state).")
+    p.add_argument("--method", choices=METHODS, default="gpo-clip",
+                   help="gpo-clip, gpo-penalty, gpo-naive (GPO variants); ppo, ppo-asym (critic sees the state), "
+                   "ppo-bc, teacher-student (baselines); oracle (PPO on the full state).")
     p.add_argument("--noise", type=float, default=0.0,
                    help="Std of the Gaussian noise on the learner's view (tiger-door: mishearing probability).")
     p.add_argument("--seed", type=int, default=0, help="Seed of envs, initialisation and sampling.")
