@@ -29,7 +29,12 @@ from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
 from posttrain.rollout.weight_transfer import free_port
-from posttrain.rollout.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
+from posttrain.rollout.worker import (
+    cpu_affinity_prefix,
+    spawn_rollout_worker,
+    stop_rollout_worker,
+    wait_until_ready,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,9 +57,10 @@ def train_args(model: Path, url: str, out: Path, args: argparse.Namespace, async
             "--output_dir", str(out)]
 
 
-def run(command: list[str], out: Path) -> dict[str, float]:
+def run(command: list[str], out: Path, cpus: list[int] | None) -> dict[str, float]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run([*cpu_affinity_prefix(cpus), *command], cwd=REPO, env=env, capture_output=True, text=True,
+                          check=False)
     if done.returncode != 0:
         raise RuntimeError(f"training run failed:\n{done.stderr[-3000:]}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][1:]  # step 1 excluded
@@ -62,6 +68,8 @@ def run(command: list[str], out: Path) -> dict[str, float]:
               "steps_measured": len(rows)}
     if "time/async_rollout_wait" in rows[0]:
         result["mean_wait_for_rollouts_seconds"] = statistics.mean(r["time/async_rollout_wait"] for r in rows)
+    result["mean_phase_seconds"] = {key.removeprefix("time/"): statistics.mean(r[key] for r in rows)
+                                    for key in sorted(rows[0]) if key.startswith("time/")}
     return result
 
 
@@ -71,6 +79,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--pin", action="store_true",
+                        help="confine the rollout worker (all its processes) to CPU 0 and the trainer to CPU 1, "
+                             "so generation has a core of its own, as a GPU worker has its own device")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "async_rollouts.json"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,21 +91,22 @@ def main() -> None:
         url = f"http://127.0.0.1:{port}"
         log = root / "worker.log"
         worker = spawn_rollout_worker(str(model), port, log, extra_args=["--max-model-len", "256"],
-                                      env={"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+                                      env={"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+                                      cpus=[0] if args.pin else None)
         try:
             wait_until_ready(url, worker, 600, log)
             started = time.time()
             results = {}
             for name, asynchronous in (("sync", False), ("async", True)):
                 out = root / name
-                results[name] = run(train_args(model, url, out, args, asynchronous), out)
+                results[name] = run(train_args(model, url, out, args, asynchronous), out, [1] if args.pin else None)
             elapsed = time.time() - started
         finally:
             stop_rollout_worker(worker)
     report = {
         "benchmark": "GRPO step time, synchronous vs asynchronous rollouts (one vLLM CPU rollout worker)",
         "command": "PYTHONPATH=. python benchmarks/bench_async_rollouts.py " + " ".join(sys.argv[1:]),
-        "settings": {"steps": args.steps, "prompts_per_step": args.prompts, "group_size": args.group_size,
+        "settings": {"pinned": args.pin, "steps": args.steps, "prompts_per_step": args.prompts, "group_size": args.group_size,
                      "max_new_tokens": args.max_new_tokens, "max_staleness": 1, "threads_per_process": 1},
         "sync": results["sync"],
         "async": results["async"],

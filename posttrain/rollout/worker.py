@@ -113,14 +113,22 @@ def rollout_worker_main(argv: list[str]) -> int:
 
 
 def spawn_rollout_worker(model: str, port: int, log_path: str | os.PathLike, host: str = "127.0.0.1",
-                         extra_args: list[str] | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+                         extra_args: list[str] | None = None, env: dict[str, str] | None = None,
+                         cpus: list[int] | None = None) -> subprocess.Popen:
     """Start ``posttrain rollout-worker`` as a child process in a session of its own (so that
-    ``os.killpg(process.pid, ...)`` reaches vLLM's engine processes too), logging to ``log_path``."""
-    command = [sys.executable, "-m", "posttrain.cli", "rollout-worker", "--model", model, "--port", str(port),
+    ``os.killpg(process.pid, ...)`` reaches vLLM's engine processes too), logging to ``log_path``;
+    ``cpus`` confines it and every process it starts to those CPUs (``taskset``)."""
+    command = [*cpu_affinity_prefix(cpus), sys.executable, "-m", "posttrain.cli", "rollout-worker", "--model", model,
+               "--port", str(port),
                "--host", host, *(extra_args or [])]
     with open(log_path, "w") as log:
         return subprocess.Popen(command, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+
+
+def cpu_affinity_prefix(cpus: list[int] | None) -> list[str]:
+    """The command prefix that runs a command on ``cpus`` only (``taskset -c``); none for None."""
+    return [] if cpus is None else ["taskset", "-c", ",".join(str(c) for c in cpus)]
 
 
 def wait_until_ready(url: str, process: subprocess.Popen, timeout_s: float, log_path: str | os.PathLike) -> None:
