@@ -14,6 +14,7 @@ import torch
 
 from posttrain.algos import get_algorithm
 from posttrain.algos.base import AlgoContext, Algorithm
+from posttrain.algos.roles import INITIAL_POLICY, POLICY, ModelRole, check_roles, check_same_tokenizer
 from posttrain.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from posttrain.config import ConfigError, TrainConfig
 from posttrain.dist import (
@@ -26,6 +27,8 @@ from posttrain.dist import (
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
 from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
+from posttrain.models.pretrained import resolve_model_name
+from posttrain.models.tiny import build_tiny
 from posttrain.rollout.async_rollouts import AsyncStepDriver
 from posttrain.rollout.registry import build_rollout_engine, engine_options
 from posttrain.rollout.sync import push_weights, rest_rollout, wake_rollout
@@ -79,24 +82,22 @@ class Trainer:
             policy = _apply_lora(policy, config)
 
         self.timer = PhaseTimer()
-        self.ctx = AlgoContext(
-            tokenizer=self.tokenizer, reward_fn=reward_fn, is_correct=self.task.is_correct, rollout=None,
-            reference=None, timer=self.timer, device=self.info.device, rank=self.info.rank,
-            world_size=self.info.world_size,
-        )
+        self.ctx = AlgoContext(tokenizer=self.tokenizer, reward_fn=reward_fn, is_correct=self.task.is_correct,
+                               timer=self.timer, device=self.info.device, rank=self.info.rank,
+                               world_size=self.info.world_size)
         self.algo = algo_cls(config, self.ctx)
         if config.async_rollouts and not self.algo.supports_async_rollouts:
             raise ConfigError("async_rollouts", True, f"--algo {config.algo} builds its rollouts inside "
                               "make_experience, so they cannot run ahead; use --algo grpo or rloo")
-        if self.algo.needs_reference:
-            self.ctx.reference = copy.deepcopy(rollout_model).to(self.info.device)
-        if self.algo.needs_rollout or config.eval_every:
-            self.rollout = build_rollout_engine(config.rollout, model=rollout_model.to(self.info.device),
-                                                tokenizer=self.tokenizer, device=self.info.device,
-                                                max_batch_size=config.rollout_batch_size
-                                                or config.per_rank_samples(self.info.world_size),
-                                                **engine_options(config))
-            self.ctx.rollout = self.rollout
+        roles = check_roles(self.algo.roles())
+        self.policy_role = roles[POLICY]
+        for role in roles.values():
+            if role.name != POLICY:
+                self._build_frozen_role(role, rollout_model, dtype)
+        if self.policy_role.engine is not None or config.eval_every:
+            self.rollout = self._build_engine(self.policy_role.engine or config.rollout, rollout_model,
+                                              self.tokenizer)
+            self.ctx.engines[POLICY] = self.rollout
         self.engine = initialize_engine(policy, config, self.info.world_size)
         self.sampler = EpochSampler(self.train_examples, config.prompts_per_step, config.seed, config.shuffle)
         self.async_driver = (AsyncStepDriver(self.algo, self.rollout, self.sampler, self.info.rank,
@@ -110,6 +111,31 @@ class Trainer:
             config.save(config.output_dir)
 
     # ------------------------------------------------------------------------------------------
+    def _build_engine(self, name: str, model: torch.nn.Module, tokenizer: Any) -> Any:
+        config = self.config
+        return build_rollout_engine(name, model=model.to(self.info.device), tokenizer=tokenizer,
+                                    device=self.info.device, max_batch_size=config.rollout_batch_size
+                                    or config.per_rank_samples(self.info.world_size),
+                                    **engine_options(config, name))
+
+    def _build_frozen_role(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> None:
+        """A frozen role as declared (``posttrain.algos.roles``): its module in ``ctx.models``, or, when it
+        declares an engine, that engine in ``ctx.engines``; a checkpoint must share the policy's tokenizer."""
+        if role.source == INITIAL_POLICY:
+            module = copy.deepcopy(initial_policy)
+        else:
+            path = resolve_model_name(role.checkpoint) if role.checkpoint else str(build_tiny(role.recipe))
+            remote_code = self.config.trust_remote_code
+            check_same_tokenizer(role, self.tokenizer, load_tokenizer(path, trust_remote_code=remote_code))
+            module = load_causal_lm(path, dtype=dtype, trust_remote_code=remote_code)
+        module = module.eval().requires_grad_(False)
+        if role.engine is None:
+            self.ctx.models[role.name] = module.to(self.info.device)
+        else:
+            self.ctx.engines[role.name] = self._build_engine(role.engine, module, self.tokenizer)
+        log.info("model role %s: %s%s", role.name, role.checkpoint or role.recipe or role.source,
+                 f", served by the {role.engine} engine" if role.engine else "")
+
     def _sync_weights(self, step: int) -> None:
         if self.async_driver is not None:
             self.async_driver.wait()  # never change an engine's weights in the middle of a batch
@@ -122,11 +148,11 @@ class Trainer:
     def _evaluate(self, step: int) -> dict[str, float]:
         if self.async_driver is not None:
             self.async_driver.wait()  # the engine serves one caller at a time (the HF engine is not thread-safe)
-        if not self.algo.needs_rollout or self._synced_step != step:  # SFT, or between --sync_every syncs
+        if self.policy_role.engine is None or self._synced_step != step:  # SFT, or between --sync_every syncs
             with self.timer.phase("sync"):
                 self._sync_weights(step)
         with self.timer.phase("eval"):
-            return evaluate(self.rollout, self.tokenizer, self.task, self.eval_examples, self.config, self.info, step)
+            return evaluate(self.algo.evaluation_engine(), self.tokenizer, self.task, self.eval_examples, self.config, self.info, step)
 
     def _resume(self) -> int:
         path = resolve_resume(self.config.resume, self.config.output_dir)
@@ -190,7 +216,7 @@ class Trainer:
             rest_rollout(self.rollout)
         with self.timer.phase("train"):
             metrics.update(self._train_on(experience))
-        if self.algo.needs_rollout and step % cfg.sync_every == 0:
+        if self.policy_role.engine is not None and step % cfg.sync_every == 0:
             with self.timer.phase("sync"):
                 self._sync_weights(step)
         elapsed = time.perf_counter() - start

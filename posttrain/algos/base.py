@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from posttrain.algos.roles import POLICY, REFERENCE, ModelRole, policy_role
 from posttrain.registry import Registry
 from posttrain.rollout.async_rollouts import GenerationRequest
 from posttrain.rollout.base import SamplingParams
@@ -21,7 +22,7 @@ from posttrain.rollout.base import SamplingParams
 if TYPE_CHECKING:
     from posttrain.config import TrainConfig
     from posttrain.metrics import PhaseTimer
-    from posttrain.rollout.base import RolloutEngine, Rollouts
+    from posttrain.rollout.base import GenerationEngine, RolloutEngine, Rollouts
     from posttrain.tasks.base import Example, RewardFn
 
 
@@ -48,20 +49,32 @@ class Experience:
         return Experience({k: v.to(device) for k, v in self.tensors.items()})
 
 
-@dataclass
 class AlgoContext:
-    """What the trainer lends an algorithm to build experience. Nothing here is owned by the algorithm."""
+    """What the trainer lends an algorithm to build experience. Nothing here is owned by the algorithm.
 
-    tokenizer: Any
-    reward_fn: RewardFn
-    is_correct: Callable[[str, Example], bool]
-    rollout: RolloutEngine | None
-    reference: torch.nn.Module | None
-    timer: PhaseTimer
-    device: torch.device
-    rank: int = 0
-    world_size: int = 1
-    extras: dict[str, Any] = field(default_factory=dict)
+    ``models`` and ``engines`` hold the algorithm's declared roles (``Algorithm.roles``,
+    ``posttrain.algos.roles``), keyed by role name: ``engines["policy"]`` is the policy's rollout engine (also
+    ``rollout``), synced by the trainer; every other entry is frozen. ``rollout=`` and ``reference=`` are
+    shorthands for ``engines={"policy": ...}`` and ``models={"reference": ...}`` (tests build contexts by hand).
+    """
+
+    def __init__(self, tokenizer: Any, reward_fn: RewardFn, is_correct: Callable[[str, Example], bool],
+                 timer: PhaseTimer, device: torch.device, rank: int = 0, world_size: int = 1, *,
+                 models: dict[str, torch.nn.Module] | None = None, engines: dict[str, GenerationEngine] | None = None,
+                 rollout: RolloutEngine | None = None, reference: torch.nn.Module | None = None) -> None:
+        self.tokenizer, self.reward_fn, self.is_correct = tokenizer, reward_fn, is_correct
+        self.timer, self.device, self.rank, self.world_size = timer, device, rank, world_size
+        self.models: dict[str, torch.nn.Module] = dict(models or {})
+        self.engines: dict[str, GenerationEngine] = dict(engines or {})
+        if rollout is not None:
+            self.engines[POLICY] = rollout
+        if reference is not None:
+            self.models[REFERENCE] = reference
+
+    @property
+    def rollout(self) -> RolloutEngine | None:
+        """The policy's rollout engine (``engines["policy"]``), or None when the trainer built none."""
+        return self.engines.get(POLICY)  # type: ignore[return-value]
 
 
 class Algorithm(ABC):
@@ -93,15 +106,20 @@ class Algorithm(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
 
-    @property
-    def needs_reference(self) -> bool:
-        """Whether the trainer must build a frozen reference model."""
-        return False
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The models this run needs (``posttrain.algos.roles``); the trainer builds exactly these. The default
+        is the policy alone, served by the run's ``--rollout`` engine; an algorithm adds e.g. a frozen
+        reference (``reference_role()``) or another checkpoint."""
+        return (policy_role(self.config.rollout),)
 
-    @property
-    def needs_rollout(self) -> bool:
-        """Whether the trainer must build a rollout engine and sync weights into it."""
-        return True
+    def declares(self, name: str) -> bool:
+        """Whether ``roles()`` includes the role called ``name``."""
+        return any(role.name == name for role in self.roles())
+
+    def evaluation_engine(self) -> GenerationEngine:
+        """What held-out evaluation generates with: the policy's engine, unless the algorithm answers through
+        several roles (Prefix-RL: the adapter's prefix, then the frozen target's continuation)."""
+        return self.ctx.rollout
 
     @abstractmethod
     def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:

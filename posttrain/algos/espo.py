@@ -56,6 +56,7 @@ from posttrain.algos.elbo import (
     model_logits_fn,
 )
 from posttrain.algos.pg import group_pg_incompatibilities
+from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.config import TrainConfig, opt
 from posttrain.models.diffusion import diffusion_mask_token_id, resolve_mask_token_id
@@ -135,9 +136,9 @@ class ESPO(Algorithm):
         self._micro_batches = 1
 
     # -- wiring ----------------------------------------------------------------------------------
-    @property
-    def needs_reference(self) -> bool:
-        return self.config.kl_coef > 0
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The policy, and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
+        return super().roles() + ((reference_role(),) if self.config.kl_coef > 0 else ())
 
     def _mask_id(self, model: torch.nn.Module) -> int:
         try:
@@ -211,9 +212,9 @@ class ESPO(Algorithm):
         if cfg.mu > 1:
             with ctx.timer.phase("old_logprobs"):
                 tensors["old"] = self._estimate_all(policy, tensors)
-        if self.needs_reference:
+        if self.declares(REFERENCE):
             with ctx.timer.phase("reference"):
-                tensors["ref"] = self._estimate_all(ctx.reference, tensors)
+                tensors["ref"] = self._estimate_all(ctx.models[REFERENCE], tensors)
         self._loss_calls = 0
         self._micro_batches = math.ceil(batch / min(cfg.micro_batch_size, batch))
 
@@ -243,7 +244,7 @@ class ESPO(Algorithm):
             per_token, clipped, ratio = clipped_surrogate(estimate, old, tensors["advantages"], cfg.clip_low, cfg.clip_high)
             loss = masked_mean(per_token, mask)
             metrics["logp_per_token"] = float(masked_mean(estimate.detach(), mask))
-        if self.needs_reference:
+        if self.declares(REFERENCE):
             ref = tensors["ref"][:, iteration]
             kl = kl_estimate(estimate, ref, cfg.kl_estimator)
             if cfg.kl_estimator == "k1":  # ESPO's stop-gradient correction: gradient (1 + lp - ref) * d lp

@@ -32,6 +32,7 @@ from posttrain.algos.core import (
     sampler_mismatch,
     truncated_importance_weights,
 )
+from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import VLLM_EMBEDDED_HELP, VLLM_ROLLOUTS, TrainConfig, opt
@@ -115,9 +116,9 @@ class GRPO(Algorithm):
     config_class = GRPOConfig
     config: GRPOConfig
 
-    @property
-    def needs_reference(self) -> bool:
-        return self.config.kl_coef > 0
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The policy, and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
+        return super().roles() + ((reference_role(),) if self.config.kl_coef > 0 else ())
 
     def generation_request(self, examples: list[Example]) -> GenerationRequest:
         cfg = self.config
@@ -152,9 +153,9 @@ class GRPO(Algorithm):
             elif cfg.mu > 1:
                 with ctx.timer.phase("old_logprobs"):
                     tensors["old_logprobs"] = self._logprobs(policy, tensors, completion_len)
-            if self.needs_reference:
+            if self.declares(REFERENCE):
                 with ctx.timer.phase("reference"):
-                    tensors["ref_logprobs"] = self._logprobs(ctx.reference, tensors, completion_len)
+                    tensors["ref_logprobs"] = self._logprobs(ctx.models[REFERENCE], tensors, completion_len)
         metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
         return Experience(tensors), metrics
 
@@ -189,11 +190,12 @@ class GRPO(Algorithm):
             weights = truncated_importance_weights(old, sampling, cap)
             per_token = per_token * weights
             metrics["rollout/tis_weight_mean"] = float(masked_mean(weights, mask))
-        if self.needs_reference:
+        if self.declares(REFERENCE):
             kl = kl_estimate(logp, batch["ref_logprobs"], cfg.kl_estimator)
             per_token = per_token + cfg.kl_coef * kl
             metrics["kl"] = float(masked_mean(kl.detach(), mask))
-        loss = aggregate_loss(per_token, mask, cfg.loss_agg, constant=float(cfg.max_new_tokens))
+        # "constant": divided by the completion budget the rollouts were sampled with
+        loss = aggregate_loss(per_token, mask, cfg.loss_agg, constant=float(self.sampling_params().max_new_tokens))
         return loss, metrics
 
 

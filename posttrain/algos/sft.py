@@ -20,6 +20,7 @@ import torch
 
 from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
 from posttrain.algos.core import sft_loss
+from posttrain.algos.roles import ModelRole, policy_role
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import TrainConfig, opt
 from posttrain.models.diffusion import diffusion_mask_token_id, diffusion_sft_loss, sft_batch
@@ -49,9 +50,9 @@ class SFT(Algorithm):
     config_class = SFTConfig
     config: SFTConfig
 
-    @property
-    def needs_rollout(self) -> bool:
-        return False
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The policy without a rollout engine: SFT samples nothing (the trainer still builds one to evaluate)."""
+        return (policy_role(None),)
 
     def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
         cfg, tokenizer = self.config, self.ctx.tokenizer

@@ -56,21 +56,23 @@ def build_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
     return ROLLOUT_ENGINES.get(name)(**kwargs)
 
 
-def engine_options(config: Any) -> dict[str, Any]:
-    """Engine-specific constructor arguments taken from a ``TrainConfig`` (the diffusion sampler's schedule,
-    vLLM's seed, sleep mode, memory share and sync timeout, the remote workers and their timeout)."""
-    if config.rollout == "vllm-remote":
+def engine_options(config: Any, name: str | None = None) -> dict[str, Any]:
+    """Engine-specific constructor arguments taken from a ``TrainConfig`` for the engine ``name`` (default: the
+    run's ``--rollout``; a frozen model role may be served by another): the diffusion sampler's schedule,
+    vLLM's seed, sleep mode, memory share and sync timeout, the remote workers and their timeout."""
+    name = name or config.rollout
+    if name == "vllm-remote":
         import torch
 
         from posttrain.rollout.remote import parse_worker_urls
 
         return {"urls": parse_worker_urls(config.rollout_workers), "timeout_s": config.worker_timeout_s,
                 "dtype": torch.bfloat16 if config.precision == "bf16" else torch.float32}
-    if config.rollout == "vllm":
+    if name == "vllm":
         return {"seed": config.seed, "sleep_mode": config.vllm_sleep,
                 "gpu_memory_utilization": config.vllm_gpu_memory_utilization,
                 "sync_timeout_s": config.worker_timeout_s}
-    if config.rollout != "diffusion":
+    if name != "diffusion":
         return {}
     from posttrain.rollout.diffusion import DiffusionSampling
 

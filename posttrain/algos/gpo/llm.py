@@ -116,10 +116,6 @@ class GPO(GRPO):
         self.alpha = 0.0 if config.gpo_variant == "penalty" else (0.0 if config.gpo_variant == "naive" else config.alpha)
         self._kl_sum, self._kl_count = 0.0, 0
 
-    @property
-    def needs_reference(self) -> bool:
-        return False  # the learner is anchored to the guider, not to a frozen reference
-
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "kl_sum": self._kl_sum, "kl_count": self._kl_count}
 
