@@ -1,4 +1,5 @@
-"""The ``posttrain`` command: train | tiny | data | serve | rollout-worker | gpo-control.
+"""The ``posttrain`` command: train | tiny | data | serve | rollout-worker | gpo-control | dupo-rerank |
+prefix-cluster.
 
 Each subcommand forwards its arguments to the module that owns it, so ``posttrain train ...`` and
 ``deepspeed posttrain/train.py ...`` parse exactly the same options.
@@ -20,6 +21,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "gpo-control": ("posttrain.algos.gpo.control.cli:gpo_control_main", "GPO in partially observable control"),
     "dupo-rerank": ("posttrain.algos.dupo.rerank_cli:dupo_rerank_main",
                     "best-of-N by DuPO's backward accuracy (dual questions, no labels)"),
+    "prefix-cluster": ("posttrain.algos.prefix_rl.cluster_cli:prefix_cluster_main",
+                       "Prefix Clustering: one fixed opening, found by k-means on a target's prefixes"),
 }
 
 

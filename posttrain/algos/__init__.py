@@ -13,6 +13,7 @@ ALGORITHM_MODULES = (
     "posttrain.algos.gpo.llm",
     "posttrain.algos.espo",
     "posttrain.algos.dupo.algo",
+    "posttrain.algos.prefix_rl.algo",
 )
 
 

@@ -85,3 +85,14 @@ def resolve_model_path(config: TrainConfig, kind: str = "causal") -> str:
                     "attention head size vLLM's CPU attention does not serve; same task, data, label noise and "
                     "warm start (rollout workers serve it with --model %s)", config.rollout, name, path, base, path)
     return path
+
+
+def resolve_cli_model(model: str | None, task: str, engine: str) -> str:
+    """A subcommand's ``--model`` (aliases resolved), or the directory of ``task``'s embedded tiny causal model
+    (its vLLM-servable twin when ``engine`` is ``vllm``; built if needed)."""
+    if model:
+        return resolve_model_name(model)
+    from posttrain.models.tiny import default_recipe_for, vllm_variant
+
+    recipe = default_recipe_for(task, "causal")
+    return str(build_tiny(vllm_variant(recipe) if engine == "vllm" else recipe))

@@ -161,6 +161,7 @@ _CONFIGS = {"qwen2": Qwen2Config, "llama": LlamaConfig}
 RECIPES: Registry[TinyRecipe] = Registry("tiny recipe")
 
 _SFT = "posttrain.models.tiny:sft_warm_start"
+_SFT_TASK = "posttrain.models.tiny:sft_task_warm_start"
 _POLICY = {"arch": "qwen2", "hidden_size": 96, "num_layers": 3, "num_heads": 4, "num_kv_heads": 2,
            "intermediate_size": 256, "max_position_embeddings": 256, "lr": 3e-3, "batch_size": 64, "seed": 0}
 
@@ -189,6 +190,16 @@ _declare(TinyRecipe(name="causal-arithmetic-hint", kind="causal", task="arithmet
 _declare(TinyRecipe(name="causal-word-arithmetic", kind="causal", task="word-arithmetic",
                     warm_start="posttrain.algos.dupo.warm_start:warm_start", warm_start_steps=800, target_noise=0.5,
                     **_POLICY))
+# Prefix-RL's embedded default (`--algo prefix-rl`, `posttrain prefix-cluster`; posttrain.tasks.answer_format):
+# a target the size of the other policies and a tinier adapter (the policy prefix-rl trains), both warm-started
+# on every training problem once in each answer format, so either opens either way on any input. The target
+# comes first: it is the task's default policy (default_recipe_for), which makes `--algo grpo --task
+# answer-format` full-sequence RL on the target; PrefixRLConfig.tiny_recipe names the adapter.
+_declare(TinyRecipe(name="causal-answer-format", kind="causal", task="answer-format", warm_start=_SFT_TASK,
+                    warm_start_steps=500, **{**_POLICY, "batch_size": 32}))
+_declare(TinyRecipe(name="causal-answer-format-adapter", kind="causal", task="answer-format",
+                    warm_start=_SFT_TASK, warm_start_steps=300,
+                    **{**_POLICY, "hidden_size": 64, "num_layers": 2, "intermediate_size": 128, "batch_size": 32}))
 _declare(TinyRecipe(name="causal-countdown", kind="causal", task="countdown", warm_start=_SFT,
                     warm_start_steps=800, **_POLICY))
 _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_start=_SFT,
@@ -209,10 +220,14 @@ _declare(TinyRecipe(name="corpus-lm", kind="corpus", task=None,
 
 # vLLM-servable twins of the causal policies, for `--rollout vllm` / `vllm-remote` runs without --model
 # (`vllm_variant`): vLLM's CPU attention does not implement the policies' head size of 24 (96 / 4 heads), so
-# each twin has 3 heads of 32 and 1 KV head; task, data, label noise and warm start are the base recipe's.
+# each twin has heads of 32 (3 for a width of 96, 2 for the prefix adapter's 64) and 1 KV head; task, data,
+# label noise and warm start are the base recipe's.
 # The base recipes are untouched (benchmarks were measured on them).
+VLLM_HEAD_SIZE = 32
+"""Attention head size of the vLLM twins (one vLLM's CPU attention serves)."""
 VLLM_VARIANTS: dict[str, str] = {
-    base: _declare(dataclasses.replace(RECIPES.get(base), name=f"{base}-vllm", num_heads=3, num_kv_heads=1)).name
+    base: _declare(dataclasses.replace(RECIPES.get(base), name=f"{base}-vllm",
+                                       num_heads=RECIPES.get(base).hidden_size // VLLM_HEAD_SIZE, num_kv_heads=1)).name
     for base in RECIPES.names() if RECIPES.get(base).kind == "causal"
 }
 
@@ -381,6 +396,20 @@ def sft_warm_start(
         progress.update(loss.item())
     progress.close()
     model.eval()
+
+
+def sft_task_warm_start(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, recipe: TinyRecipe, generator: torch.Generator
+) -> None:
+    """``sft_warm_start`` on the task ``<recipe.task>-sft``: the recipe's own task names the data it is the
+    default of, while its warm-start targets (e.g. formatted answers) come from that companion task."""
+    from posttrain.tasks import TASKS
+
+    sft_task = f"{recipe.task}-sft"
+    if sft_task not in TASKS:
+        raise ValueError(f"recipe {recipe.name!r}: sft_task_warm_start needs a task {sft_task!r}; registered "
+                         f"tasks: {TASKS.names()}")
+    sft_warm_start(model, tokenizer, dataclasses.replace(recipe, task=sft_task), generator)
 
 
 def cache_root(cache_dir: str | Path | None) -> Path:

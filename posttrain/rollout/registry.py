@@ -56,6 +56,21 @@ def build_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
     return ROLLOUT_ENGINES.get(name)(**kwargs)
 
 
+def checkpoint_engine(name: str, path: str, tokenizer: Any, *, device: str | None, max_batch_size: int,
+                      trust_remote_code: bool = False, seed: int = 0) -> RolloutEngine:
+    """The in-process engine ``name`` (hf or vllm) on the checkpoint at ``path``, as the subcommands build it
+    (``posttrain dupo-rerank``, ``posttrain prefix-cluster``); ``device`` None = cuda if available, else cpu;
+    ``seed`` is vLLM's engine seed (the HF engine is seeded per call)."""
+    import torch
+
+    from posttrain.models.loading import load_causal_lm
+
+    model = load_causal_lm(path, trust_remote_code=trust_remote_code)
+    return build_rollout_engine(name, model=model, tokenizer=tokenizer,
+                                device=device or ("cuda" if torch.cuda.is_available() else "cpu"),
+                                max_batch_size=max_batch_size, **({"seed": seed} if name == "vllm" else {}))
+
+
 def engine_options(config: Any, name: str | None = None) -> dict[str, Any]:
     """Engine-specific constructor arguments taken from a ``TrainConfig`` for the engine ``name`` (default: the
     run's ``--rollout``; a frozen model role may be served by another): the diffusion sampler's schedule,

@@ -13,7 +13,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from posttrain.tasks import arithmetic, countdown, dataset, sudoku, word_arithmetic  # noqa: F401  (register the tasks)
+from posttrain.tasks import (  # noqa: F401  (register the tasks)
+    answer_format,
+    arithmetic,
+    countdown,
+    dataset,
+    sudoku,
+    word_arithmetic,
+)
 from posttrain.tasks.base import TASKS, Example, RewardFn, Task, reward_columns
 
 if TYPE_CHECKING:

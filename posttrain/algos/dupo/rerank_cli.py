@@ -12,13 +12,11 @@ pass@N. Prints (and with ``--output`` writes) the JSON summary. The gold answers
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
-from posttrain.cli_help import HelpFormatter
+from posttrain.cli_help import HelpFormatter, add_engine_arguments, summary_command
 from posttrain.rollout.base import GenerationEngine, SamplingParams
 
 ENGINES = ("hf", "vllm", "http")
@@ -40,11 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dual_max_new_tokens", type=int, default=16, help="Longest dual answer, in tokens.")
     p.add_argument("--max_prompt_tokens", type=int, default=1024, help="Longer prompts are rejected with an error.")
     p.add_argument("--system_prompt", default=None, help="Optional system message for primal and dual prompts.")
-    p.add_argument("--engine", default="hf", choices=ENGINES, help="Generation engine.")
+    add_engine_arguments(p, ENGINES, "Generation engine.")
     p.add_argument("--base_url", default=None, help="--engine http: the OpenAI-compatible server's URL.")
-    p.add_argument("--batch_size", type=int, default=256, help="Most sequences per generate batch (hf, vllm).")
-    p.add_argument("--device", default=None, help="hf: torch device; default cuda if available, else cpu.")
-    p.add_argument("--trust_remote_code", action="store_true", help="Run the checkpoint's own modeling code.")
     p.add_argument("--seed", type=int, default=0, help="Sampling seed.")
     p.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
     return p
@@ -66,24 +61,18 @@ def _check(args: argparse.Namespace) -> None:
 
 def build_engine(args: argparse.Namespace) -> GenerationEngine:
     """The engine ``--engine`` names, on ``--model`` (or the task's tiny model)."""
-    import torch
+    from posttrain.models.loading import load_tokenizer, resolve_cli_model
 
-    from posttrain.models.loading import load_causal_lm, load_tokenizer
-    from posttrain.models.pretrained import resolve_model_name
-    from posttrain.models.tiny import build_tiny, default_recipe_for
-
-    path = resolve_model_name(args.model) if args.model else str(build_tiny(default_recipe_for(args.task, "causal")))
+    path = resolve_cli_model(args.model, args.task, args.engine)
     tokenizer = load_tokenizer(path, trust_remote_code=args.trust_remote_code)
     if args.engine == "http":
         from posttrain.rollout.http import OpenAIHTTPEngine
 
         return OpenAIHTTPEngine(args.base_url, tokenizer)
-    from posttrain.rollout.registry import build_rollout_engine
+    from posttrain.rollout.registry import checkpoint_engine
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = load_causal_lm(path, trust_remote_code=args.trust_remote_code)
-    return build_rollout_engine(args.engine, model=model, tokenizer=tokenizer, device=device,
-                                max_batch_size=args.batch_size)
+    return checkpoint_engine(args.engine, path, tokenizer, device=args.device, max_batch_size=args.batch_size,
+                             trust_remote_code=args.trust_remote_code)
 
 
 def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
@@ -108,17 +97,4 @@ def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
 
 
 def dupo_rerank_main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        _check(args)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    summary = run(args, build_engine(args))
-    text = json.dumps(summary, indent=2)
-    print(text)
-    if args.output is not None:
-        from data_pipelines.common.io import atomic_write_text
-
-        atomic_write_text(args.output, text + "\n")
-    return 0
+    return summary_command(argv, build_parser(), _check, lambda args: run(args, build_engine(args)))

@@ -1,0 +1,160 @@
+"""``posttrain prefix-cluster``: Prefix Clustering, the training-free probe of "Parameter-Efficient Reinforcement
+Learning using Prefix Optimization" (ICLR 2026): find one fixed opening that helps a frozen target.
+
+    posttrain prefix-cluster                          # embedded default: the answer-format task's tiny target
+    posttrain prefix-cluster --target_model smollm2-135m --task arithmetic --prefix_tokens 16
+    posttrain prefix-cluster --output clusters.json
+
+1. One target sample per training question, its first k tokens (``--prefix_tokens``; EOS dropped).
+2. The prefixes embedded (positional one-hot of the token ids, ``cluster.prefix_features``), k-means for
+   c = 1..``--max_clusters``, c picked by the elbow rule (``cluster.elbow``).
+3. Each cluster's representative (the member nearest its centroid) prepended, as token ids, to every training
+   question; the target continues; the mean reward is the cluster's train score.
+4. The best representative prepended to every held-out question: held-out accuracy with it and without any
+   prefix (the target alone), both sampled at ``--temperature``, overall and per ``kind`` column when the
+   task's examples have one (the answer-format task's short and long problems).
+
+Prints (and with ``--output`` writes) the JSON summary: the inertias, the clusters (size, representative,
+sample members, train score), the chosen prefix and the held-out accuracies.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from posttrain.algos.prefix_rl.algo import EMBEDDED_PREFIX_TOKENS
+from posttrain.algos.prefix_rl.cluster import best_cluster, elbow, kmeans, prefix_features, representatives
+from posttrain.cli_help import HelpFormatter, add_engine_arguments, summary_command
+from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.tasks.base import Example, Task
+
+CLUSTERING_PREFIX_TOKENS = 16
+"""The paper's k for Prefix Clustering (with ``--target_model``; the embedded default uses
+``EMBEDDED_PREFIX_TOKENS``, where its two answer formats part)."""
+SAMPLE_MEMBERS = 3
+"""Member prefixes shown per cluster in the summary."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="posttrain prefix-cluster", description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--target_model", default=None, help="Frozen target: path, hub id or alias (smollm2-135m); "
+                   "default: the task's embedded tiny target.")
+    p.add_argument("--task", default="answer-format", help="Built-in task: train split clustered, test split scored.")
+    p.add_argument("--prefix_tokens", type=int, default=None, help=f"k; default {CLUSTERING_PREFIX_TOKENS} (the "
+                   f"paper's) with --target_model, {EMBEDDED_PREFIX_TOKENS} on the embedded default.")
+    p.add_argument("--max_clusters", type=int, default=8, help="Largest number of clusters the elbow rule considers.")
+    p.add_argument("--train_examples", type=int, default=256, help="Training questions used (the first; 0 = all).")
+    p.add_argument("--eval_examples", type=int, default=128, help="Held-out questions scored (the first; 0 = all).")
+    p.add_argument("--temperature", type=float, default=0.7, help="The target's sampling temperature.")
+    p.add_argument("--max_new_tokens", type=int, default=32, help="Longest continuation after a prefix, in tokens.")
+    p.add_argument("--max_prompt_tokens", type=int, default=1024, help="Longer prompts are rejected with an error.")
+    p.add_argument("--system_prompt", default=None, help="Optional system message in front of every question.")
+    p.add_argument("--dims", type=int, default=4096, help="Width of the hashed prefix embedding.")
+    add_engine_arguments(p, ("hf", "vllm"), "Engine that serves the target.")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the samples and of k-means++.")
+    p.add_argument("--no_progress", action="store_true", help="No progress bar.")
+    p.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
+    return p
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("max_clusters", "max_new_tokens", "batch_size", "dims"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.prefix_tokens is not None and args.prefix_tokens < 1:
+        raise ValueError(f"--prefix_tokens must be >= 1, got {args.prefix_tokens}")
+    for name in ("train_examples", "eval_examples"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name} must be >= 0 (0 = all), got {getattr(args, name)}")
+    if args.temperature <= 0:
+        raise ValueError(f"--temperature must be > 0 (one sample per question is drawn), got {args.temperature}")
+
+
+def build_engine(args: argparse.Namespace) -> GenerationEngine:
+    """The target's engine (``--engine``) on ``--target_model``, or the task's embedded tiny target."""
+    from posttrain.models.loading import load_tokenizer, resolve_cli_model
+    from posttrain.rollout.registry import checkpoint_engine
+
+    path = resolve_cli_model(args.target_model, args.task, args.engine)
+    tokenizer = load_tokenizer(path, trust_remote_code=args.trust_remote_code)
+    return checkpoint_engine(args.engine, path, tokenizer, device=args.device, max_batch_size=args.batch_size,
+                             trust_remote_code=args.trust_remote_code, seed=args.seed)
+
+
+def prefixed_accuracy(engine: GenerationEngine, task: Task, examples: list[Example], prompt_ids: list[list[int]],
+                      prefix: list[int], params: SamplingParams) -> dict[str, Any]:
+    """The target's accuracy with ``prefix`` (token ids) after every prompt: the answer is the prefix then the
+    continuation, decoded from the ids together; overall and per ``kind`` column where examples have one."""
+    done = engine.generate([list(p) + list(prefix) for p in prompt_ids], params)
+    texts = engine.tokenizer.batch_decode([list(prefix) + ids for ids in done.completion_ids], skip_special_tokens=True)
+    correct = [task.is_correct(text, ex) for text, ex in zip(texts, examples)]
+    out: dict[str, Any] = {"accuracy": sum(correct) / len(correct)}
+    kinds = sorted({str(ex.columns["kind"]) for ex in examples if "kind" in ex.columns})
+    if kinds:
+        out["by_kind"] = {kind: _mean([c for c, ex in zip(correct, examples) if ex.columns.get("kind") == kind])
+                          for kind in kinds}
+    return out
+
+
+def _mean(values: list[bool]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
+    """Sample, cluster, score every representative on the train split, then the best one on the test split."""
+    from posttrain.metrics import ProgressBar
+    from posttrain.tasks import TASKS
+    from posttrain.tasks.prompts import encode_prompts
+
+    task = TASKS.get(args.task)()
+    train, test = task.split("train"), task.split("test")
+    train = train[: args.train_examples] if args.train_examples else train
+    test = test[: args.eval_examples] if args.eval_examples else test
+    tokenizer = engine.tokenizer
+    k = args.prefix_tokens or (CLUSTERING_PREFIX_TOKENS if args.target_model else EMBEDDED_PREFIX_TOKENS)
+    train_ids = encode_prompts(tokenizer, train, args.system_prompt, args.max_prompt_tokens)
+    test_ids = encode_prompts(tokenizer, test, args.system_prompt, args.max_prompt_tokens)
+    clusters_tried = min(args.max_clusters, len(train))
+    bar = ProgressBar(total=1 + clusters_tried + 1, enabled=not args.no_progress)  # sample, fits, scoring
+
+    def params(offset: int) -> SamplingParams:
+        return SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                              seed=args.seed * 1_000_003 + offset)
+
+    samples = engine.generate(train_ids, SamplingParams(max_new_tokens=k, temperature=args.temperature, seed=args.seed))
+    special = set(tokenizer.all_special_ids)
+    prefixes = [[t for t in ids if t not in special] for ids in samples.completion_ids]
+    features = prefix_features(prefixes, k, len(tokenizer), args.dims)
+    bar.update({})
+    fits = []
+    for c in range(1, clusters_tried + 1):
+        fits.append(kmeans(features, c, seed=args.seed))
+        bar.update({"clusters": c})
+    chosen = elbow([fit.inertia for fit in fits])
+    fit = fits[chosen - 1]
+    reps = representatives(features, fit)
+    clusters = []
+    for c, rep in enumerate(reps):
+        members = (fit.labels == c).nonzero().flatten().tolist()
+        score = prefixed_accuracy(engine, task, train, train_ids, prefixes[rep], params(c + 1)) if members else None
+        clusters.append({"cluster": c, "size": len(members), "representative": tokenizer.decode(prefixes[rep]) if members
+                         else None, "representative_ids": prefixes[rep] if members else [],
+                         "members": [tokenizer.decode(prefixes[i]) for i in members[:SAMPLE_MEMBERS]],
+                         "train": score})
+    scores = [cl["train"]["accuracy"] if cl["train"] else -1.0 for cl in clusters]
+    best = best_cluster(scores)
+    bar.update({"best_train": scores[best]})
+    bar.close()
+    without = prefixed_accuracy(engine, task, test, test_ids, [], params(0))
+    with_prefix = prefixed_accuracy(engine, task, test, test_ids, clusters[best]["representative_ids"], params(0))
+    settings = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()}
+    return {"settings": {**settings, "prefix_tokens": k}, "inertias": [fit.inertia for fit in fits],
+            "clusters_chosen": chosen, "clusters": clusters, "best_cluster": best,
+            "chosen_prefix": clusters[best]["representative"], "chosen_prefix_ids": clusters[best]["representative_ids"],
+            "heldout": {"target_alone": without, "with_chosen_prefix": with_prefix}}
+
+
+def prefix_cluster_main(argv: list[str] | None = None) -> int:
+    return summary_command(argv, build_parser(), _check, lambda args: run(args, build_engine(args)))

@@ -1,0 +1,93 @@
+"""``--algo prefix-rl`` and ``posttrain prefix-cluster`` end to end on quickly warm-started answer-format models:
+the trainer builds the declared roles and never changes the target's weights while the adapter learns; a run
+killed with SIGKILL and resumed equals an uninterrupted one; the clustering CLI writes its JSON summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.e2e.conftest import REPO
+from tests.e2e.resume import assert_same_end, kill_and_resume
+
+
+@pytest.fixture(scope="module")
+def answer_format_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(adapter, target): the answer-format recipes with a few warm-start steps (tests need models, not good
+    ones)."""
+    from posttrain.models.tiny import RECIPES, build_recipe
+
+    cache = tmp_path_factory.mktemp("prefix-cache")
+    adapter, target = (build_recipe(dataclasses.replace(RECIPES.get(name), warm_start_steps=20), cache_dir=cache)
+                       for name in ("causal-answer-format-adapter", "causal-answer-format"))
+    return adapter, target
+
+
+def _args(models: tuple[Path, Path], out: Path) -> list[str]:
+    adapter, target = models
+    return ["--algo", "prefix-rl", "--model", str(adapter), "--target_model", str(target), "--output_dir", str(out),
+            "--prefix_tokens", "8", "--target_max_new_tokens", "12", "--steps", "4", "--save_every", "2",
+            "--eval_every", "2", "--eval_examples", "8", "--prompts_per_step", "4", "--group_size", "4",
+            "--micro_batch_size", "8", "--mu", "2", "--kl_coef", "0.05", "--progress", "false", "--keep_last", "3",
+            "--reward", "tests.e2e.rewards:digit_fraction"]
+
+
+def test_trainer_builds_the_roles_and_never_changes_the_target(answer_format_models: tuple[Path, Path],
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from posttrain.algos import get_algorithm
+    from posttrain.config import build_config
+    from posttrain.rollout.weight_transfer import free_port
+    from posttrain.trainer import Trainer
+
+    # the in-process trainer's one-rank group; set here so the variables do not leak into later subprocesses
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", str(free_port()))):
+        monkeypatch.setenv(name, value)
+
+    args = _args(answer_format_models, tmp_path / "run")
+    args[args.index("--steps") + 1] = "2"
+    config = build_config(get_algorithm("prefix-rl").config_class, args + ["--report_to", "jsonl"])
+    trainer = Trainer(config)
+    target = trainer.ctx.engines["target"].model
+    assert set(trainer.ctx.models) == {"reference"} and set(trainer.ctx.engines) == {"policy", "target"}
+    assert trainer.ctx.engines["target"] is not trainer.rollout
+    assert all(not p.requires_grad for p in target.parameters())
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    adapter_before = {k: v.clone() for k, v in trainer.engine.module.state_dict().items()}
+    final = trainer.fit()
+    assert "eval/accuracy" in final
+    assert all(torch.equal(before[k], v) for k, v in target.state_dict().items())
+    assert any(not torch.equal(adapter_before[k], v) for k, v in trainer.engine.module.state_dict().items())
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all("prefix_rl/answer_length_mean" in r and r["completion/length_max"] <= 8 for r in rows if r["step"])
+
+
+def test_prefix_rl_sigkill_and_resume_equals_uninterrupted(answer_format_models: tuple[Path, Path],
+                                                          tmp_path: Path) -> None:
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    kill_and_resume(lambda out: _args(answer_format_models, out), straight, killed, kill_after=2, final=4)
+    rows = assert_same_end(answer_format_models[0], straight, killed, final=4)
+    assert all("train/kl" in r for r in rows if r["step"])
+
+
+def test_prefix_cluster_cli_writes_its_summary(answer_format_models: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "clusters.json"
+    cmd = [sys.executable, "-m", "posttrain.cli", "prefix-cluster", "--target_model", str(answer_format_models[1]),
+           "--prefix_tokens", "8", "--train_examples", "24", "--eval_examples", "8", "--max_clusters", "3",
+           "--max_new_tokens", "12", "--no_progress", "--output", str(out)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    assert summary == json.loads(result.stdout)
+    assert 1 <= summary["clusters_chosen"] <= 3 and len(summary["clusters"]) == summary["clusters_chosen"]
+    assert summary["chosen_prefix"] == summary["clusters"][summary["best_cluster"]]["representative"]
+    for part in ("target_alone", "with_chosen_prefix"):
+        assert set(summary["heldout"][part]["by_kind"]) == {"short", "long"}
