@@ -6,12 +6,13 @@ a prompt is an operand, so each one can be hidden by a DuPO dual question and re
 answer (no multiplication by 0, no inexact division). Reward: 1.0 when the completion equals the answer
 (``rewards.verifiers.math_equal``), else 0.0.
 
-``word-arithmetic-sft`` is the DuPO warm start's supervised data (``posttrain.algos.dupo.warm_start``): every
-training problem once as the primal question and once as a dual question (``rewards.dual_questions``) that
-hides one operand. Half the dual questions state the true answer, half a nearby wrong one, with the target
-the operand that wrong answer implies, so the model learns to invert the problem rather than to recall it.
-Its distractors are the systematic errors the warm start's label noise teaches: the primal one forgets the
-last operation (a+b-c -> a+b), the dual one is off by one.
+``word-arithmetic-sft`` is the DuPO warm start's supervised data (recipe ``causal-word-arithmetic``,
+``posttrain.models.tiny.sft_task_warm_start``): every training problem once as the primal question and once
+as a dual question (``rewards.dual_questions``) that hides one operand. Half the dual questions state the true
+answer, half a nearby wrong one, with the target the operand that wrong answer implies, so the model learns
+to invert the problem rather than to recall it. Its distractor (the systematic error the warm start's label
+noise teaches) is the primal's forgotten last operation (a+b-c -> a+b); dual targets stay clean, because
+DuPO's premise is a dual solver more reliable than the primal one.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ class WordArithmeticSFTTask(_Verified):
             if target is None:  # the wrong answer implies no integer operand: state the true one
                 stated, target = answer, problem.operands[index]
             examples.append(Example(prompt=dual_prompt(masked[index], str(stated)), answer=str(target),
-                                    columns={"distractor": str(target + 1)}))
+                                    columns={"distractor": str(target)}))  # clean: no error taught
         return examples
 
     def split(self, name: str) -> list[Example]:

@@ -49,6 +49,6 @@ def test_sft_dual_targets_are_the_operands_the_stated_answer_implies() -> None:
         problem = problems[p.prompt]
         numbers = tuple(int(n) for n in re.findall(r"\d+", restored))
         assert problem.value(numbers) == int(match[2])  # the target makes the stated answer true
-        assert task.distractor(d) == str(int(d.answer) + 1)
+        assert task.distractor(d) == d.answer  # dual targets are never noised
         assert task.distractor(p) == str(problem.forgotten_last_step())
     assert 0.3 < stated_wrong / len(dual) < 0.6  # about half state a wrong answer (some fall back to the true one)

@@ -13,7 +13,7 @@ else. The answers are read only by the trainer's held-out evaluation and by the 
 (GRPO's verifier metric, for monitoring), never by the reward or the loss.
 
 Embedded default: ``--task word-arithmetic`` on the ``causal-word-arithmetic`` tiny model, warm-started on
-noisy primal and dual questions (``posttrain.algos.dupo.warm_start``).
+noisy primal and clean dual questions (``posttrain.tasks.word_arithmetic``, task ``word-arithmetic-sft``).
 
 Deviations from the paper: the dual solver defaults to a frozen snapshot refreshed every 10 steps rather than
 the live policy (``posttrain.algos.dupo.solver`` says why); selection runs online over each group's answers
