@@ -40,10 +40,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def build_model(cache_dir: Path) -> Path:
-    """The tiny arithmetic policy with head size 32, random weights, built into ``cache_dir``."""
-    from posttrain.models.tiny import RECIPES, build_recipe
+    """The tiny arithmetic policy's vLLM twin (head size 32) with random weights, built into ``cache_dir``."""
+    from posttrain.models.tiny import RECIPES, build_recipe, vllm_variant
 
-    recipe = dataclasses.replace(RECIPES.get("causal-arithmetic"), num_heads=3, num_kv_heads=1, warm_start_steps=0)
+    recipe = dataclasses.replace(RECIPES.get(vllm_variant("causal-arithmetic")), warm_start_steps=0)
     return build_recipe(recipe, cache_dir=cache_dir)
 
 
