@@ -152,7 +152,8 @@ class Trainer:
             with self.timer.phase("sync"):
                 self._sync_weights(step)
         with self.timer.phase("eval"):
-            return evaluate(self.algo.evaluation_engine(), self.tokenizer, self.task, self.eval_examples, self.config, self.info, step)
+            return evaluate(self.algo.evaluation_engine(), self.tokenizer, self.task, self.eval_examples, self.config,
+                            self.info, step)
 
     def _resume(self) -> int:
         path = resolve_resume(self.config.resume, self.config.output_dir)

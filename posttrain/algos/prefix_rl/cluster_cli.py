@@ -139,8 +139,9 @@ def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     for c, rep in enumerate(reps):
         members = (fit.labels == c).nonzero().flatten().tolist()
         score = prefixed_accuracy(engine, task, train, train_ids, prefixes[rep], params(c + 1)) if members else None
-        clusters.append({"cluster": c, "size": len(members), "representative": tokenizer.decode(prefixes[rep]) if members
-                         else None, "representative_ids": prefixes[rep] if members else [],
+        clusters.append({"cluster": c, "size": len(members),
+                         "representative": tokenizer.decode(prefixes[rep]) if members else None,
+                         "representative_ids": prefixes[rep] if members else [],
                          "members": [tokenizer.decode(prefixes[i]) for i in members[:SAMPLE_MEMBERS]],
                          "train": score})
     scores = [cl["train"]["accuracy"] if cl["train"] else -1.0 for cl in clusters]
@@ -152,7 +153,8 @@ def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     settings = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()}
     return {"settings": {**settings, "prefix_tokens": k}, "inertias": [fit.inertia for fit in fits],
             "clusters_chosen": chosen, "clusters": clusters, "best_cluster": best,
-            "chosen_prefix": clusters[best]["representative"], "chosen_prefix_ids": clusters[best]["representative_ids"],
+            "chosen_prefix": clusters[best]["representative"],
+            "chosen_prefix_ids": clusters[best]["representative_ids"],
             "heldout": {"target_alone": without, "with_chosen_prefix": with_prefix}}
 
 
