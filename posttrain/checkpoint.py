@@ -3,6 +3,7 @@
 Layout of ``<output_dir>/checkpoints/step_<N>/``:
   hf/                 the policy in Hugging Face format (safetensors + tokenizer), loadable on its own
   ds/                 DeepSpeed engine state: weights, optimizer, LR scheduler (every rank writes its part)
+  ds_<role>/          the same for each trained role besides the policy (e.g. ds_critic/ for PPO's critic)
   rng_rank<r>.pt      every RNG of rank r (python, numpy, torch) and the trainer's generators
   trainer_state.json  step, data position and anything an algorithm keeps between steps
   COMPLETE            written last; a directory without it is an interrupted save and is ignored
@@ -105,7 +106,9 @@ def save_checkpoint(
     info: DistInfo,
     zero_stage: int,
     keep_last: int,
+    role_engines: dict[str, Any] | None = None,
 ) -> Path:
+    """Save the run at ``step`` (module docstring); ``role_engines`` are the trained roles besides the policy."""
     root = checkpoint_root(output_dir)
     final = root / f"step_{step}"
     partial = root / f"step_{step}.partial"
@@ -114,6 +117,8 @@ def save_checkpoint(
         partial.mkdir(parents=True)
     barrier(info.world_size)
     engine.save_checkpoint(str(partial / "ds"), tag="state")
+    for name, role_engine in (role_engines or {}).items():
+        role_engine.save_checkpoint(str(partial / f"ds_{name}"), tag="state")
     torch.save(_rng_state(generators), partial / f"rng_rank{info.rank}.pt")
     export_hf(engine, tokenizer, partial / "hf", zero_stage, info.is_main)
     barrier(info.world_size)
@@ -130,13 +135,18 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    engine: Any, path: Path, generators: dict[str, torch.Generator], info: DistInfo
+    engine: Any, path: Path, generators: dict[str, torch.Generator], info: DistInfo,
+    role_engines: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Restore engine, optimizer, scheduler and RNGs in place; returns the trainer state."""
-    load_path, _ = engine.load_checkpoint(str(path / "ds"), tag="state", load_optimizer_states=True,
-                                          load_lr_scheduler_states=True)
-    if load_path is None:
-        raise RuntimeError(f"DeepSpeed could not load the checkpoint in {path / 'ds'}")
+    """Restore the engines (the policy's and ``role_engines``: weights, optimizer, scheduler) and the RNGs in
+    place; returns the trainer state."""
+    for folder, each in [("ds", engine), *((f"ds_{name}", e) for name, e in (role_engines or {}).items())]:
+        if not (path / folder).is_dir():
+            raise FileNotFoundError(f"{path / folder} is missing: was the checkpoint written by another --algo?")
+        load_path, _ = each.load_checkpoint(str(path / folder), tag="state", load_optimizer_states=True,
+                                            load_lr_scheduler_states=True)
+        if load_path is None:
+            raise RuntimeError(f"DeepSpeed could not load the checkpoint in {path / folder}")
     rng_file = path / f"rng_rank{info.rank}.pt"
     if not rng_file.exists():
         raise FileNotFoundError(f"{rng_file} is missing: was the checkpoint written with a different world size?")

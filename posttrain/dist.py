@@ -112,8 +112,9 @@ def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
     return factor
 
 
-def initialize_engine(model: torch.nn.Module, config: TrainConfig, world_size: int) -> Any:
-    """Wrap ``model`` in a DeepSpeed engine with AdamW and the LR schedule.
+def initialize_engine(model: torch.nn.Module, config: TrainConfig, world_size: int, lr: float | None = None) -> Any:
+    """Wrap ``model`` in a DeepSpeed engine with AdamW (peak learning rate ``lr``, default ``config.lr``) and
+    the run's LR schedule.
 
     A plain torch AdamW is passed in so nothing has to be JIT-compiled on CPU; DeepSpeed keeps its
     state in checkpoints like its own optimizers.
@@ -121,7 +122,7 @@ def initialize_engine(model: torch.nn.Module, config: TrainConfig, world_size: i
     import deepspeed
 
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay, foreach=False)
+    optimizer = torch.optim.AdamW(params, lr=config.lr if lr is None else lr, weight_decay=config.weight_decay, foreach=False)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
     engine, _, _, _ = deepspeed.initialize(
         model=model, optimizer=optimizer, lr_scheduler=scheduler, config=deepspeed_config(config, world_size)

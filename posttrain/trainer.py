@@ -29,6 +29,7 @@ from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memor
 from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
 from posttrain.models.pretrained import resolve_model_name
 from posttrain.models.tiny import build_tiny
+from posttrain.models.value import ValueModel
 from posttrain.rollout.async_rollouts import AsyncStepDriver
 from posttrain.rollout.registry import build_rollout_engine, engine_options
 from posttrain.rollout.sync import push_weights, rest_rollout, wake_rollout
@@ -46,7 +47,8 @@ def _load_policy(path: str, kind: str, dtype: torch.dtype, trust_remote_code: bo
     return load_causal_lm(path, dtype=dtype, trust_remote_code=trust_remote_code)
 
 
-def _apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
+def apply_lora(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
+    """``model`` wrapped by peft with a LoRA of rank ``config.lora_r`` on every linear layer."""
     from peft import LoraConfig, get_peft_model
 
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
@@ -79,7 +81,7 @@ class Trainer:
             policy.config.use_cache = False
         rollout_model = copy.deepcopy(policy).eval().requires_grad_(False)
         if config.lora_r:
-            policy = _apply_lora(policy, config)
+            policy = apply_lora(policy, config)
 
         self.timer = PhaseTimer()
         self.ctx = AlgoContext(tokenizer=self.tokenizer, reward_fn=reward_fn, is_correct=self.task.is_correct,
@@ -91,8 +93,13 @@ class Trainer:
                               "make_experience, so they cannot run ahead; use --algo grpo or rloo")
         roles = check_roles(self.algo.roles())
         self.policy_role = roles[POLICY]
+        self.role_engines: dict[str, Any] = {}  # trained roles besides the policy (e.g. PPO's critic)
         for role in roles.values():
-            if role.name != POLICY:
+            if role.name == POLICY:
+                continue
+            if role.trains:
+                self._build_trained_role(role, rollout_model, dtype)
+            else:
                 self._build_frozen_role(role, rollout_model, dtype)
         if self.policy_role.engine is not None or config.eval_every:
             self.rollout = self._build_engine(self.policy_role.engine or config.rollout, rollout_model,
@@ -118,9 +125,9 @@ class Trainer:
                                     or config.per_rank_samples(self.info.world_size),
                                     **engine_options(config, name))
 
-    def _build_frozen_role(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> None:
-        """A frozen role as declared (``posttrain.algos.roles``): its module in ``ctx.models``, or, when it
-        declares an engine, that engine in ``ctx.engines``; a checkpoint must share the policy's tokenizer."""
+    def _role_module(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+        """A role's own module: a copy of the initial policy or its checkpoint (which must share the policy's
+        tokenizer), as a ``ValueModel`` when the role's head is a value head."""
         if role.source == INITIAL_POLICY:
             module = copy.deepcopy(initial_policy)
         else:
@@ -128,7 +135,20 @@ class Trainer:
             remote_code = self.config.trust_remote_code
             check_same_tokenizer(role, self.tokenizer, load_tokenizer(path, trust_remote_code=remote_code))
             module = load_causal_lm(path, dtype=dtype, trust_remote_code=remote_code)
-        module = module.eval().requires_grad_(False)
+        return ValueModel(module) if role.head == "value" else module
+
+    def _build_trained_role(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> None:
+        """A trained role besides the policy: its own DeepSpeed engine and optimizer, lent as ``ctx.models``."""
+        module = self._role_module(role, initial_policy, dtype).requires_grad_(True)
+        engine = initialize_engine(module, self.config, self.info.world_size, lr=role.lr)
+        self.role_engines[role.name] = self.ctx.models[role.name] = engine
+        log.info("model role %s: trained, from %s%s (lr %g)", role.name, role.checkpoint or role.recipe or role.source,
+                 " with a value head" if role.head == "value" else "", role.lr or self.config.lr)
+
+    def _build_frozen_role(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> None:
+        """A frozen role as declared (``posttrain.algos.roles``): its module in ``ctx.models``, or, when it
+        declares an engine, that engine in ``ctx.engines``."""
+        module = self._role_module(role, initial_policy, dtype).eval().requires_grad_(False)
         if role.engine is None:
             self.ctx.models[role.name] = module.to(self.info.device)
         else:
@@ -159,7 +179,7 @@ class Trainer:
         path = resolve_resume(self.config.resume, self.config.output_dir)
         if path is None:
             return 0
-        state = load_checkpoint(self.engine, path, self.generators, self.info)
+        state = load_checkpoint(self.engine, path, self.generators, self.info, self.role_engines)
         self.sampler.load_state_dict(state["sampler"])
         self.algo.load_state_dict(state.get("algo", {}))
         self.logger.truncate_after(state["step"])
@@ -176,7 +196,7 @@ class Trainer:
             if self.async_driver is not None:
                 state["async_rollouts"] = self.async_driver.state_dict_all_ranks(self.info.world_size)
             save_checkpoint(self.engine, self.tokenizer, self.config.output_dir, step, state, self.generators,
-                            self.info, self.config.zero_stage, self.config.keep_last)
+                            self.info, self.config.zero_stage, self.config.keep_last, self.role_engines)
 
     def _train_on(self, experience: Any) -> dict[str, float]:
         sums: dict[str, float] = {}
@@ -184,10 +204,17 @@ class Trainer:
         micro = min(self.config.micro_batch_size, len(experience))
         for _ in range(self.config.mu):
             for batch in experience.split(micro):
-                loss, metrics = self.algo.loss(self.engine, batch.to(self.info.device))
+                batch = batch.to(self.info.device)
+                loss, metrics = self.algo.loss(self.engine, batch)
                 self.engine.backward(loss)
                 self.engine.step()
                 metrics["loss"] = float(loss.detach())
+                for name, role_engine in self.role_engines.items():  # after the policy, on the same micro-batch
+                    role_loss, role_metrics = self.algo.role_loss(name, role_engine, batch)
+                    role_engine.backward(role_loss)
+                    role_engine.step()
+                    metrics.update(role_metrics)
+                    metrics[f"{name}/loss"] = float(role_loss.detach())
                 for k, v in metrics.items():
                     sums[k] = sums.get(k, 0.0) + float(v)
                 count += 1
@@ -202,6 +229,8 @@ class Trainer:
         cfg, info = self.config, self.info
         start = time.perf_counter()
         self.engine.module.eval()  # no dropout while scoring rollouts
+        for role_engine in self.role_engines.values():
+            role_engine.module.eval()
         if hasattr(self, "rollout"):
             wake_rollout(self.rollout)
         if self.async_driver is not None:
@@ -213,6 +242,8 @@ class Trainer:
             self.algo.step = step
             experience, metrics = self.algo.make_experience(local, self.engine.module)
         self.engine.module.train()
+        for role_engine in self.role_engines.values():
+            role_engine.module.train()
         if cfg.vllm_sleep and self.async_driver is None and hasattr(self, "rollout"):
             rest_rollout(self.rollout)
         with self.timer.phase("train"):

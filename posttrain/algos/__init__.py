@@ -14,6 +14,7 @@ ALGORITHM_MODULES = (
     "posttrain.algos.espo",
     "posttrain.algos.dupo.algo",
     "posttrain.algos.prefix_rl.algo",
+    "posttrain.algos.ppo.algo",
 )
 
 

@@ -152,5 +152,10 @@ class Algorithm(ABC):
     def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
         """Loss of one micro-batch (already on the policy's device) and its metrics."""
 
+    def role_loss(self, name: str, model: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        """Loss of trained role ``name`` (a role besides the policy with ``trains`` set, e.g. PPO's critic) on
+        the micro-batch the policy's ``loss`` just used; metrics keys carry their own prefix."""
+        raise NotImplementedError(f"{type(self).__name__} declares the trained role {name!r} but no role_loss for it")
+
 
 ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")

@@ -165,7 +165,10 @@ class GRPO(Algorithm):
                                             temperature=self.config.temperature, last=completion_len)
         return logprobs.float().cpu()
 
-    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+    def surrogate_terms(self, policy: torch.nn.Module, batch: Experience
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, float]]:
+        """The clipped surrogate of a micro-batch before any KL term: ``(per_token_loss, mask, logp, metrics)``,
+        with the sampler-mismatch metrics and the truncated importance weights applied (shared with PPO)."""
         cfg = self.config
         mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
         logp, entropy = causal_token_logprobs(policy, batch["input_ids"], batch["attention_mask"],
@@ -190,13 +193,21 @@ class GRPO(Algorithm):
             weights = truncated_importance_weights(old, sampling, cap)
             per_token = per_token * weights
             metrics["rollout/tis_weight_mean"] = float(masked_mean(weights, mask))
+        return per_token, mask, logp, metrics
+
+    def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``per_token`` reduced by ``--loss_agg`` ("constant": over the completion budget the rollouts had)."""
+        return aggregate_loss(per_token, mask, self.config.loss_agg,
+                              constant=float(self.sampling_params().max_new_tokens))
+
+    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        per_token, mask, logp, metrics = self.surrogate_terms(policy, batch)
         if self.declares(REFERENCE):
             kl = kl_estimate(logp, batch["ref_logprobs"], cfg.kl_estimator)
             per_token = per_token + cfg.kl_coef * kl
             metrics["kl"] = float(masked_mean(kl.detach(), mask))
-        # "constant": divided by the completion budget the rollouts were sampled with
-        loss = aggregate_loss(per_token, mask, cfg.loss_agg, constant=float(self.sampling_params().max_new_tokens))
-        return loss, metrics
+        return self.aggregate(per_token, mask), metrics
 
 
 @ALGORITHMS.register("rloo")

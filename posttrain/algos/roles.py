@@ -14,8 +14,11 @@ way for every algorithm, and lends the result through ``AlgoContext``:
   through ``rollout.registry.build_rollout_engine``, never synced: its weights never change); without one
   its module is ``ctx.models[name]``, on the device, in eval mode, without gradients.
 
-Only the policy trains: a second trained role (PPO's critic) needs the trainer to own a second optimizer,
-which is ``--algo ppo``'s work (not built yet); ``check_roles`` says so instead of building it half.
+- a second trained role (``trains`` True, e.g. PPO's critic): a copy of the initial policy or another
+  checkpoint, with its own DeepSpeed engine and optimizer (learning rate ``ModelRole.lr``, else the run's),
+  checkpointed and resumed with the policy; ``ctx.models[name]`` is that engine. The trainer calls
+  ``Algorithm.role_loss(name, ...)`` on every micro-batch after the policy's loss and steps it the same way.
+  ``head="value"`` builds it as a ``posttrain.models.value.ValueModel`` (the LM's backbone and a scalar head).
 A checkpoint role exchanges token ids with the policy, so it must use the policy's tokenizer
 (``check_same_tokenizer``, at start-up).
 """
@@ -35,6 +38,8 @@ INITIAL_POLICY = "initial-policy"
 CHECKPOINT = "checkpoint"
 """Source of another checkpoint: ``ModelRole.checkpoint``, or the tiny ``ModelRole.recipe`` when unset."""
 SOURCES = (POLICY, INITIAL_POLICY, CHECKPOINT)
+HEADS = ("lm", "value")
+"""What a role's module ends in: the causal LM's vocabulary head, or a scalar value head (a critic)."""
 
 
 @dataclass(frozen=True)
@@ -55,10 +60,18 @@ class ModelRole:
     """``CHECKPOINT`` roles without ``checkpoint``: the embedded tiny recipe to build and load."""
     config_field: str | None = None
     """The config field that sets ``checkpoint`` (named by start-up errors about this role)."""
+    head: str = "lm"
+    """``"lm"`` (the causal LM as loaded) or ``"value"`` (``ValueModel``: backbone + scalar head, a critic)."""
+    lr: float | None = None
+    """Trained roles other than the policy: their AdamW peak learning rate; None = the run's ``lr``."""
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"model role {self.name!r}: source {self.source!r} not in {SOURCES}")
+        if self.head not in HEADS:
+            raise ValueError(f"model role {self.name!r}: head {self.head!r} not in {HEADS}")
+        if self.head == "value" and self.engine is not None:
+            raise ValueError(f"model role {self.name!r}: a value model generates nothing, so no engine serves it")
         if self.source == CHECKPOINT and not (self.checkpoint or self.recipe):
             raise ValueError(f"model role {self.name!r}: a checkpoint role needs a checkpoint or a tiny recipe")
 
@@ -74,8 +87,9 @@ def reference_role() -> ModelRole:
 
 
 def check_roles(roles: Sequence[ModelRole]) -> dict[str, ModelRole]:
-    """The roles by name, after checking that names are unique, that there is one policy, and that nothing
-    else trains; raises ValueError naming the role otherwise."""
+    """The roles by name, after checking that names are unique, that there is one policy, that only the
+    policy's source is the run's model, and that no other trained role has an engine (only the policy is
+    synced); raises ValueError naming the role otherwise."""
     by_name: dict[str, ModelRole] = {}
     for role in roles:
         if role.name in by_name:
@@ -86,10 +100,14 @@ def check_roles(roles: Sequence[ModelRole]) -> dict[str, ModelRole]:
         raise ValueError(f"the roles {sorted(by_name)} need a trained '{POLICY}' role whose source is the run's "
                          "model (posttrain.algos.roles.policy_role)")
     for role in by_name.values():
-        if role.name != POLICY and (role.trains or role.source == POLICY):
-            raise ValueError(f"model role {role.name!r}: only the policy trains in this trainer (a second trained "
-                             "model, such as PPO's critic, needs --algo ppo's support, not built yet); a frozen "
-                             f"role's source is {INITIAL_POLICY!r} or {CHECKPOINT!r}")
+        if role.name == POLICY:
+            continue
+        if role.source == POLICY:
+            raise ValueError(f"model role {role.name!r}: only the policy's source is the run's model; another "
+                             f"role's is {INITIAL_POLICY!r} or {CHECKPOINT!r}")
+        if role.trains and role.engine is not None:
+            raise ValueError(f"model role {role.name!r}: a trained role other than the policy cannot have an engine "
+                             "(the trainer syncs the policy's engine only)")
     return by_name
 
 

@@ -45,8 +45,16 @@ def test_check_roles_refuses_bad_declarations() -> None:
         check_roles([policy_role("hf"), reference_role(), reference_role()])
     with pytest.raises(ValueError, match="need a trained 'policy'"):
         check_roles([reference_role()])
-    with pytest.raises(ValueError, match="critic.*--algo ppo|--algo ppo"):
-        check_roles([policy_role("hf"), ModelRole("critic", INITIAL_POLICY, trains=True)])
+    critic = ModelRole("critic", INITIAL_POLICY, trains=True, head="value")
+    assert check_roles([policy_role("hf"), critic])["critic"] is critic  # a second trained role is allowed
+    with pytest.raises(ValueError, match="cannot have an engine"):
+        check_roles([policy_role("hf"), ModelRole("critic", INITIAL_POLICY, trains=True, engine="hf")])
+    with pytest.raises(ValueError, match="no engine serves it"):
+        ModelRole("critic", INITIAL_POLICY, trains=True, head="value", engine="hf")
+    with pytest.raises(ValueError, match="only the policy's source"):
+        check_roles([policy_role("hf"), ModelRole("copy", POLICY)])
+    with pytest.raises(ValueError, match="head"):
+        ModelRole("critic", INITIAL_POLICY, head="q-values")
     with pytest.raises(ValueError, match="needs a checkpoint or a tiny recipe"):
         ModelRole("target", CHECKPOINT)
     with pytest.raises(ValueError, match="source"):

@@ -1,0 +1,249 @@
+"""``--algo ppo``: PPO with a learned critic for causal LMs, in the RLHF form of Ziegler et al. 2019 / Ouyang et
+al. 2022 that TRL 0.11's ``PPOTrainer`` implements and Text2Grad (arXiv 2505.22338) builds on.
+
+Per step: sample completions (``group_size`` per prompt, 1 by default: PPO needs no group), score them, and
+build per-token rewards r_t = dense_t - beta * KL_t plus the task's scalar reward on the last token
+(``core.token_rewards``; ``dense`` is 0 here, Text2Grad's span rewards in ``posttrain.algos.ppo.text2grad``).
+The critic's values V_t (``posttrain.models.value``) and GAE(gamma, lambda) give advantages, whitened over the
+response mask, and returns. Then ``mu`` epochs (the paper's 4) over micro-batches: the policy takes GRPO's
+clipped surrogate on the token advantages (shared code: ``GRPO.surrogate_terms``), the critic the clipped value
+loss, each with its own optimizer (the critic is a trained model role, checkpointed and resumed with the run).
+A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (both losses times 0, as TRL).
+
+KL: ``kl_estimator`` full (the exact full-vocabulary KL at every position, Text2Grad's choice) or k1/k2/k3
+from the sampled tokens; ``kl_mode`` reward (folded into r_t, the default) or loss (added to the policy loss
+like GRPO's, never in the rewards). beta adapts (``core.AdaptiveKLController``, target ``kl_target``) unless
+``kl_target`` is 0.
+
+Deviations from TRL 0.11, stated: the critic is a separate model (its own copy of the backbone, or
+``--critic_model``) rather than a value head sharing the policy's LoRA backbone, so ``vf_coef`` only scales
+the critic's gradient (under AdamW that mostly rescales nothing: it is kept for the paper's loss, and
+``critic_lr`` is the knob that matters); micro-batches are taken in order each epoch, not reshuffled;
+whitening is per rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from posttrain.algos.base import ALGORITHMS, Experience
+from posttrain.algos.core import KL_ESTIMATORS, kl_estimate, masked_mean, masked_sum
+from posttrain.algos.pg import GRPO, GRPOConfig, _right_padded
+from posttrain.algos.ppo.core import (
+    AdaptiveKLController,
+    clipped_value_loss,
+    full_kl,
+    gae,
+    token_rewards,
+    whiten,
+)
+from posttrain.algos.roles import (
+    CHECKPOINT,
+    INITIAL_POLICY,
+    REFERENCE,
+    ModelRole,
+    policy_role,
+    reference_role,
+)
+from posttrain.algos.scoring import rollout_metrics, score_rollouts
+from posttrain.algos.sequences import pack_sequences
+from posttrain.config import opt
+from posttrain.dist import all_reduce_mean
+from posttrain.models.padding import left_padded_positions
+from posttrain.models.value import token_values
+from posttrain.rollout.base import Rollouts
+from posttrain.tasks.base import Example
+
+CRITIC = "critic"
+"""The critic's role name (``ctx.models["critic"]`` is its DeepSpeed engine)."""
+PPO_KL_ESTIMATORS = ("full", *KL_ESTIMATORS)
+
+
+@dataclass
+class PPOConfig(GRPOConfig):
+    """PPO with a critic: GAE advantages on per-token rewards, clipped policy and value losses, adaptive KL."""
+
+    group_size: int = opt(1, "Completions sampled per prompt; PPO's critic is the baseline, so 1 is enough.")
+    advantage: str = opt("gae", "Advantage estimator: GAE with the critic's values (PPO has no group baseline).",
+                         ["gae"])
+    mu: int = opt(4, "PPO epochs: optimizer passes over each step's batch (TRL's ppo_epochs, the paper's 4).")
+    gamma: float = opt(1.0, "GAE discount (TRL's default 1: the episode is one answer).")
+    lam: float = opt(0.95, "GAE lambda.")
+    whiten_advantages: bool = opt(True, "Whiten advantages over the response tokens of the batch (mean 0, std 1).")
+    value_clip: float = opt(0.2, "Value clip range around the old values (TRL's cliprange_value); 0 = no clip.")
+    vf_coef: float = opt(0.1, "Weight of the value loss (the paper's 0.1); see the module docstring.")
+    critic_lr: float | None = opt(None, "Peak learning rate of the critic's AdamW; unset = --lr.")
+    critic_model: str | None = opt(None, "The critic's starting weights: a causal LM checkpoint (path, hub id or "
+                                         "alias) whose backbone gets a fresh value head; unset = a copy of the "
+                                         "initial policy. It must share the policy's tokenizer.")
+    kl_coef: float = opt(0.05, "Initial KL coefficient beta (adapted when --kl_target > 0; Text2Grad's 0.05-0.2); "
+                               "0 = no KL and no reference model.")
+    kl_estimator: str = opt("k1", "Per-token KL(pi || ref): full (exact over the vocabulary, as Text2Grad) or the "
+                                  "k1/k2/k3 estimators from the sampled tokens (TRL's default is k1).",
+                            PPO_KL_ESTIMATORS)
+    kl_mode: str = opt("reward", "Where the KL goes: folded into the per-token rewards (PPO's usual form) or "
+                                 "added to the policy loss.", ["reward", "loss"])
+    kl_target: float = opt(6.0, "Adaptive KL controller's target per-sequence KL (TRL's default 6); 0 = fixed beta.")
+    kl_horizon: float = opt(10000.0, "Adaptive KL controller's horizon, in sequences.")
+    ratio_threshold: float = opt(10.0, "Skip a micro-batch (zero losses) whose mean ratio exceeds this; 0 = never.")
+    temperature: float = opt(0.7, "Sampling temperature for rollouts (Text2Grad's 0.6-0.7).")
+
+    def incompatibilities(self) -> list[tuple[str, Any, str]]:
+        bad = []
+        if not 0 <= self.clip_low < 1:
+            bad.append(("clip_low", self.clip_low, "must be in [0, 1)"))
+        if self.clip_high < 0:
+            bad.append(("clip_high", self.clip_high, "must be >= 0"))
+        for name in ("kl_coef", "kl_target", "value_clip", "vf_coef", "ratio_threshold"):
+            if getattr(self, name) < 0:
+                bad.append((name, getattr(self, name), "must be >= 0"))
+        for name in ("gamma", "lam"):
+            if not 0 <= getattr(self, name) <= 1:
+                bad.append((name, getattr(self, name), "must be in [0, 1]"))
+        if self.kl_horizon <= 0:
+            bad.append(("kl_horizon", self.kl_horizon, "must be > 0"))
+        if self.critic_lr is not None and self.critic_lr <= 0:
+            bad.append(("critic_lr", self.critic_lr, "must be > 0 (unset = --lr)"))
+        if self.kl_mode == "loss" and self.kl_estimator == "full":
+            bad.append(("kl_estimator", "full", "with --kl_mode loss use k1, k2 or k3 (full is a reward term)"))
+        if self.rollout == "diffusion":
+            bad.append(("rollout", self.rollout, "ppo trains causal LMs: use hf or vllm"))
+        if self.tis_cap is not None and self.tis_cap < 0:
+            bad.append(("tis_cap", self.tis_cap, "must be unset (auto), 0 (off) or > 0 (the cap C)"))
+        return bad
+
+    @property
+    def uses_kl(self) -> bool:
+        """Whether a KL term is on (and so the frozen reference is needed): beta starts above 0 (the adaptive
+        controller only ever multiplies it)."""
+        return self.kl_coef > 0
+
+
+@ALGORITHMS.register("ppo")
+class PPO(GRPO):
+    config_class = PPOConfig
+    config: PPOConfig
+
+    def __init__(self, config: PPOConfig, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self.kl_controller = AdaptiveKLController(config.kl_coef, config.kl_target or None, config.kl_horizon)
+        self._skip_batch = False  # set by loss() for the role_loss() of the same micro-batch
+
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The policy, the critic (a trained value model), and the frozen reference when a KL term is on."""
+        cfg = self.config
+        critic = ModelRole(CRITIC, CHECKPOINT if cfg.critic_model else INITIAL_POLICY, trains=True, head="value",
+                           checkpoint=cfg.critic_model, config_field="critic_model", lr=cfg.critic_lr)
+        return (policy_role(cfg.rollout), critic) + ((reference_role(),) if cfg.uses_kl else ())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kl_controller": self.kl_controller.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "kl_controller" in state:
+            self.kl_controller.load_state_dict(state["kl_controller"])
+
+    # -- experience ---------------------------------------------------------------------------------
+    def dense_rewards(self, examples: list[Example], rollouts: Rollouts, completion_len: int
+                      ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
+        """Per-token rewards besides the KL: ``(dense [B, C], valid [B] or None, metrics)``. PPO's are 0 (its
+        reward is the terminal scalar); Text2Grad overrides this with span rewards."""
+        return torch.zeros(len(rollouts), completion_len), None, {}
+
+    def terminal_rewards(self, reward: torch.Tensor) -> torch.Tensor | None:
+        """The scalar added on each completion's last token: the task's (or ``--reward``'s) reward."""
+        return reward
+
+    def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
+                                 staleness: int) -> tuple[Experience, dict[str, float]]:
+        cfg, ctx = self.config, self.ctx
+        group = [ex for ex in examples for _ in range(cfg.group_size)]
+        reward, valid, correct = score_rollouts(ctx, group, rollouts)
+        tensors = pack_sequences(rollouts.prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
+        completion_len = tensors["completion_mask"].shape[1]
+        dense, dense_valid, metrics = self.dense_rewards(group, rollouts, completion_len)
+        terminal = self.terminal_rewards(reward)
+        if terminal is None:
+            valid = torch.ones_like(valid) if dense_valid is None else dense_valid
+        elif dense_valid is not None:
+            valid = valid & dense_valid
+        mask = tensors["completion_mask"] * valid.float().unsqueeze(-1)
+        with torch.no_grad():
+            with ctx.timer.phase("old_logprobs"):
+                old_logprobs, logits = self._policy_terms(policy, tensors, completion_len)
+            kl = torch.zeros_like(old_logprobs)
+            if cfg.uses_kl:
+                with ctx.timer.phase("reference"):
+                    ref_logprobs, ref_logits = self._policy_terms(ctx.models[REFERENCE], tensors, completion_len)
+                tensors["ref_logprobs"] = ref_logprobs
+                kl = (full_kl(logits, ref_logits) if cfg.kl_estimator == "full"
+                      else kl_estimate(old_logprobs, ref_logprobs, cfg.kl_estimator))
+            with ctx.timer.phase("values"):
+                values = self._values(ctx.models[CRITIC], tensors, completion_len)
+        beta = self.kl_controller.value
+        in_reward = beta if cfg.kl_mode == "reward" else 0.0
+        rewards = token_rewards(torch.nan_to_num(dense), kl, in_reward, mask,
+                                None if terminal is None else torch.nan_to_num(terminal))
+        advantages, returns = gae(rewards, values, mask, cfg.gamma, cfg.lam)
+        if cfg.whiten_advantages:
+            advantages = whiten(advantages, mask)
+        tensors.update(advantages=advantages, returns=returns, old_values=values, old_logprobs=old_logprobs,
+                       valid=valid.float(), sampling_logprobs=_right_padded(rollouts.logprobs, completion_len))
+        sequence_kl = float(masked_sum(kl, mask) / valid.float().sum().clamp(min=1))
+        shared = all_reduce_mean({"kl": sequence_kl}, ctx.world_size)  # every rank adapts beta the same way
+        self.kl_controller.update(shared["kl"], len(rollouts) * ctx.world_size)
+        metrics.update(rollout_metrics(reward, valid, correct, rollouts))
+        metrics.update({"ppo/kl_coef": beta, "ppo/sequence_kl": sequence_kl,
+                        "ppo/token_reward_mean": float(masked_mean(rewards, mask)),
+                        "ppo/value_mean": float(masked_mean(values, mask)),
+                        "ppo/return_mean": float(masked_mean(returns, mask))})
+        return Experience(tensors), metrics
+
+    def _policy_terms(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int
+                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs of the completion tokens (at the sampling temperature, like the loss's) and, for the
+        full KL, the completion positions' logits (float32, on CPU)."""
+        if self.config.kl_estimator != "full" or not self.config.uses_kl:
+            return self._logprobs(model, tensors, completion_len), None
+        device = self.ctx.device
+        ids, attention = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
+        logits = model(input_ids=ids, attention_mask=attention, position_ids=left_padded_positions(attention),
+                       logits_to_keep=completion_len + 1).logits[:, :-1].float()
+        if self.config.temperature > 0:
+            logits = logits / self.config.temperature
+        logprobs = torch.log_softmax(logits, -1).gather(-1, ids[:, -completion_len:].unsqueeze(-1)).squeeze(-1)
+        return logprobs.cpu(), logits.cpu()
+
+    def _values(self, critic: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:
+        device = self.ctx.device
+        return token_values(critic, tensors["input_ids"].to(device), tensors["attention_mask"].to(device),
+                            completion_len).cpu()
+
+    # -- losses -------------------------------------------------------------------------------------
+    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        per_token, mask, logp, metrics = self.surrogate_terms(policy, batch)
+        if cfg.kl_mode == "loss" and cfg.uses_kl:
+            kl = kl_estimate(logp, batch["ref_logprobs"], cfg.kl_estimator)
+            per_token = per_token + self.kl_controller.value * kl
+            metrics["kl"] = float(masked_mean(kl.detach(), mask))
+        loss = self.aggregate(per_token, mask)
+        self._skip_batch = bool(cfg.ratio_threshold) and metrics["ratio_mean"] > cfg.ratio_threshold
+        metrics["ppo/skipped_batch"] = float(self._skip_batch)
+        return (loss * 0.0 if self._skip_batch else loss), metrics
+
+    def role_loss(self, name: str, model: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+        """The critic's clipped value loss on the micro-batch the policy just used (zero when it was skipped)."""
+        if name != CRITIC:
+            return super().role_loss(name, model, batch)
+        cfg = self.config
+        mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
+        values = token_values(model, batch["input_ids"], batch["attention_mask"], mask.shape[1])
+        per_token, clipped = clipped_value_loss(values, batch["old_values"], batch["returns"], cfg.value_clip)
+        loss = cfg.vf_coef * masked_mean(per_token, mask)
+        metrics = {"critic/value_loss": float(masked_mean(per_token.detach(), mask)),
+                   "critic/clip_fraction": float(masked_mean(clipped.float(), mask))}
+        return (loss * 0.0 if self._skip_batch else loss), metrics
