@@ -39,8 +39,10 @@ def _args(models: tuple[Path, Path], out: Path) -> list[str]:
             "--reward", "tests.e2e.rewards:digit_fraction"]
 
 
+@pytest.mark.parametrize("algo", ["prefix-rl", "prefix-rl-ppo"])
 def test_trainer_builds_the_roles_and_never_changes_the_target(answer_format_models: tuple[Path, Path],
-                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              algo: str) -> None:
     from posttrain.algos import get_algorithm
     from posttrain.config import build_config
     from posttrain.rollout.weight_transfer import free_port
@@ -53,10 +55,13 @@ def test_trainer_builds_the_roles_and_never_changes_the_target(answer_format_mod
 
     args = _args(answer_format_models, tmp_path / "run")
     args[args.index("--steps") + 1] = "2"
-    config = build_config(get_algorithm("prefix-rl").config_class, args + ["--report_to", "jsonl"])
+    args[args.index("--algo") + 1] = algo
+    config = build_config(get_algorithm(algo).config_class, args + ["--report_to", "jsonl"])
     trainer = Trainer(config)
     target = trainer.ctx.engines["target"].model
-    assert set(trainer.ctx.models) == {"reference"} and set(trainer.ctx.engines) == {"policy", "target"}
+    trained = {"critic"} if algo == "prefix-rl-ppo" else set()  # the paper's PPO: a critic role of its own
+    assert set(trainer.ctx.models) == {"reference"} | trained and set(trainer.ctx.engines) == {"policy", "target"}
+    assert set(trainer.role_engines) == trained
     assert trainer.ctx.engines["target"] is not trainer.rollout
     assert all(not p.requires_grad for p in target.parameters())
     before = {k: v.clone() for k, v in target.state_dict().items()}
@@ -67,6 +72,8 @@ def test_trainer_builds_the_roles_and_never_changes_the_target(answer_format_mod
     assert any(not torch.equal(adapter_before[k], v) for k, v in trainer.engine.module.state_dict().items())
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all("prefix_rl/answer_length_mean" in r and r["completion/length_max"] <= 8 for r in rows if r["step"])
+    if trained:
+        assert all("critic/value_loss" in r and "ppo/kl_coef" in r for r in rows if r["step"])
 
 
 def test_prefix_rl_sigkill_and_resume_equals_uninterrupted(answer_format_models: tuple[Path, Path],

@@ -16,10 +16,9 @@ the KL to the initial adapter on the k prefix tokens only (``pack_sequences`` pa
 ``generation.scored_prefixes``), so the target's tokens never carry the loss. Held-out evaluation answers the
 same way (adapter prefix, target continuation; ``generation.PrefixThenTarget``), greedily.
 
-Deviations from the paper: group advantages (GRPO/RLOO) instead of OpenRLHF's PPO with a critic and GAE;
-that estimator needs a trained critic role, which ``--algo ppo`` will bring (not built yet): a config
-extending this one would declare it in ``roles`` and replace the advantages of ``experience_from_rollouts``.
-The KL is the k3 estimator in the loss (``kl_estimator``), not a per-token penalty folded into the reward,
+Deviations from the paper: group advantages (GRPO/RLOO) instead of OpenRLHF's PPO with a critic and GAE,
+which is ``--algo prefix-rl-ppo`` (``posttrain.algos.prefix_rl.ppo``: this class combined with ``--algo ppo``).
+Here the KL is the k3 estimator in the loss (``kl_estimator``), not a per-token penalty folded into the reward,
 and there is no entropy bonus.
 """
 
@@ -72,7 +71,7 @@ class PrefixRLConfig(GRPOConfig):
     temperature: float = opt(0.7, "The adapter's sampling temperature (the paper's 0.7).")
     kl_coef: float = opt(0.001, "Weight of the KL to the initial adapter (the paper's beta 0.001); 0 = none.")
     advantage: str = opt("grpo", "Advantage estimator over the G prefixes of a prompt (the paper's PPO with a "
-                                 "critic needs --algo ppo, not built yet).", ["grpo", "dr_grpo", "rloo"])
+                                 "critic is --algo prefix-rl-ppo).", ["grpo", "dr_grpo", "rloo"])
     max_new_tokens: int = opt(16, "Not used by prefix-rl: the adapter writes --prefix_tokens tokens and the target "
                                   "at most --target_max_new_tokens.")
     lr: float = opt(1e-3, "Peak learning rate (AdamW) of the adapter.")
