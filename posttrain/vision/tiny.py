@@ -114,12 +114,13 @@ def tiny_flux(*, num_layers: int = 1, num_single_layers: int = 1, seed: int = 0)
 
 def tiny_clip(*, vocab_size: int = 64, image_size: int = 32, patch_size: int = 4, hidden_size: int = 32,
               projection_dim: int = 32, num_layers: int = 2, max_text_len: int = 16, seed: int = 0) -> Any:
-    """A random-init transformers ``CLIPModel`` with 2-layer towers; EOS id ``TOKENS["eos"]`` ends each text."""
+    """A random-init transformers ``CLIPModel`` with 2-layer towers. Its text EOS is the highest id,
+    ``vocab_size - 1``, as in CLIP's own vocabulary (transformers pools at the EOS position)."""
     from transformers import CLIPConfig, CLIPModel, CLIPTextConfig, CLIPVisionConfig
 
     text = CLIPTextConfig(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
                           num_hidden_layers=num_layers, num_attention_heads=2, max_position_embeddings=max_text_len,
-                          pad_token_id=TOKENS["pad"], bos_token_id=TOKENS["bos"], eos_token_id=TOKENS["eos"])
+                          pad_token_id=TOKENS["pad"], bos_token_id=TOKENS["bos"], eos_token_id=vocab_size - 1)
     vision = CLIPVisionConfig(image_size=image_size, patch_size=patch_size, hidden_size=hidden_size,
                               intermediate_size=2 * hidden_size, num_hidden_layers=num_layers, num_attention_heads=2)
     config = CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=projection_dim)
