@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                     "best-of-N by DuPO's backward accuracy (dual questions, no labels)"),
     "prefix-cluster": ("posttrain.algos.prefix_rl.cluster_cli:prefix_cluster_main",
                        "Prefix Clustering: one fixed opening, found by k-means on a target's prefixes"),
+    "vision": ("posttrain.vision.cli:vision_main", "vision methods: attwarp | deleaker | fga (the vision extra)"),
 }
 
 
