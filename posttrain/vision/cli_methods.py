@@ -239,15 +239,15 @@ def fga_run(args: argparse.Namespace) -> dict[str, Any]:
         return ((x - mean) / std).to(device, next(learner.clip.parameters()).dtype)
 
     hand = learner.ctx.detach().clone()
-    results = {"zero_shot": _evaluate(learner, test, labels, config, norm, g, "zero-shot")}
-    results["tpt"] = _evaluate(learner, test, labels, config, norm, g, "tpt")
-    results["stss_hand_prompt"] = _evaluate(learner, test, labels, config, norm, g, "stss",
+    results = {"zero_shot": evaluate_views(learner, test, labels, config, norm, g, "zero-shot")}
+    results["tpt"] = evaluate_views(learner, test, labels, config, norm, g, "tpt")
+    results["stss_hand_prompt"] = evaluate_views(learner, test, labels, config, norm, g, "stss",
                                             perturbed_classes(learner, config, g))
     if train is not None and args.train_steps > 0:
         train_prompt(learner, norm(train[0]), train[1].to(device), steps=args.train_steps, lr=args.lr, rho=args.rho,
                      lam=args.lam, generator=g)
-        results["sapt"] = _evaluate(learner, test, labels, config, norm, g, "zero-shot")
-        results["fga"] = _evaluate(learner, test, labels, config, norm, g, "stss",
+        results["sapt"] = evaluate_views(learner, test, labels, config, norm, g, "zero-shot")
+        results["fga"] = evaluate_views(learner, test, labels, config, norm, g, "stss",
                                    perturbed_classes(learner, config, g))
         learner.ctx.data.copy_(hand)
     return {"model": args.model or "embedded tiny CLIP (random init)", "classes": names, "test_images": len(labels),
@@ -255,7 +255,7 @@ def fga_run(args: argparse.Namespace) -> dict[str, Any]:
             "config": dataclasses.asdict(config), "results": results}
 
 
-def _evaluate(learner: Any, images: torch.Tensor, labels: torch.Tensor, config: Any, norm: Any,
+def evaluate_views(learner: Any, images: torch.Tensor, labels: torch.Tensor, config: Any, norm: Any,
               g: torch.Generator, method: str, classes: Any = None) -> dict[str, float]:
     from posttrain.vision.fga import augment_views, stss_predict, tpt_predict
 

@@ -76,7 +76,7 @@ class PromptLearner(torch.nn.Module):
     @property
     def scale(self) -> float:
         """CLIP's logit scale exp(t)."""
-        return float(self.clip.logit_scale.exp())
+        return float(self.clip.logit_scale.detach().exp())
 
     def logits(self, image_feats: torch.Tensor, class_feats: torch.Tensor) -> torch.Tensor:
         return self.scale * image_feats @ class_feats.T
