@@ -1,0 +1,338 @@
+"""Miniatures of the three vision methods (ICLR 2026) on tiny models trained here for minutes, over seeds.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_vision.py attwarp --seeds 0 1 2
+    OMP_NUM_THREADS=1 python benchmarks/bench_vision.py fga --seeds 0 1 2
+    OMP_NUM_THREADS=1 python benchmarks/bench_vision.py deleaker --seeds 0 1 2
+
+- ``attwarp`` ("Constructive Distortion", AttWarp): a tiny Llava (32 px input, 8 x 8 image tokens) trained to
+  name the colour of the one coloured square among grey ones, on 128 px scenes plainly downsampled to 32 px, with
+  object sizes 4-24 px; tested on 6 px objects (1.5 px at the model's input). Accuracy of the plain resize,
+  AttWarp (the model's own layer-1 map), AttWarp-Chain (up to 3 rounds) and an oracle warp (a map peaked on the
+  true object: what a perfect map would give).
+- ``fga`` (FGA): a tiny CLIP trained on coloured shapes (12 classes) with three caption templates; then CoOp and
+  SAPT context learned 16-shot on clean images; tested under noise, blur and a colour cast: zero-shot (hand
+  prompt), CoOp, TPT on CoOp, STSS on CoOp, and FGA (STSS on SAPT).
+- ``deleaker`` (DeLeaker): a random-init tiny Flux transformer (2 double + 2 single blocks) sampled for 20 Euler
+  steps from structured latents (two regions), two entities; the cross-entity attention mass without and with
+  reweighting.
+
+Writes benchmarks/results/vision_<method>.json (command, settings, per-seed numbers) and PNG pictures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from posttrain.vision.attwarp import AttWarpConfig, attwarp, attwarp_chain, next_token_logits
+from posttrain.vision.shapes import COLOURS, small_object_scenes
+from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
+from posttrain.vision.vlm import TensorPrompter
+
+RESULTS = REPO / "benchmarks" / "results"
+QUESTION = [FIRST_WORD_ID + 10]  # "colour?"
+ANSWERS = [FIRST_WORD_ID + c for c in range(len(COLOURS))]
+CLUTTER = 3  # grey distractor squares per scene
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def _downsample(images: torch.Tensor, size: int) -> torch.Tensor:
+    return F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+
+
+def _vlm_accuracy(model, images: torch.Tensor, labels: torch.Tensor) -> float:
+    inputs = TensorPrompter(model, [QUESTION] * images.shape[0])(images)
+    pred = next_token_logits(model, inputs)[:, ANSWERS].argmax(dim=-1)
+    return float((pred == labels).float().mean())
+
+
+def train_vlm(seed: int, steps: int, src: int, size: int) -> tuple[torch.nn.Module, list[float]]:
+    """The tiny Llava trained on plainly downsampled scenes with object sizes 4-24 px (of ``src``)."""
+    model = tiny_llava(image_size=size, patch_size=4, hidden_size=64, num_layers=2, vision_layers=2, seed=seed)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.0)
+    g = torch.Generator().manual_seed(1000 + seed)
+    losses = []
+    for _ in range(steps):
+        px = float(torch.empty(1).uniform_(4, 24, generator=g))
+        images, colours, _ = small_object_scenes(32, src, px, g, clutter=CLUTTER)
+        inputs = TensorPrompter(model, [QUESTION] * 32)(_downsample(images, size))
+        logits = model(**inputs).logits[:, -1]
+        loss = F.cross_entropy(logits, torch.tensor(ANSWERS)[colours])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return model.eval(), losses
+
+
+def _oracle_map(centres: torch.Tensor, src: int, grid: int) -> torch.Tensor:
+    """A token-grid map peaked on the true object (a 3 x 3 token bump): AttWarp with a perfect map."""
+    m = torch.full((centres.shape[0], grid, grid), 1e-3)
+    cell = (centres / src * grid).long().clamp(0, grid - 1)
+    for b, (x, y) in enumerate(cell.tolist()):
+        m[b, max(y - 1, 0):y + 2, max(x - 1, 0):x + 2] = 1.0
+    return m / m.sum(dim=(1, 2), keepdim=True)
+
+
+def run_attwarp(args: argparse.Namespace) -> dict:
+    src, size, n_test = 128, 32, args.test_examples
+    per_seed, pictures = [], None
+    for seed in args.seeds:
+        t0 = time.time()
+        model, losses = train_vlm(seed, args.train_steps, src, size)
+        g = torch.Generator().manual_seed(2000 + seed)
+        images, colours, centres = small_object_scenes(n_test, src, args.object_px, g, clutter=CLUTTER)
+        prompter = TensorPrompter(model, [QUESTION] * n_test)
+        config = AttWarpConfig(layers=(1,), max_new_tokens=1)
+        base = _vlm_accuracy(model, _downsample(images, size), colours)
+        warped = attwarp(model, prompter, images, (size, size), config)
+        chain = attwarp(model, prompter, images, (size, size), AttWarpConfig(layers=(1,), max_new_tokens=1,
+                                                                             max_rounds=3))
+        oracle_map = _oracle_map(centres, src, size // 4)
+        oracle = attwarp_chain(images, lambda _v, m=oracle_map: m, (size, size), config)
+        peak = warped.maps[0].flatten(1).argmax(dim=1)
+        true_cell = (centres / src * (size // 4)).long().clamp(0, size // 4 - 1)
+        hit = (peak == true_cell[:, 1] * (size // 4) + true_cell[:, 0]).float().mean()
+        row = {"seed": seed, "train_loss_last50": statistics.mean(losses[-50:]),
+               "accuracy_base": base, "accuracy_attwarp": _vlm_accuracy(model, warped.warped, colours),
+               "accuracy_chain": _vlm_accuracy(model, chain.warped, colours),
+               "chain_rounds_mean": float(chain.rounds.float().mean()),
+               "accuracy_oracle_warp": _vlm_accuracy(model, oracle.warped, colours),
+               "map_peak_on_object": float(hit), "seconds": time.time() - t0}
+        print(json.dumps(row), flush=True)
+        per_seed.append(row)
+        if pictures is None:
+            pictures = (images[:4], _downsample(images[:4], size), warped.warped[:4], warped.maps[0][:4])
+    keys = [k for k in per_seed[0] if k.startswith("accuracy") or k == "map_peak_on_object"]
+    summary = {k: _mean_std([r[k] for r in per_seed]) for k in keys}
+    _plot_attwarp(pictures, RESULTS / "vision_attwarp.png")
+    return {"settings": {"source_px": src, "input_px": size, "object_px": args.object_px,
+                         "train_steps": args.train_steps, "test_examples": n_test, "layers": [1]},
+            "per_seed": per_seed, "summary": summary}
+
+
+def _plot_attwarp(pictures, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    originals, plain, warped, maps = pictures
+    fig, axes = plt.subplots(4, 4, figsize=(8, 8))
+    for i in range(4):
+        for j, (img, title) in enumerate(((originals[i], "original 128 px"), (plain[i], "plain resize 32 px"),
+                                          (maps[i], "layer-1 map (8x8)"), (warped[i], "AttWarp 32 px"))):
+            ax = axes[i, j]
+            ax.imshow(img.permute(1, 2, 0).numpy() if img.dim() == 3 and img.shape[0] == 3 else img.numpy(),
+                      interpolation="nearest", cmap=None if img.dim() == 3 and img.shape[0] == 3 else "magma")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+FGA_TEMPLATES = ([20, 21, 22, 23], [24, 25, 26, 27], [28, 29, 30, 31])
+FGA_SHIFTS = {"noise": 0.6, "blur": 0.6, "colour": 0.8}
+
+
+def _fga_classes() -> list[list[int]]:
+    from posttrain.vision.shapes import SHAPES
+
+    return [[FIRST_WORD_ID + c, FIRST_WORD_ID + len(COLOURS) + s] for c in range(len(COLOURS))
+            for s in range(len(SHAPES))]
+
+
+def train_clip(seed: int, steps: int):
+    """The tiny CLIP trained on coloured shapes: image -> 12 class captions, one of 3 templates per step."""
+    from posttrain.vision.fga import PromptLearner
+    from posttrain.vision.shapes import SHAPES, shapes_dataset
+    from posttrain.vision.tiny import TOKENS, tiny_clip
+
+    clip = tiny_clip(vocab_size=64, hidden_size=64, projection_dim=64, seed=seed)
+    learners = [PromptLearner(clip, _fga_classes(), t, TOKENS["bos"], 63) for t in FGA_TEMPLATES]
+    for p in clip.parameters():
+        p.requires_grad_(True)
+    clip.train()
+    opt = torch.optim.AdamW(clip.parameters(), lr=1e-3, weight_decay=0.0)
+    g = torch.Generator().manual_seed(3000 + seed)
+    for step in range(steps):
+        images, shape_ids, colour_ids = shapes_dataset(64, 32, g)
+        learner = learners[step % len(learners)]
+        logits = learner.logits(learner.image_features((images - 0.5) / 0.5), learner.class_features())
+        loss = F.cross_entropy(logits, colour_ids * len(SHAPES) + shape_ids)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    clip.eval()
+    for p in clip.parameters():
+        p.requires_grad_(False)
+    return clip, loss.item()
+
+
+def run_fga(args: argparse.Namespace) -> dict:
+    from posttrain.vision.cli_methods import evaluate_views
+    from posttrain.vision.fga import FGAConfig, PromptLearner, perturbed_classes, train_prompt
+    from posttrain.vision.shapes import SHAPES, shapes_dataset, shift
+    from posttrain.vision.tiny import TOKENS
+
+    config = FGAConfig()
+    per_seed = []
+    for seed in args.seeds:
+        t0 = time.time()
+        clip, clip_loss = train_clip(seed, args.train_steps)
+        g = torch.Generator().manual_seed(4000 + seed)
+        images, shape_ids, colour_ids = shapes_dataset(16 * 12 + args.test_examples, 32, g)
+        labels = colour_ids * len(SHAPES) + shape_ids
+        shots, shot_labels = images[:16 * 12], labels[:16 * 12]
+        test, test_labels = images[16 * 12:], labels[16 * 12:]
+        def norm(x: torch.Tensor) -> torch.Tensor:
+            return (x - 0.5) / 0.5
+        contexts = {}
+        for name, rho in (("coop", 0.0), ("sapt", 0.05)):
+            learner = PromptLearner(clip, _fga_classes(), FGA_TEMPLATES[0], TOKENS["bos"], 63)
+            train_prompt(learner, norm(shots), shot_labels, steps=100, lr=5e-3, rho=rho,
+                         generator=torch.Generator().manual_seed(seed))
+            contexts[name] = learner
+        hand = PromptLearner(clip, _fga_classes(), FGA_TEMPLATES[0], TOKENS["bos"], 63)
+        row = {"seed": seed, "clip_train_loss_last": clip_loss}
+        for kind, severity in {"clean": 0.0, **FGA_SHIFTS}.items():
+            shifted = test if kind == "clean" else shift(test, kind, severity, torch.Generator().manual_seed(seed))
+            coop, sapt = contexts["coop"], contexts["sapt"]
+            arms = {"zero_shot": (hand, "zero-shot", None), "coop": (coop, "zero-shot", None),
+                    "tpt_coop": (coop, "tpt", None),
+                    "stss_coop": (coop, "stss", perturbed_classes(coop, config, torch.Generator().manual_seed(1))),
+                    "sapt": (sapt, "zero-shot", None),
+                    "fga": (sapt, "stss", perturbed_classes(sapt, config, torch.Generator().manual_seed(1)))}
+            for arm, (learner, method, classes) in arms.items():
+                view_g = torch.Generator().manual_seed(5000 + seed)
+                row[f"{kind}/{arm}"] = evaluate_views(learner, shifted, test_labels, config, norm, view_g, method,
+                                                 classes)["accuracy"]
+        row["seconds"] = time.time() - t0
+        print(json.dumps(row), flush=True)
+        per_seed.append(row)
+    keys = [k for k in per_seed[0] if "/" in k]
+    summary = {k: _mean_std([r[k] for r in per_seed]) for k in keys}
+    _plot_fga(summary, RESULTS / "vision_fga.png")
+    return {"settings": {"clip_steps": args.train_steps, "shots_per_class": 16, "prompt_steps": 100,
+                         "test_examples": args.test_examples, "shifts": FGA_SHIFTS, "fga": vars(config)},
+            "per_seed": per_seed, "summary": summary}
+
+
+def _plot_fga(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = ["clean", *FGA_SHIFTS]
+    arms = ["zero_shot", "coop", "tpt_coop", "stss_coop", "sapt", "fga"]
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    width = 0.8 / len(arms)
+    for i, arm in enumerate(arms):
+        means = [summary[f"{k}/{arm}"]["mean"] for k in kinds]
+        stds = [summary[f"{k}/{arm}"]["std"] for k in kinds]
+        ax.bar([x + i * width for x in range(len(kinds))], means, width, yerr=stds, label=arm)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(kinds))], kinds)
+    ax.set_ylabel("top-1 accuracy (12 classes)")
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_deleaker(args: argparse.Namespace) -> dict:
+    from posttrain.vision.deleaker import DeleakerConfig
+    from posttrain.vision.deleaker_flux import DeleakerState, flux_sample, install_deleaker
+    from posttrain.vision.tiny import tiny_flux
+
+    side, t, steps, entities = 16, 16, 20, [[2, 3], [9, 10]]
+    per_seed, curves = [], {}
+    for seed in args.seeds:
+        model = tiny_flux(num_layers=2, num_single_layers=2, seed=seed)
+        g = torch.Generator().manual_seed(6000 + seed)
+        n = side * side
+        left = (torch.arange(n) % side < side // 2).view(1, n, 1)
+        a, b = torch.randn(1, 1, 4, generator=g), torch.randn(1, 1, 4, generator=g)
+        noise = torch.where(left, a, b) + 0.3 * torch.randn(1, n, 4, generator=g)
+        text, pooled = torch.randn(1, t, 32, generator=g), torch.randn(1, 32, generator=g)
+        runs = {}
+        with install_deleaker(model) as blocks:
+            config = DeleakerConfig(num_text_tokens=t).for_blocks(blocks)
+            for name, enabled in (("stock", False), ("deleaker", True)):
+                state = DeleakerState(config, entities, blocks_per_step=blocks, text_len=t, grid=(side, side),
+                                      enabled=enabled, record=True)
+                runs[name] = (flux_sample(model, noise, text, pooled, (side, side), steps, state), state)
+        (x0, stock), (x1, dl) = runs["stock"], runs["deleaker"]
+        row = {"seed": seed, "calls_scored": len(stock.natural_leakage), "edited_calls": dl.edited_calls,
+               "leakage_stock": statistics.mean(stock.natural_leakage),
+               "leakage_deleaker_used": statistics.mean(dl.used_leakage),
+               "leakage_deleaker_unedited": statistics.mean(dl.natural_leakage),
+               "relative_output_change": float((x1 - x0).norm() / x0.norm())}
+        print(json.dumps(row), flush=True)
+        per_seed.append(row)
+        if not curves:
+            curves = {"stock": stock.natural_leakage, "deleaker (unedited)": dl.natural_leakage,
+                      "deleaker (used)": dl.used_leakage}
+    keys = [k for k in per_seed[0] if k.startswith("leakage") or k == "relative_output_change"]
+    summary = {k: _mean_std([r[k] for r in per_seed]) for k in keys}
+    _plot_curves(curves, RESULTS / "vision_deleaker.png")
+    return {"settings": {"grid": side, "text_tokens": t, "steps": steps, "entities": entities,
+                         "blocks": "2 double + 2 single", "config": "FLUX.1 preset scaled by for_blocks(4)"},
+            "per_seed": per_seed, "summary": summary}
+
+
+def _plot_curves(curves: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for name, values in curves.items():
+        ax.plot(values, label=name)
+    ax.set_xlabel("scored attention call (block-steps)")
+    ax.set_ylabel("cross-entity image->text mass")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("method", choices=["attwarp", "fga", "deleaker"])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--train_steps", type=int, default=600, help="attwarp: VLM steps; fga: CLIP steps.")
+    p.add_argument("--test_examples", type=int, default=512)
+    p.add_argument("--object_px", type=float, default=6.0, help="attwarp: test object side, source pixels.")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    t0 = time.time()
+    result = {"attwarp": run_attwarp, "fga": run_fga, "deleaker": run_deleaker}[args.method](args)
+    result["command"] = "OMP_NUM_THREADS=1 python benchmarks/bench_vision.py " + " ".join(sys.argv[1:])
+    result["wall_seconds"] = time.time() - t0
+    out = RESULTS / f"vision_{args.method}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["summary"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
