@@ -1,0 +1,37 @@
+"""The embedded tiny span reward model (recipe ``reward-text2grad``; Text2Grad, arXiv 2505.22338).
+
+A character-level model of the policies' size and tokenizer, warm-started by plain SFT on the task
+``step-arithmetic-feedback`` (``posttrain.tasks.step_arithmetic``): compact requests
+``T2G|spans|<problem>|<response>|`` over responses with injected step errors, targets the program's
+feedback as compact JSON of the "spans" form (critique, good steps, poor steps). The loop is the shared
+``posttrain.models.tiny.sft_warm_start`` (prompts through the chat template, loss on the JSON and EOS),
+so the recipe's model reads its input exactly as ``scorer.SpanRewardModel(style="compact")`` renders it
+and as ``--algo sft --task dataset`` trains on the output of ``rewards.text2grad.data``.
+
+Deviation from the paper: Text2Grad fine-tunes Llama-3.1-8B with LoRA on GPT-4o annotations; here a
+program writes the annotations (it knows which step is wrong) and the model is a 3-layer character
+model, so the critique is short and templated. Its span precision / recall against the program's labels
+is measured by ``rewards.text2grad.evaluate`` (``posttrain text2grad-eval``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+FEEDBACK_TASK = "step-arithmetic-feedback"
+
+
+def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generator) -> None:
+    """``recipe.warm_start_steps`` SFT steps on ``step-arithmetic-feedback``, in place, with one intra-op
+    thread (restored afterwards): on a shared 2-core machine a tiny model trains faster single-threaded."""
+    from posttrain.models.tiny import sft_warm_start
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        sft_warm_start(model, tokenizer, dataclasses.replace(recipe, task=FEEDBACK_TASK), generator)
+    finally:
+        torch.set_num_threads(threads)
