@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.tasks.word_arithmetic import WordArithmeticTask
+from posttrain.tasks.base import TASKS, Example
+from posttrain.tasks.word_arithmetic import WordArithmeticTask, WordProblem
+from rewards.dual_questions import dual_prompt, masked_problems
 from tests.e2e.conftest import REPO, run_entry
 from tests.e2e.resume import assert_same_end, kill_and_resume
 from tests.e2e.test_train import check_run
@@ -56,6 +58,74 @@ def test_dupo_trains_without_the_dataset_answers(tiny_word_arithmetic: Path, tmp
     # the problem without a usable number was seen once in the epoch of 2 x 4 prompts: counted, not dropped
     assert sum(r["dupo/no_number_fraction"] for r in train_rows) == pytest.approx(1 / 4)
     assert all(r["train/accuracy"] == 0.0 for r in train_rows)  # the train answers really are gone
+
+
+# -- label-free training improves: a model whose dual solver is strong on a few problems ---------------------
+FEW_PROBLEMS = [p for p in WordArithmeticTask().problems("train") if p.template in ("add_sub", "bags")][:8]
+"""Eight three-operand problems, whose primal distractor (the forgotten last step) differs from the answer."""
+
+
+def _few_problem_sft(problem: WordProblem) -> list[Example]:
+    """The primal question (ten copies, so the warm start learns it as often as its duals; the recipe's label
+    noise puts the distractor on half of its visits) and every dual question with the stated answer 0-2 away
+    from the true one (clean targets: the operand each stated answer implies)."""
+    value = problem.value()
+    examples = [Example(problem.text(), str(value), {"distractor": str(problem.forgotten_last_step())})] * 10
+    for index, masked in enumerate(masked_problems(problem.text())):
+        for offset in (-2, -1, 0, 1, 2):
+            operand = problem.implied_operand(index, value + offset)
+            if operand is not None:
+                examples.append(Example(dual_prompt(masked, str(value + offset)), str(operand),
+                                        {"distractor": str(operand)}))
+    return examples
+
+
+@TASKS.register("test-dupo-few-sft")
+class FewProblemSFT:
+    """The strong-dual fixture's warm-start data (registered for this module's warm start only)."""
+
+    name = "test-dupo-few-sft"
+    reward = WordArithmeticTask.reward
+    is_correct = WordArithmeticTask.is_correct
+
+    def split(self, name: str) -> list[Example]:
+        return [e for p in FEW_PROBLEMS for e in _few_problem_sft(p)]
+
+    def distractor(self, example: Example) -> str:
+        return example.columns["distractor"]
+
+
+@pytest.fixture(scope="module")
+def strong_dual_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small model (width 64, 2 layers) warm-started for 500 steps on ``FewProblemSFT``: its greedy primal
+    answers are right on 3 of the 8 problems, its dual answers recover hidden operands far more often."""
+    from posttrain.models.tiny import RECIPES, build_recipe
+
+    recipe = dataclasses.replace(RECIPES.get("causal-word-arithmetic"), task="test-dupo-few", warm_start_steps=500,
+                                 batch_size=32, hidden_size=64, num_layers=2, intermediate_size=128)
+    return build_recipe(recipe, cache_dir=tmp_path_factory.mktemp("tiny-dupo-strong-dual"))
+
+
+def test_dupo_improves_accuracy_without_any_answer(strong_dual_model: Path, tmp_path: Path) -> None:
+    """DuPO trains on the eight problems with their answers removed, and its greedy accuracy on the same problems
+    (scored against answers it never sees) rises: 0.375 -> 0.875 at seed 0 (0.625-1.0 over seeds 1-3)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps({"prompt": p.text(), "answer": ""}) + "\n"
+                                              for p in FEW_PROBLEMS))
+    (data / "test.jsonl").write_text("".join(json.dumps({"prompt": p.text(), "answer": str(p.value())}) + "\n"
+                                             for p in FEW_PROBLEMS))
+    out = tmp_path / "run"
+    result = run_entry(["--algo", "dupo", "--model", str(strong_dual_model), "--output_dir", str(out),
+                        "--task", "dataset", "--dataset", str(data), "--steps", "8", "--prompts_per_step", "8",
+                        "--group_size", "8", "--micro_batch_size", "64", "--eval_every", "8", "--eval_examples", "0",
+                        "--pass_k", "1", "--max_new_tokens", "6", "--dual_max_new_tokens", "4", "--save_every", "0",
+                        "--lr", "1e-3", "--dual_refresh_every", "4", "--progress", "false"],
+                       env={"OMP_NUM_THREADS": "1"})
+    rows = check_run(result, out, steps=8)
+    assert all(r["train/accuracy"] == 0.0 for r in rows if r["step"] > 0)  # no answer was ever read
+    accuracy = [r["eval/accuracy"] for r in rows if "eval/accuracy" in r]
+    assert accuracy[-1] >= accuracy[0] + 0.25, accuracy
 
 
 def _resume_args(model: Path, out: Path) -> list[str]:
