@@ -125,21 +125,25 @@ class Trainer:
                                     or config.per_rank_samples(self.info.world_size),
                                     **engine_options(config, name))
 
-    def _role_module(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-        """A role's own module: a copy of the initial policy or its checkpoint (which must share the policy's
-        tokenizer), as a ``ValueModel`` when the role's head is a value head."""
+    def _role_module(self, role: ModelRole, initial_policy: torch.nn.Module,
+                     dtype: torch.dtype) -> tuple[torch.nn.Module, Any]:
+        """A role's own module and tokenizer: a copy of the initial policy (the policy's tokenizer) or its
+        checkpoint (whose tokenizer must be the policy's unless the role says otherwise), as a ``ValueModel``
+        when the role's head is a value head."""
         if role.source == INITIAL_POLICY:
-            module = copy.deepcopy(initial_policy)
+            module, tokenizer = copy.deepcopy(initial_policy), self.tokenizer
         else:
             path = resolve_model_name(role.checkpoint) if role.checkpoint else str(build_tiny(role.recipe))
             remote_code = self.config.trust_remote_code
-            check_same_tokenizer(role, self.tokenizer, load_tokenizer(path, trust_remote_code=remote_code))
+            tokenizer = load_tokenizer(path, trust_remote_code=remote_code)
+            if role.shares_tokenizer:
+                check_same_tokenizer(role, self.tokenizer, tokenizer)
             module = load_causal_lm(path, dtype=dtype, trust_remote_code=remote_code)
-        return ValueModel(module) if role.head == "value" else module
+        return (ValueModel(module) if role.head == "value" else module), tokenizer
 
     def _build_trained_role(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> None:
         """A trained role besides the policy: its own DeepSpeed engine and optimizer, lent as ``ctx.models``."""
-        module = self._role_module(role, initial_policy, dtype).requires_grad_(True)
+        module = self._role_module(role, initial_policy, dtype)[0].requires_grad_(True)
         engine = initialize_engine(module, self.config, self.info.world_size, lr=role.lr)
         self.role_engines[role.name] = self.ctx.models[role.name] = engine
         log.info("model role %s: trained, from %s%s (lr %g)", role.name, role.checkpoint or role.recipe or role.source,
@@ -148,11 +152,12 @@ class Trainer:
     def _build_frozen_role(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> None:
         """A frozen role as declared (``posttrain.algos.roles``): its module in ``ctx.models``, or, when it
         declares an engine, that engine in ``ctx.engines``."""
-        module = self._role_module(role, initial_policy, dtype).eval().requires_grad_(False)
+        module, tokenizer = self._role_module(role, initial_policy, dtype)
+        module = module.eval().requires_grad_(False)
         if role.engine is None:
             self.ctx.models[role.name] = module.to(self.info.device)
         else:
-            self.ctx.engines[role.name] = self._build_engine(role.engine, module, self.tokenizer)
+            self.ctx.engines[role.name] = self._build_engine(role.engine, module, tokenizer)
         log.info("model role %s: %s%s", role.name, role.checkpoint or role.recipe or role.source,
                  f", served by the {role.engine} engine" if role.engine else "")
 

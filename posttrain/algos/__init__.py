@@ -15,6 +15,7 @@ ALGORITHM_MODULES = (
     "posttrain.algos.dupo.algo",
     "posttrain.algos.prefix_rl.algo",
     "posttrain.algos.ppo.algo",
+    "posttrain.algos.ppo.text2grad",
     "posttrain.algos.prefix_rl.ppo",
 )
 

@@ -20,7 +20,8 @@ way for every algorithm, and lends the result through ``AlgoContext``:
   ``Algorithm.role_loss(name, ...)`` on every micro-batch after the policy's loss and steps it the same way.
   ``head="value"`` builds it as a ``posttrain.models.value.ValueModel`` (the LM's backbone and a scalar head).
 A checkpoint role exchanges token ids with the policy, so it must use the policy's tokenizer
-(``check_same_tokenizer``, at start-up).
+(``check_same_tokenizer``, at start-up), unless it declares ``shares_tokenizer=False`` (it only exchanges text,
+and its engine gets its own tokenizer).
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ class ModelRole:
     """``"lm"`` (the causal LM as loaded) or ``"value"`` (``ValueModel``: backbone + scalar head, a critic)."""
     lr: float | None = None
     """Trained roles other than the policy: their AdamW peak learning rate; None = the run's ``lr``."""
+    shares_tokenizer: bool = True
+    """Whether the role exchanges token ids with the policy (so must use its tokenizer, checked at start-up);
+    False for a model that only reads and writes text (Text2Grad's span reward model), served with its own."""
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -31,13 +31,10 @@ def _zero_reward(prompts, completions, **columns):
 class MarkSecondToken(PPO):
     """A dense reward of +1 on every completion's second token, nothing else (like one good span)."""
 
-    def dense_rewards(self, examples, rollouts, completion_len):
+    def reward_terms(self, group, rollouts, completion_len, reward, valid):
         dense = torch.zeros(len(rollouts), completion_len)
         dense[:, 1] = 1.0
-        return dense, None, {}
-
-    def terminal_rewards(self, reward):
-        return None
+        return dense, None, torch.ones_like(valid), {}
 
 
 def _algo(cls: type[PPO] = PPO, reward=_zero_reward, **overrides) -> tuple[PPO, torch.nn.Module]:

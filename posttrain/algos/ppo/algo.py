@@ -3,7 +3,8 @@ al. 2022 that TRL 0.11's ``PPOTrainer`` implements and Text2Grad (arXiv 2505.223
 
 Per step: sample completions (``group_size`` per prompt, 1 by default: PPO needs no group), score them, and
 build per-token rewards r_t = dense_t - beta * KL_t plus the task's scalar reward on the last token
-(``core.token_rewards``; ``dense`` is 0 here, Text2Grad's span rewards in ``posttrain.algos.ppo.text2grad``).
+(``core.token_rewards``; ``dense`` is 0 here, Text2Grad's span rewards in ``posttrain.algos.ppo.text2grad``,
+both from ``reward_terms``).
 The critic's values V_t (``posttrain.models.value``) and GAE(gamma, lambda) give advantages, whitened over the
 response mask, and returns. Then ``mu`` epochs (the paper's 4) over micro-batches: the policy takes GRPO's
 clipped surrogate on the token advantages (shared code: ``GRPO.surrogate_terms``), the critic the clipped value
@@ -147,29 +148,22 @@ class PPO(GRPO):
             self.kl_controller.load_state_dict(state["kl_controller"])
 
     # -- experience ---------------------------------------------------------------------------------
-    def dense_rewards(self, examples: list[Example], rollouts: Rollouts, completion_len: int
-                      ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
-        """Per-token rewards besides the KL: ``(dense [B, C], valid [B] or None, metrics)``. PPO's are 0 (its
-        reward is the terminal scalar); Text2Grad overrides this with span rewards."""
-        return torch.zeros(len(rollouts), completion_len), None, {}
-
-    def terminal_rewards(self, reward: torch.Tensor) -> torch.Tensor | None:
-        """The scalar added on each completion's last token: the task's (or ``--reward``'s) reward."""
-        return reward
+    def reward_terms(self, group: list[Example], rollouts: Rollouts, completion_len: int, reward: torch.Tensor,
+                     valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, dict[str, float]]:
+        """The rewards besides the KL: ``(dense [B, C], terminal [B] or None, valid [B], metrics)``. PPO's are the
+        task's (or ``--reward``'s) scalar on the last token and no dense part; Text2Grad overrides this with
+        span rewards. ``reward`` / ``valid`` are the task reward and its mask (``score_rollouts``)."""
+        return torch.zeros(len(rollouts), completion_len), reward, valid, {}
 
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
                                  staleness: int) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
         group = [ex for ex in examples for _ in range(cfg.group_size)]
-        reward, valid, correct = score_rollouts(ctx, group, rollouts)
+        reward, reward_valid, correct = score_rollouts(ctx, group, rollouts)
         tensors = pack_sequences(rollouts.prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         completion_len = tensors["completion_mask"].shape[1]
-        dense, dense_valid, metrics = self.dense_rewards(group, rollouts, completion_len)
-        terminal = self.terminal_rewards(reward)
-        if terminal is None:
-            valid = torch.ones_like(valid) if dense_valid is None else dense_valid
-        elif dense_valid is not None:
-            valid = valid & dense_valid
+        with ctx.timer.phase("reward_terms"):
+            dense, terminal, valid, metrics = self.reward_terms(group, rollouts, completion_len, reward, reward_valid)
         mask = tensors["completion_mask"] * valid.float().unsqueeze(-1)
         with torch.no_grad():
             with ctx.timer.phase("old_logprobs"):
@@ -195,7 +189,8 @@ class PPO(GRPO):
         sequence_kl = float(masked_sum(kl, mask) / valid.float().sum().clamp(min=1))
         shared = all_reduce_mean({"kl": sequence_kl}, ctx.world_size)  # every rank adapts beta the same way
         self.kl_controller.update(shared["kl"], len(rollouts) * ctx.world_size)
-        metrics.update(rollout_metrics(reward, valid, correct, rollouts))
+        metrics.update(rollout_metrics(reward, reward_valid, correct, rollouts))
+        metrics["ppo/masked_fraction"] = float(1 - valid.float().mean())
         metrics.update({"ppo/kl_coef": beta, "ppo/sequence_kl": sequence_kl,
                         "ppo/token_reward_mean": float(masked_mean(rewards, mask)),
                         "ppo/value_mean": float(masked_mean(values, mask)),

@@ -1,0 +1,136 @@
+"""``--algo text2grad``: Text2Grad (Wang et al., "Text2Grad: Reinforcement Learning from Natural Language
+Feedback", arXiv 2505.22338): PPO whose rewards are span-level natural-language feedback turned into tokens.
+
+Per step the policy samples completions; a generative span reward model (a frozen model role, ``span_rm``,
+served by its own engine) writes a critique with good and poor spans of each completion; the spans are located
+in the completion and mapped onto its tokens (``rewards.text2grad``: fuzzy matching, the tokenizer's own
+character offsets, the per-task rules) as delta_t in {-1, 0, +1}; PPO (``posttrain.algos.ppo.algo``) then
+trains on r_t = delta_t - beta * KL_t with **no terminal scalar**, the full-vocabulary KL and the adaptive
+controller, GAE(1, 0.95), 4 epochs, clip 0.2, value clip 0.2, vf_coef 0.1, as the paper's code.
+
+A completion whose feedback cannot be parsed is masked out of both losses and counted
+(``span_rm/unparsable_fraction``), never scored as zero. ``--span_reward verdict`` is the paper's "PPO with
+the reward model's scalar verdict" baseline: the same feedback reduced to +1 (no poor span located) or -1 on
+the last token, no dense part. The embedded default is the ``step-arithmetic`` task, whose reward model
+(recipe ``reward-text2grad``) learned program-written feedback on which steps are wrong; the task's verifier
+(the final answer) is only logged (``train/accuracy``), never trained on.
+
+Deviations from the paper's code: the reward model is a separate engine, not an HF ``pipeline`` inside the
+loop, and unparsable samples stay in the batch masked (the code dropped them, so batch sizes varied).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from posttrain.algos.base import ALGORITHMS
+from posttrain.algos.ppo.algo import PPO, PPOConfig
+from posttrain.algos.roles import CHECKPOINT, ModelRole
+from posttrain.config import opt
+from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.tasks.base import Example
+
+SPAN_RM = "span_rm"
+"""The span reward model's role name (``ctx.engines["span_rm"]``)."""
+SPAN_RM_RECIPE = "reward-text2grad"
+"""The embedded tiny span reward model (``rewards.text2grad.tiny``)."""
+SPAN_REWARDS = ("dense", "verdict")
+SPAN_FORMS = ("spans", "code", "words")
+
+
+@dataclass
+class Text2GradConfig(PPOConfig):
+    """Text2Grad: PPO on span rewards from a generative reward model's critique (see the module docstring)."""
+
+    task: str = opt("step-arithmetic", "Built-in task or 'dataset'; text2grad's default is step-arithmetic, whose "
+                                       "embedded reward model marks the wrong steps.")
+    span_model: str | None = opt(None, "The span reward model: path, hub id or alias; unset = the embedded tiny "
+                                       f"one (recipe {SPAN_RM_RECIPE}). It may use its own tokenizer (it reads and "
+                                       "writes text).")
+    span_rollout: str = opt("hf", "Engine that serves the span reward model (frozen: never synced).", ["hf", "vllm"])
+    span_form: str = opt("spans", "The reward model's output form: spans (critique + good/poor spans), code "
+                                  "(wrong/improvable snippets) or words (word score list).", SPAN_FORMS)
+    span_rule: str | None = opt(None, "Span -> token rule (rewards.text2grad.alignment): unset = the form's "
+                                      "(spans: good +1 / poor -1 / rest 0, 0.1 when nothing matches; code: +1 "
+                                      "default, wrong -1, improvable 0; words: scores x length decay).")
+    span_style: str = opt("auto", "Request template: full (the paper's instructions) or compact (what the embedded "
+                                  "tiny model reads); auto = compact without --span_model, else full.",
+                          ["auto", "full", "compact"])
+    span_reward: str = opt("dense", "dense = Text2Grad (span rewards on the tokens, no terminal scalar); verdict = "
+                                    "the baseline PPO on the same feedback's scalar verdict (+1 / -1).", SPAN_REWARDS)
+    span_max_new_tokens: int = opt(192, "Longest feedback the reward model writes (greedy; the paper's 500-768).")
+    span_max_prompt_tokens: int = opt(1024, "Longest reward-model request; a longer one fails naming the sample.")
+    kl_estimator: str = opt("full", "Per-token KL(pi || ref): full (Text2Grad's exact full-vocabulary KL) or the "
+                                    "k1/k2/k3 estimators.", ("full", "k1", "k2", "k3"))
+    max_new_tokens: int = opt(32, "Maximum completion length in tokens.")
+
+    def incompatibilities(self) -> list[tuple[str, Any, str]]:
+        bad = super().incompatibilities()
+        for name in ("span_max_new_tokens", "span_max_prompt_tokens"):
+            if getattr(self, name) < 1:
+                bad.append((name, getattr(self, name), "must be >= 1"))
+        if self.span_rule is not None:
+            from rewards.text2grad.alignment import resolve_rule
+
+            try:
+                resolve_rule(self.span_rule)
+            except (KeyError, ValueError) as err:
+                bad.append(("span_rule", self.span_rule, str(err)))
+        return bad
+
+    def style(self) -> str:
+        """The request template in force (see ``span_style``)."""
+        if self.span_style != "auto":
+            return self.span_style
+        return "full" if self.span_model else "compact"
+
+
+@ALGORITHMS.register("text2grad")
+class Text2Grad(PPO):
+    config_class = Text2GradConfig
+    config: Text2GradConfig
+
+    def __init__(self, config: Text2GradConfig, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self._scorer = None  # built on first use: the span reward model's engine exists once the trainer built it
+
+    def roles(self) -> tuple[ModelRole, ...]:
+        """PPO's roles plus the frozen span reward model with its engine (its own tokenizer allowed)."""
+        cfg = self.config
+        span_rm = ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,
+                            recipe=None if cfg.span_model else SPAN_RM_RECIPE, config_field="span_model",
+                            shares_tokenizer=False)
+        return super().roles() + (span_rm,)
+
+    def scorer(self) -> Any:
+        """The ``rewards.text2grad.SpanRewardModel`` over the span reward model's engine."""
+        if self._scorer is None:
+            from rewards.text2grad.scorer import SpanRewardModel
+
+            cfg = self.config
+            self._scorer = SpanRewardModel(self.ctx.engines[SPAN_RM], cfg.span_form, cfg.span_rule,
+                                           SamplingParams(max_new_tokens=cfg.span_max_new_tokens, temperature=0.0),
+                                           style=cfg.style(), max_prompt_tokens=cfg.span_max_prompt_tokens)
+        return self._scorer
+
+    def reward_terms(self, group: list[Example], rollouts: Rollouts, completion_len: int, reward: torch.Tensor,
+                     valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, dict[str, float]]:
+        """Span rewards on the tokens (dense) or the feedback's verdict on the last token; the task's reward is
+        never used. A sample with unparsable feedback is invalid (masked)."""
+        spans = self.scorer().token_rewards([ex.prompt for ex in group], rollouts.completion_ids, self.ctx.tokenizer)
+        parsed = torch.tensor([r is not None for r in spans.rewards])
+        dense = torch.zeros(len(rollouts), completion_len)
+        metrics = spans.metrics()
+        if self.config.span_reward == "verdict":
+            terminal = torch.tensor([v if v is not None else 0.0 for v in spans.verdicts])
+            metrics["span_rm/verdict_mean"] = float(terminal[parsed].mean()) if parsed.any() else 0.0
+            return dense, terminal, parsed, metrics
+        for i, row in enumerate(spans.rewards):
+            if row is not None:
+                dense[i, : len(row)] = torch.tensor(row[:completion_len], dtype=torch.float32)
+        scored = [row for row in spans.rewards if row is not None]
+        metrics["span_rm/token_reward_mean"] = sum(map(sum, scored)) / max(1, sum(map(len, scored)))
+        return dense, None, parsed, metrics
