@@ -73,6 +73,60 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+class RetryingPoster:
+    """The one HTTP client of the reward server's clients: JSON POSTs with the failure policy of the module
+    docstring (retries with backoff and jitter on transient failures, ``Retry-After`` honoured, None when a
+    request finally fails or is refused), counting ``requests`` and ``retries`` into ``stats``."""
+
+    def __init__(self, url: str, api_key: str | None, timeout: float, max_retries: int, backoff: float,
+                 max_backoff: float, max_concurrency: int, seed: int | None, stats: RemoteStats) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout,
+                                    limits=httpx.Limits(max_connections=max_concurrency))
+        self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
+        self._jitter = random.Random(seed)
+        self._lock = threading.Lock()
+        self.stats = stats
+
+    def post(self, path: str, body: dict) -> httpx.Response | None:
+        """POST with retries on transient failures; None when the request finally failed."""
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            wait: float | None = None
+            try:
+                with self._lock:
+                    self.stats.requests += 1
+                response = self._client.post(path, json=body)
+                if response.status_code == 200:
+                    return response
+                last = f"HTTP {response.status_code}: {response.text[:200]}"
+                if response.status_code not in RETRY_STATUS:
+                    logger.warning("reward server refused the request (%s); not retrying", last)
+                    return None
+                retry_after = response.headers.get("retry-after")
+                if retry_after:
+                    try:
+                        wait = min(self.max_backoff, float(retry_after))
+                    except ValueError:
+                        wait = None
+            except httpx.HTTPError as err:  # connect errors, timeouts, protocol errors
+                last = f"{type(err).__name__}: {err}"
+            if attempt == self.max_retries:
+                break
+            if wait is None:
+                with self._lock:
+                    jitter = self._jitter.uniform(0.5, 1.5)
+                wait = min(self.max_backoff, self.backoff * (2 ** attempt)) * jitter
+            with self._lock:
+                self.stats.retries += 1
+            time.sleep(wait)
+        logger.warning("reward server request failed after %d attempts (%s)", self.max_retries + 1, last)
+        return None
+
+    def close(self) -> None:
+        self._client.close()
+
+
 class RemoteReward:
     """Callable ``(prompts, completions, **columns) -> list[float | None]``; see the module doc."""
 
@@ -102,13 +156,11 @@ class RemoteReward:
         self.task_description, self.n_samples, self.swap_positions = task_description, n_samples, swap_positions
         self.max_tokens, self.temperature, self.on_parse_fail, self.seed = max_tokens, temperature, on_parse_fail, seed
         self.template, self.good_verdict = template, good_verdict
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
-                                    limits=httpx.Limits(max_connections=max_concurrency))
         self._pool = concurrent.futures.ThreadPoolExecutor(max_concurrency, thread_name_prefix="remote-reward")
-        self._jitter = random.Random(seed)
         self._lock = threading.Lock()
         self.stats = RemoteStats()
+        self._http = RetryingPoster(self.url, api_key, timeout, max_retries, backoff, max_backoff, max_concurrency,
+                                    seed, self.stats)
         self.__name__ = f"remote_{mode}"  # TRL logs rewards by function name
 
     # -- the reward function -----------------------------------------------------------------------
@@ -167,7 +219,7 @@ class RemoteReward:
         return body
 
     def _score_chunk(self, items: list[dict]) -> list[float | None]:
-        response = self._post("/v1/rubric_score/batch", {"requests": items})
+        response = self._http.post("/v1/rubric_score/batch", {"requests": items})
         if response is None:
             return [None] * len(items)
         try:
@@ -191,44 +243,9 @@ class RemoteReward:
             out.append(None if value is None else float(value))
         return out
 
-    def _post(self, path: str, body: dict) -> httpx.Response | None:
-        """POST with retries on transient failures; None when the request finally failed."""
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            wait: float | None = None
-            try:
-                with self._lock:
-                    self.stats.requests += 1
-                response = self._client.post(path, json=body)
-                if response.status_code == 200:
-                    return response
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
-                if response.status_code not in RETRY_STATUS:
-                    logger.warning("reward server refused the request (%s); not retrying", last)
-                    return None
-                retry_after = response.headers.get("retry-after")
-                if retry_after:
-                    try:
-                        wait = min(self.max_backoff, float(retry_after))
-                    except ValueError:
-                        wait = None
-            except httpx.HTTPError as err:  # connect errors, timeouts, protocol errors
-                last = f"{type(err).__name__}: {err}"
-            if attempt == self.max_retries:
-                break
-            if wait is None:
-                with self._lock:
-                    jitter = self._jitter.uniform(0.5, 1.5)
-                wait = min(self.max_backoff, self.backoff * (2 ** attempt)) * jitter
-            with self._lock:
-                self.stats.retries += 1
-            time.sleep(wait)
-        logger.warning("reward server request failed after %d attempts (%s)", self.max_retries + 1, last)
-        return None
-
     def close(self) -> None:
         self._pool.shutdown(wait=False)
-        self._client.close()
+        self._http.close()
 
 
 def remote_reward(url: str, mode: str = "binary", rubric: dict[str, str] | None = None,

@@ -216,6 +216,15 @@ _declare(TinyRecipe(name="diffusion-countdown", kind="diffusion", task="countdow
                     warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=200, **_POLICY))
 _declare(TinyRecipe(name="reward-mr3", kind="reward", task=None, warm_start="rewards.mr3.tiny:warm_start",
                     warm_start_steps=1200, **_POLICY))
+# Text2Grad's embedded default (posttrain.tasks.step_arithmetic): the policy learns step solutions where half the
+# targets carry one wrong step result (carried on), so a span reward model has localised errors to point at.
+_declare(TinyRecipe(name="causal-step-arithmetic", kind="causal", task="step-arithmetic", warm_start=_SFT_TASK,
+                    warm_start_steps=800, target_noise=0.5, **_POLICY))
+# The tiny span reward model (rewards.text2grad.tiny): program-written "spans" feedback as compact JSON on responses
+# with injected step errors; small batches keep the ~190-token examples to about 2 CPU-minutes.
+_declare(TinyRecipe(name="reward-text2grad", kind="reward", task="step-arithmetic-feedback",
+                    warm_start="rewards.text2grad.tiny:warm_start", warm_start_steps=700,
+                    **{**_POLICY, "batch_size": 16}))
 _declare(TinyRecipe(name="corpus-lm", kind="corpus", task=None,
                     warm_start="data_pipelines.common.corpus:warm_start", warm_start_steps=200, **_POLICY))
 

@@ -4,6 +4,8 @@ Endpoints
 
 - ``POST /v1/rubric_score`` and ``POST /v1/rubric_score/batch``: pointwise / pairwise / binary rubric
   scoring (body: ``schemas.RubricScoreRequest``; answer: verdict, scalar reward, p_first, reasoning).
+- ``POST /v1/span_feedback`` and ``POST /v1/span_feedback/batch``: Text2Grad span feedback (critique plus
+  quoted good / poor spans; ``span_feedback``, which holds those routes).
 - ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``: OpenAI-compatible
   (non-streaming); works with the official ``openai`` client.
 - ``GET /health`` (never needs the token) and ``GET /metrics`` (Prometheus text; ``?format=json``).
@@ -45,6 +47,7 @@ from rewards.server.schemas import (
     RubricScoreRequest,
     RubricScoreResponse,
 )
+from rewards.server.span_feedback import add_span_feedback_routes
 
 logger = logging.getLogger(__name__)
 
@@ -365,6 +368,10 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
                                 f"{settings.max_batch_items}", "request_too_large")
         return {"object": "list", "model": model_name, "results": await score(req.requests)}
 
+    add_span_feedback_routes(app, tokenizer=served.tokenizer, settings=settings, model_name=model_name,
+                             max_context=served.max_context, server_style=style, generate=generate,
+                             check_model=check_model, check_tokens=check_tokens, check_context=check_context,
+                             sampling=sampling)
     return app
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 OPEN_PATHS = ("/health",)  # reachable without the bearer token
 KNOWN_PATHS = ("/health", "/metrics", "/v1/models", "/v1/completions", "/v1/chat/completions",
-               "/v1/rubric_score", "/v1/rubric_score/batch")  # metrics label; anything else is "other"
+               "/v1/rubric_score", "/v1/rubric_score/batch", "/v1/span_feedback",
+               "/v1/span_feedback/batch")  # metrics label; anything else is "other"
 
 
 @dataclass

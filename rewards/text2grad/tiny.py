@@ -16,22 +16,19 @@ is measured by ``rewards.text2grad.evaluate`` (``posttrain text2grad-eval``).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
 
-FEEDBACK_TASK = "step-arithmetic-feedback"
-
 
 def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generator) -> None:
-    """``recipe.warm_start_steps`` SFT steps on ``step-arithmetic-feedback``, in place, with one intra-op
+    """``recipe.warm_start_steps`` SFT steps on ``recipe.task`` (``step-arithmetic-feedback``), in place, with one intra-op
     thread (restored afterwards): on a shared 2-core machine a tiny model trains faster single-threaded."""
     from posttrain.models.tiny import sft_warm_start
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        sft_warm_start(model, tokenizer, dataclasses.replace(recipe, task=FEEDBACK_TASK), generator)
+        sft_warm_start(model, tokenizer, recipe, generator)
     finally:
         torch.set_num_threads(threads)
