@@ -11,7 +11,7 @@ Learning using Prefix Optimization" (ICLR 2026): find one fixed opening that hel
 3. Each cluster's representative (the member nearest its centroid) prepended, as token ids, to every training
    question; the target continues; the mean reward is the cluster's train score.
 4. The best representative prepended to every held-out question: held-out accuracy with it and without any
-   prefix (the target alone), both sampled at ``--temperature``, overall and per ``kind`` column when the
+   prefix (the target alone), both at ``--eval_temperature`` (0 = greedy), overall and per ``kind`` column when the
    task's examples have one (the answer-format task's short and long problems).
 
 Prints (and with ``--output`` writes) the JSON summary: the inertias, the clusters (size, representative,
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train_examples", type=int, default=256, help="Training questions used (the first; 0 = all).")
     p.add_argument("--eval_examples", type=int, default=128, help="Held-out questions scored (the first; 0 = all).")
     p.add_argument("--temperature", type=float, default=0.7, help="The target's sampling temperature.")
+    p.add_argument("--eval_temperature", type=float, default=None,
+                   help="The target's temperature on the held-out questions (0 = greedy, as the trainer's "
+                        "evaluation); unset = --temperature.")
     p.add_argument("--max_new_tokens", type=int, default=32, help="Longest continuation after a prefix, in tokens.")
     p.add_argument("--max_prompt_tokens", type=int, default=1024, help="Longer prompts are rejected with an error.")
     p.add_argument("--system_prompt", default=None, help="Optional system message in front of every question.")
@@ -70,6 +73,8 @@ def _check(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name} must be >= 0 (0 = all), got {getattr(args, name)}")
     if args.temperature <= 0:
         raise ValueError(f"--temperature must be > 0 (one sample per question is drawn), got {args.temperature}")
+    if args.eval_temperature is not None and args.eval_temperature < 0:
+        raise ValueError(f"--eval_temperature must be >= 0 (0 = greedy), got {args.eval_temperature}")
 
 
 def build_engine(args: argparse.Namespace) -> GenerationEngine:
@@ -119,8 +124,8 @@ def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     clusters_tried = min(args.max_clusters, len(train))
     bar = ProgressBar(total=1 + clusters_tried + 1, enabled=not args.no_progress)  # sample, fits, scoring
 
-    def params(offset: int) -> SamplingParams:
-        return SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+    def params(offset: int, temperature: float = args.temperature) -> SamplingParams:
+        return SamplingParams(max_new_tokens=args.max_new_tokens, temperature=temperature,
                               seed=args.seed * 1_000_003 + offset)
 
     samples = engine.generate(train_ids, SamplingParams(max_new_tokens=k, temperature=args.temperature, seed=args.seed))
@@ -148,8 +153,9 @@ def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     best = best_cluster(scores)
     bar.update({"best_train": scores[best]})
     bar.close()
-    without = prefixed_accuracy(engine, task, test, test_ids, [], params(0))
-    with_prefix = prefixed_accuracy(engine, task, test, test_ids, clusters[best]["representative_ids"], params(0))
+    held_out = params(0, args.temperature if args.eval_temperature is None else args.eval_temperature)
+    without = prefixed_accuracy(engine, task, test, test_ids, [], held_out)
+    with_prefix = prefixed_accuracy(engine, task, test, test_ids, clusters[best]["representative_ids"], held_out)
     settings = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()}
     return {"settings": {**settings, "prefix_tokens": k}, "inertias": [fit.inertia for fit in fits],
             "clusters_chosen": chosen, "clusters": clusters, "best_cluster": best,

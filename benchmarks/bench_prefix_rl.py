@@ -1,0 +1,212 @@
+"""Prefix-RL in miniature ("Parameter-Efficient Reinforcement Learning using Prefix Optimization", ICLR 2026):
+the frozen target alone, Prefix Clustering, Prefix-RL for several k, full RL on the target (the upper bound)
+and LoRA RL on the target, on the embedded answer-format task, over seeds.
+
+    python benchmarks/bench_prefix_rl.py --seeds 0 1 2
+
+Every trained arm runs ``posttrain/train.py`` exactly as a user would (single-threaded, one process), with the
+same prompts per step, group size, steps and evaluation; only the trained model and its budget differ:
+
+- ``prefix-rl-k{K}``: ``--algo prefix-rl --prefix_tokens K`` (the tiny adapter writes K tokens, the frozen
+  target ``causal-answer-format`` continues);
+- ``full-rl``: ``--algo grpo --task answer-format`` (every weight of the target trains; whole answers), and
+  ``full-rl-4x`` the same for four times the steps;
+- ``lora-rl``: the same with ``--lora_r 8`` (a LoRA on the target's projections).
+
+``clustering`` is ``posttrain prefix-cluster`` (training-free) once per seed: prefixes sampled at the target's
+temperature 0.7, held-out accuracy greedy (``--eval_temperature 0``) with 40 new tokens (the whole answer, as
+full RL gets), like the trained arms' curves (step 0 of
+``full-rl`` is the target alone, greedy).
+
+Training FLOPs per step are counted, not timed (``training_flops``): the forward and backward of the update
+from parameter and token counts, the usual dense-transformer estimate. The target's own inference, which every
+arm pays, is left out.
+
+Writes PREFIX.json (command, per-arm and per-seed curves, summary, FLOPs) and PREFIX.png. A finished run
+under ``--runs`` is reused, so an interrupted benchmark resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PREFIX_KS = (1, 2, 4, 8, 16)
+COMMON = ["--steps", "40", "--prompts_per_step", "16", "--group_size", "8", "--micro_batch_size", "128",
+          "--eval_every", "10", "--eval_examples", "128", "--pass_k", "1", "--save_every", "0", "--lr", "1e-3",
+          "--temperature", "0.7", "--progress", "false", "--num_threads", "1"]
+# The target's answers are at most 17 marker tokens + 5 + 6 + 6 characters ("Answer by steps: 40871+1 so 40872"):
+# 40 new tokens is the whole answer with room to spare, the same room as prefix-rl's k + 32.
+TARGET_RL = ["--algo", "grpo", "--task", "answer-format", "--max_new_tokens", "40", "--kl_coef", "0.001"]
+# Learning rates of the target arms from a sweep on seed 0 (benchmarks/prefix_rl.md): full RL collapses at the
+# adapter's 1e-3 (0.60 -> 0.00) and is best at 1e-4 of {3e-5, 1e-4, 3e-4}; LoRA is best at 1e-3 of {3e-4, 1e-3,
+# 3e-3}. ``full-rl-4x`` gives full RL four times the steps, since 40 are not enough for it to converge.
+ARMS: dict[str, list[str]] = {
+    **{f"prefix-rl-k{k}": ["--algo", "prefix-rl", "--prefix_tokens", str(k)] for k in PREFIX_KS},
+    "full-rl": [*TARGET_RL, "--lr", "1e-4"],
+    "full-rl-4x": [*TARGET_RL, "--lr", "1e-4", "--steps", "160", "--eval_every", "20"],
+    "lora-rl": [*TARGET_RL, "--lora_r", "8", "--lora_alpha", "16"],
+}
+
+
+def run_arm(arm: str, seed: int, output_dir: Path, extra: list[str]) -> None:
+    if (output_dir / "metrics.jsonl").exists() and any(output_dir.glob("checkpoints/step_*/COMPLETE")):
+        return
+    cmd = [sys.executable, str(REPO / "posttrain" / "train.py"), *COMMON, *ARMS[arm], "--seed", str(seed),
+           "--output_dir", str(output_dir), *extra]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    subprocess.run(cmd, cwd=REPO, check=True, env=env)
+
+
+def run_clustering(seed: int, path: Path) -> dict:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "posttrain.cli", "prefix-cluster", "--seed", str(seed), "--no_progress",
+               "--device", "cpu", "--eval_temperature", "0", "--max_new_tokens", "40", "--output", str(path)]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+        subprocess.run(cmd, cwd=REPO, check=True, env=env, stdout=subprocess.DEVNULL)
+    return json.loads(path.read_text())
+
+
+def curves(output_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    rows = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+    keys = ("eval/accuracy", "train/accuracy", "reward/mean")
+    return {k: [(r["step"], r[k]) for r in rows if k in r] for k in keys}
+
+
+def parameter_counts(model: str, lora_r: int) -> tuple[int, int]:
+    """(all parameters of the model, parameters the update trains: all, or the LoRA matrices ``apply_lora``
+    adds)."""
+    from transformers import AutoModelForCausalLM
+
+    network = AutoModelForCausalLM.from_pretrained(model)
+    total = sum(p.numel() for p in network.parameters())
+    if not lora_r:
+        return total, total
+    from posttrain.config import TrainConfig
+    from posttrain.trainer import apply_lora
+
+    network = apply_lora(network, TrainConfig(lora_r=lora_r))
+    return total, sum(p.numel() for p in network.parameters() if p.requires_grad)
+
+
+def training_flops(arm: str, prompts_per_step: int = 16, group_size: int = 8) -> dict[str, float]:
+    """The update's FLOPs per step, from parameter and token counts (dense-transformer estimate, T tokens per
+    sequence in the loss pass: prompt + the trained model's own tokens):
+
+    - full fine-tuning (full RL, Prefix-RL's adapter): 6 N T (forward 2 N T, backward 4 N T);
+    - LoRA: the frozen base still runs forward and passes activation gradients back, 4 N_base T, plus
+      6 N_lora T for the adapters' own forward and weight gradients.
+
+    Prefix-RL's adapter reads prompt + k tokens; full and LoRA RL read prompt + the whole answer. Lengths are
+    the means over the task's train split, answers in the mean of its two formats (the warm start writes both
+    about equally often), so the count is per average step, not of one run.
+    """
+    from posttrain.models.tiny import build_tiny
+    from posttrain.tasks.answer_format import direct_answer, worked_answer
+    from posttrain.tasks.base import TASKS
+
+    examples = TASKS.get("answer-format")().split("train")
+    prompt = statistics.mean(len(e.prompt) for e in examples) + 1  # character tokens + BOS
+    answer = statistics.mean((len(direct_answer(int(e.answer))) + len(worked_answer(int(e.answer) - 1, int(e.answer))))
+                             / 2 for e in examples) + 1  # + EOS
+    if arm.startswith("prefix-rl"):
+        model, lora_r, tokens = str(build_tiny("causal-answer-format-adapter")), 0, prompt + int(arm.rsplit("k", 1)[1])
+    else:
+        model, lora_r, tokens = str(build_tiny("causal-answer-format")), 8 if arm == "lora-rl" else 0, prompt + answer
+    total, trained = parameter_counts(model, lora_r)
+    per_token = 6.0 * trained if trained == total else 4.0 * total + 6.0 * trained
+    return {"model_parameters": float(total), "trained_parameters": float(trained), "tokens_per_sequence": tokens,
+            "flops_per_step": per_token * tokens * prompts_per_step * group_size}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--no_clustering", action="store_true", help="skip the Prefix Clustering rows")
+    parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_prefix_rl", help="run directories")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "prefix_rl",
+                        help="output prefix: writes PREFIX.json and PREFIX.png")
+    parser.add_argument("extra", nargs="*", help="extra trainer flags after --, e.g. -- --steps 10")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    runs: dict[str, dict[int, dict]] = {}
+    for seed in args.seeds:
+        for arm in args.arms:
+            out = args.runs / arm / f"seed{seed}"
+            run_arm(arm, seed, out, args.extra)
+            runs.setdefault(arm, {})[seed] = curves(out)
+    summary = {arm: summarise([c["eval/accuracy"] for c in per_seed.values()]) for arm, per_seed in runs.items()}
+    for arm, numbers in summary.items():
+        numbers.update(training_flops(arm))
+    report: dict = {"command": " ".join([sys.executable, *sys.argv]), "summary": summary, "runs": runs}
+    if not args.no_clustering:
+        clusters = [run_clustering(seed, args.runs / "clustering" / f"seed{seed}.json") for seed in args.seeds]
+        report["clustering"] = {
+            "target_alone": statistics.mean(c["heldout"]["target_alone"]["accuracy"] for c in clusters),
+            "with_prefix": statistics.mean(c["heldout"]["with_chosen_prefix"]["accuracy"] for c in clusters),
+            "per_seed": [{"chosen_prefix": c["chosen_prefix"], "clusters_chosen": c["clusters_chosen"],
+                          **c["heldout"]} for c in clusters]}
+    for upper in ("full-rl", "full-rl-4x"):
+        if upper not in summary:
+            continue
+        start, gain = summary[upper]["start_mean"], summary[upper]["final_mean"] - summary[upper]["start_mean"]
+        for numbers in summary.values():
+            numbers[f"fraction_of_{upper}_gain"] = (numbers["final_mean"] - start) / gain if gain else None
+            numbers["flops_vs_full_rl"] = numbers["flops_per_step"] / summary[upper]["flops_per_step"]
+    from data_pipelines.common.io import atomic_write_text
+
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+    plot(runs, report.get("clustering"), args.out.with_suffix(".png"))
+    print(json.dumps({k: report[k] for k in ("summary", "clustering") if k in report}, indent=2))
+    return 0
+
+
+def summarise(series: list[list[tuple[int, float]]]) -> dict:
+    start = [c[0][1] for c in series]
+    final = [c[-1][1] for c in series]
+    return {"start_mean": statistics.mean(start), "final_mean": statistics.mean(final),
+            "final_std": statistics.stdev(final) if len(final) > 1 else 0.0, "per_seed_final": final}
+
+
+def plot(runs: dict[str, dict[int, dict]], clustering: dict | None, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for i, (arm, per_seed) in enumerate(runs.items()):
+        color = f"C{i}"
+        series = [c["eval/accuracy"] for c in per_seed.values()]
+        for curve in series:
+            ax.plot(*zip(*curve), color=color, alpha=0.2)
+        steps = [s for s, _ in series[0]]
+        mean = [statistics.mean(c[j][1] for c in series) for j in range(len(steps))]
+        ax.plot(steps, mean, color=color, marker="o", label=f"{arm} ({len(series)} seeds)")
+    if clustering:
+        ax.axhline(clustering["with_prefix"], color="k", linestyle="--", label="Prefix Clustering")
+        ax.axhline(clustering["target_alone"], color="grey", linestyle=":", label="target alone")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out greedy accuracy")
+    ax.set_title("Prefix-RL vs full and LoRA RL on answer-format (tiny models)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
