@@ -1,0 +1,100 @@
+"""``--algo text2grad`` (``posttrain.algos.ppo.text2grad``): span feedback becomes per-token rewards on exactly
+the located tokens (a poor step -1, good steps +1), unparsable feedback masks its sample and is counted, and
+the verdict baseline puts one scalar on the last token. The span reward model here is an engine that writes the
+step-arithmetic program's own feedback (the oracle the tiny reward model is trained to imitate), so the test
+checks the plumbing from feedback to advantages, not a model's accuracy."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+
+import torch
+
+from posttrain.algos.base import AlgoContext
+from posttrain.algos.ppo.algo import CRITIC
+from posttrain.algos.ppo.text2grad import SPAN_RM, Text2Grad, Text2GradConfig
+from posttrain.metrics import PhaseTimer
+from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+from posttrain.models.value import ValueModel
+from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.tasks import TASKS
+from posttrain.tasks.base import Example
+from posttrain.tasks.step_arithmetic import program_feedback
+from rewards.text2grad.templates import feedback_json
+
+PROMPT = "6-3-6+7="
+RIGHT = "6-3=3,3-6=-3,-3+7=4"
+WRONG_SECOND = "6-3=3,3-6=-2,-2+7=5"  # the second step is wrong; the third is right from the wrong value
+REQUEST = re.compile(r"T2G\|spans\|(.*?)\|(.*?)\|")
+
+
+class ProgramFeedback:
+    """A span reward model engine that answers every compact request with the program's feedback JSON, or with
+    ``garbage`` for responses listed in ``unparsable``."""
+
+    def __init__(self, tokenizer, unparsable: tuple[str, ...] = ()) -> None:
+        self.tokenizer, self.unparsable = tokenizer, unparsable
+
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        texts = []
+        for ids in prompt_ids:
+            problem, response = REQUEST.search(self.tokenizer.decode(ids, skip_special_tokens=True)).groups()
+            texts.append("garbage" if response in self.unparsable
+                         else feedback_json(program_feedback(problem, response), compact=True))
+        return Rollouts(prompt_ids=prompt_ids, completion_ids=[[] for _ in texts], texts=texts,
+                        logprobs=[[] for _ in texts])
+
+
+def _algo(unparsable: tuple[str, ...] = (), **overrides) -> Text2Grad:
+    tokenizer = build_tokenizer()
+    policy = build_model(dataclasses.replace(RECIPES.get("causal-step-arithmetic"), seed=0), tokenizer).eval()
+    config = Text2GradConfig(group_size=1, kl_coef=0.0, **overrides)
+    ctx = AlgoContext(tokenizer=tokenizer, reward_fn=TASKS.get("step-arithmetic")().reward, is_correct=None,
+                      timer=PhaseTimer(), device=torch.device("cpu"),
+                      rollout=HFRolloutEngine(copy.deepcopy(policy), tokenizer),
+                      models={CRITIC: ValueModel(copy.deepcopy(policy))},
+                      engines={SPAN_RM: ProgramFeedback(tokenizer, unparsable)})
+    return Text2Grad(config, ctx)
+
+
+def _rollouts(tokenizer, responses: list[str]) -> Rollouts:
+    ids = [tokenizer(r, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in responses]
+    return Rollouts(prompt_ids=[[1]] * len(ids), completion_ids=ids, texts=responses,
+                    logprobs=[[0.0] * len(i) for i in ids])
+
+
+def _terms(algo: Text2Grad, responses: list[str]):
+    rollouts = _rollouts(algo.ctx.tokenizer, responses)
+    group = [Example(prompt=PROMPT, answer="4")] * len(responses)
+    length = max(len(c) for c in rollouts.completion_ids)
+    reward = torch.zeros(len(responses))
+    return algo.reward_terms(group, rollouts, length, reward, torch.ones(len(responses), dtype=torch.bool))
+
+
+def test_spans_become_rewards_on_exactly_their_tokens() -> None:
+    dense, terminal, valid, metrics = _terms(_algo(), [WRONG_SECOND, RIGHT])
+    assert terminal is None and valid.tolist() == [True, True]  # Text2Grad: no terminal scalar
+    wrong = dense[0, : len(WRONG_SECOND)].tolist()  # the character tokenizer: one token per character
+    first, second, _ = WRONG_SECOND.split(",")
+    assert wrong[: len(first)] == [1.0] * len(first)
+    start = len(first) + 1
+    assert wrong[start : start + len(second)] == [-1.0] * len(second)  # the poor span, token for token
+    assert wrong[len(first)] == 0.0  # the comma between spans is unmarked
+    assert dense[0, len(WRONG_SECOND)] == 0.0  # EOS
+    assert dense[1, : len(RIGHT)].min() >= 0.0 and dense[1].max() == 1.0
+    assert metrics["span_rm/unparsable_fraction"] == 0.0 and metrics["span_rm/spans_matched"] == 6.0
+
+
+def test_unparsable_feedback_masks_its_sample_and_is_counted() -> None:
+    dense, _, valid, metrics = _terms(_algo(unparsable=(RIGHT,)), [WRONG_SECOND, RIGHT])
+    assert valid.tolist() == [True, False]
+    assert torch.count_nonzero(dense[1]) == 0
+    assert metrics["span_rm/unparsable_fraction"] == 0.5
+
+
+def test_verdict_baseline_is_one_scalar_on_the_last_token() -> None:
+    dense, terminal, valid, _ = _terms(_algo(span_reward="verdict"), [WRONG_SECOND, RIGHT])
+    assert torch.count_nonzero(dense) == 0 and terminal.tolist() == [-1.0, 1.0] and valid.all()
