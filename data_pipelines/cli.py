@@ -24,6 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description="DMAP (Kempton et al. 2026). With no --input: pure vs top-k vs low-temperature "
                         "samples of the embedded tiny corpus LM.")
     add_dmap_args(dm)
+    from rewards.text2grad.data import add_text2grad_sft_args
+
+    t2g = sub.add_parser("text2grad-sft", help="Text2Grad: SFT data for a span reward model (critique + spans JSON)",
+                         formatter_class=HelpFormatter,
+                         description="Text2Grad (Wang et al. 2025) span reward model SFT data. With no --input: "
+                         "program-written feedback on step-arithmetic responses with injected step errors.")
+    add_text2grad_sft_args(t2g)
     return parser
 
 
@@ -33,6 +40,10 @@ def data_main(argv: list[str]) -> int:
         from data_pipelines.entropylong.run import run_entropylong
 
         return run_entropylong(args)
+    if args.pipeline == "text2grad-sft":
+        from rewards.text2grad.data import run_text2grad_sft
+
+        return run_text2grad_sft(args)
     from data_pipelines.dmap.pipeline import run_dmap
 
     return run_dmap(args)

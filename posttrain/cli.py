@@ -14,7 +14,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("posttrain.train:main", "post-train a model (one process; use `deepspeed posttrain/train.py` for ranks)"),
     "tiny": ("posttrain.models.tiny:tiny_main", "build or list the embedded tiny models"),
-    "data": ("data_pipelines.cli:data_main", "run a data pipeline (entropylong, dmap)"),
+    "data": ("data_pipelines.cli:data_main", "run a data pipeline (entropylong, dmap, text2grad-sft)"),
     "serve": ("rewards.server.cli:serve_main", "serve a reward model and an OpenAI-compatible API"),
     "rollout-worker": ("posttrain.rollout.worker:rollout_worker_main",
                        "a vLLM rollout worker that --rollout vllm-remote trainers sync"),
@@ -23,6 +23,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                     "best-of-N by DuPO's backward accuracy (dual questions, no labels)"),
     "prefix-cluster": ("posttrain.algos.prefix_rl.cluster_cli:prefix_cluster_main",
                        "Prefix Clustering: one fixed opening, found by k-means on a target's prefixes"),
+    "text2grad-eval": ("rewards.text2grad.evaluate:text2grad_eval_main",
+                       "span precision / recall of a Text2Grad span reward model against program labels"),
     "vision": ("posttrain.vision.cli:vision_main", "vision methods: attwarp | deleaker | fga (the vision extra)"),
 }
 
