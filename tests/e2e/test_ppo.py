@@ -1,14 +1,21 @@
-"""``--algo ppo`` end to end: a run killed with SIGKILL after its step-2 checkpoint and resumed with ``--resume
+"""``--algo ppo`` and ``--algo text2grad`` end to end. PPO: a run killed with SIGKILL after its step-2 checkpoint and resumed with ``--resume
 auto`` ends with the same policy, the same critic (its own DeepSpeed state, ``ds_critic/``) and the same
-metrics as an uninterrupted run; the adaptive KL coefficient, which changes every step, is restored too."""
+metrics as an uninterrupted run; the adaptive KL coefficient, which changes every step, is restored too.
+Text2Grad: quickly warm-started policy and span reward model train through the real command, with the reward
+model's unparsable outputs masked and counted."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
+import pytest
 import torch
 
+from tests.e2e.conftest import run_entry
 from tests.e2e.resume import assert_same_end, kill_and_resume
+from tests.e2e.test_train import check_run
 
 
 def _args(model: Path, out: Path) -> list[str]:
@@ -36,3 +43,32 @@ def test_ppo_sigkill_and_resume_equals_uninterrupted(tiny_arithmetic: Path, tmp_
     assert all("critic/value_loss" in r and "ppo/kl_coef" in r for r in train)
     coefficients = [r["ppo/kl_coef"] for r in train]
     assert coefficients[0] == 0.1 and len(set(coefficients)) == 4  # adapted every step, restored on resume
+
+
+@pytest.fixture(scope="module")
+def step_arithmetic_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(policy, span reward model): the step-arithmetic recipes with a few warm-start steps (tests need models,
+    not good ones)."""
+    from posttrain.models.tiny import RECIPES, build_recipe
+
+    cache = tmp_path_factory.mktemp("text2grad-cache")
+    policy, span_rm = (build_recipe(dataclasses.replace(RECIPES.get(name), warm_start_steps=20), cache_dir=cache)
+                       for name in ("causal-step-arithmetic", "reward-text2grad"))
+    return policy, span_rm
+
+
+def test_text2grad_trains_on_span_rewards(step_arithmetic_models: tuple[Path, Path], tmp_path: Path) -> None:
+    policy, span_rm = step_arithmetic_models
+    out = tmp_path / "run"
+    result = run_entry(["--algo", "text2grad", "--model", str(policy), "--span_model", str(span_rm),
+                        "--span_style", "compact", "--span_max_new_tokens", "48",
+                        "--output_dir", str(out), "--steps", "2", "--eval_every", "2", "--eval_examples", "8",
+                        "--pass_k", "1", "--prompts_per_step", "4", "--group_size", "2", "--micro_batch_size", "8",
+                        "--max_new_tokens", "24", "--mu", "2", "--progress", "false"], env={"OMP_NUM_THREADS": "1"})
+    rows = check_run(result, out)
+    train = [r for r in rows if r["step"] > 0]
+    for key in ("span_rm/unparsable_fraction", "span_rm/marked_fraction", "ppo/masked_fraction", "critic/value_loss"):
+        assert all(math.isfinite(r[key]) for r in train), key
+    # a sample is masked exactly when its feedback could not be parsed (the task's verifier never masks here)
+    assert all(r["ppo/masked_fraction"] == r["span_rm/unparsable_fraction"] for r in train)
+    assert (out / "checkpoints" / "step_2" / "ds_critic").is_dir()
