@@ -1,5 +1,5 @@
 """The ``posttrain`` command: train | tiny | data | serve | rollout-worker | gpo-control | dupo-rerank |
-prefix-cluster.
+prefix-cluster | text2grad-eval | vision.
 
 Each subcommand forwards its arguments to the module that owns it, so ``posttrain train ...`` and
 ``deepspeed posttrain/train.py ...`` parse exactly the same options.
