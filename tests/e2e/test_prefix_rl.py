@@ -88,12 +88,13 @@ def test_prefix_cluster_cli_writes_its_summary(answer_format_models: tuple[Path,
     out = tmp_path / "clusters.json"
     cmd = [sys.executable, "-m", "posttrain.cli", "prefix-cluster", "--target_model", str(answer_format_models[1]),
            "--prefix_tokens", "8", "--train_examples", "24", "--eval_examples", "8", "--max_clusters", "3",
-           "--max_new_tokens", "12", "--no_progress", "--output", str(out)]
+           "--max_new_tokens", "12", "--eval_temperature", "0", "--no_progress", "--output", str(out)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(out.read_text())
     assert json.dumps(summary, indent=2) in result.stdout  # printed too (after any library's own output)
+    assert summary["settings"]["eval_temperature"] == 0.0  # held-out scored greedily, like the trainer's evaluation
     assert 1 <= summary["clusters_chosen"] <= 3 and len(summary["clusters"]) == summary["clusters_chosen"]
     assert summary["chosen_prefix"] == summary["clusters"][summary["best_cluster"]]["representative"]
     for part in ("target_alone", "with_chosen_prefix"):
