@@ -98,3 +98,23 @@ def test_unparsable_feedback_masks_its_sample_and_is_counted() -> None:
 def test_verdict_baseline_is_one_scalar_on_the_last_token() -> None:
     dense, terminal, valid, _ = _terms(_algo(span_reward="verdict"), [WRONG_SECOND, RIGHT])
     assert torch.count_nonzero(dense) == 0 and terminal.tolist() == [-1.0, 1.0] and valid.all()
+
+
+def test_a_reward_server_replaces_the_local_span_model(monkeypatch) -> None:
+    from posttrain.algos.roles import check_roles
+    from rewards.text2grad.feedback import parse_feedback
+    from rewards.text2grad.remote import RemoteSpanRewardModel
+
+    algo = _algo(span_url="http://127.0.0.1:9")
+    assert SPAN_RM not in check_roles(algo.roles())  # nothing loaded here
+    asked = []
+
+    def feedback(self, prompts, responses):
+        asked.append(list(responses))
+        return [parse_feedback(feedback_json(program_feedback(p, r), compact=True), "spans")
+                for p, r in zip(prompts, responses)]
+
+    monkeypatch.setattr(RemoteSpanRewardModel, "feedback", feedback)
+    dense, _, valid, _ = _terms(algo, [WRONG_SECOND])
+    assert isinstance(algo.scorer(), RemoteSpanRewardModel) and asked == [[WRONG_SECOND]]
+    assert valid.all() and dense.min() == -1.0

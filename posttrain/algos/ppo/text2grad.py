@@ -50,6 +50,9 @@ class Text2GradConfig(PPOConfig):
     span_model: str | None = opt(None, "The span reward model: path, hub id or alias; unset = the embedded tiny "
                                        f"one (recipe {SPAN_RM_RECIPE}). It may use its own tokenizer (it reads and "
                                        "writes text).")
+    span_url: str | None = opt(None, "Ask a reward server instead (`posttrain serve --model SPAN_RM`, its "
+                                     "/v1/span_feedback route, rewards.text2grad.remote): its URL; then no "
+                                     "span reward model is loaded here and --span_model is ignored.")
     span_rollout: str = opt("hf", "Engine that serves the span reward model (frozen: never synced).", ["hf", "vllm"])
     span_form: str = opt("spans", "The reward model's output form: spans (critique + good/poor spans), code "
                                   "(wrong/improvable snippets) or words (word score list).", SPAN_FORMS)
@@ -81,10 +84,13 @@ class Text2GradConfig(PPOConfig):
                 bad.append(("span_rule", self.span_rule, str(err)))
         return bad
 
-    def style(self) -> str:
-        """The request template in force (see ``span_style``)."""
+    def style(self) -> str | None:
+        """The request template in force (see ``span_style``); for ``span_url`` with auto, None (the server's
+        default, which follows the model it serves)."""
         if self.span_style != "auto":
             return self.span_style
+        if self.span_url:
+            return None
         return "full" if self.span_model else "compact"
 
 
@@ -98,19 +104,27 @@ class Text2Grad(PPO):
         self._scorer = None  # built on first use: the span reward model's engine exists once the trainer built it
 
     def roles(self) -> tuple[ModelRole, ...]:
-        """PPO's roles plus the frozen span reward model with its engine (its own tokenizer allowed)."""
+        """PPO's roles plus the frozen span reward model with its engine (its own tokenizer allowed), unless a
+        reward server answers instead (``span_url``)."""
         cfg = self.config
+        if cfg.span_url:
+            return super().roles()
         span_rm = ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,
                             recipe=None if cfg.span_model else SPAN_RM_RECIPE, config_field="span_model",
                             shares_tokenizer=False)
         return super().roles() + (span_rm,)
 
     def scorer(self) -> Any:
-        """The ``rewards.text2grad.SpanRewardModel`` over the span reward model's engine."""
+        """The ``rewards.text2grad.SpanRewardModel`` over the span reward model's engine, or the remote one."""
+        cfg = self.config
+        if self._scorer is None and cfg.span_url:
+            from rewards.text2grad.remote import RemoteSpanRewardModel
+
+            self._scorer = RemoteSpanRewardModel(cfg.span_url, cfg.span_form, cfg.span_rule, style=cfg.style(),
+                                                 max_tokens=cfg.span_max_new_tokens, temperature=0.0)
         if self._scorer is None:
             from rewards.text2grad.scorer import SpanRewardModel
 
-            cfg = self.config
             self._scorer = SpanRewardModel(self.ctx.engines[SPAN_RM], cfg.span_form, cfg.span_rule,
                                            SamplingParams(max_new_tokens=cfg.span_max_new_tokens, temperature=0.0),
                                            style=cfg.style(), max_prompt_tokens=cfg.span_max_prompt_tokens)
