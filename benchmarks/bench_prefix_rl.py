@@ -160,12 +160,13 @@ def main(argv: list[str] | None = None) -> int:
             "per_seed": [{"chosen_prefix": c["chosen_prefix"], "clusters_chosen": c["clusters_chosen"],
                           **c["heldout"]} for c in clusters]}
     for upper in ("full-rl", "full-rl-4x"):
-        if upper not in summary:
-            continue
-        start, gain = summary[upper]["start_mean"], summary[upper]["final_mean"] - summary[upper]["start_mean"]
+        if upper in summary:
+            start, gain = summary[upper]["start_mean"], summary[upper]["final_mean"] - summary[upper]["start_mean"]
+            for numbers in summary.values():
+                numbers[f"fraction_of_{upper}_gain"] = (numbers["final_mean"] - start) / gain if gain else None
+    if "full-rl" in summary:
         for numbers in summary.values():
-            numbers[f"fraction_of_{upper}_gain"] = (numbers["final_mean"] - start) / gain if gain else None
-            numbers["flops_vs_full_rl"] = numbers["flops_per_step"] / summary[upper]["flops_per_step"]
+            numbers["flops_vs_full_rl"] = numbers["flops_per_step"] / summary["full-rl"]["flops_per_step"]
     from data_pipelines.common.io import atomic_write_text
 
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")

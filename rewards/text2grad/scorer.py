@@ -27,6 +27,7 @@ the trainer masks them, which keeps shapes and ranks aligned.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,7 +86,7 @@ def request_ids(tokenizer: Any, form: str, prompt: str, response: str, style: st
     return encode_prompts(tokenizer, [Example(prompt=text, answer="")], None, max_prompt_tokens)[0]
 
 
-class SpanScorer:
+class SpanScorer(ABC):
     """The shared half of the local and remote span reward models: feedback -> ``SpanRewards``.
     Subclasses implement ``feedback(prompts, responses)``."""
 
@@ -93,8 +94,9 @@ class SpanScorer:
         self.form = check_form(form)
         self.rule = resolve_rule(rule if rule is not None else form)
 
+    @abstractmethod
     def feedback(self, prompts: Sequence[str], responses: Sequence[str]) -> list[SpanFeedback | FeedbackParseError]:
-        raise NotImplementedError
+        """The parsed feedback on each (prompt, response), or the parse error in its place."""
 
     def token_rewards(self, prompts: Sequence[str], completion_ids: Sequence[Sequence[int]],
                       policy_tokenizer: Any) -> SpanRewards:

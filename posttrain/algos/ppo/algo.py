@@ -53,6 +53,7 @@ from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import opt
 from posttrain.dist import all_reduce_mean
+from posttrain.models.likelihood import logprobs_from_logits
 from posttrain.models.padding import left_padded_positions
 from posttrain.models.value import token_values
 from posttrain.rollout.base import Rollouts
@@ -209,8 +210,7 @@ class PPO(GRPO):
                        logits_to_keep=completion_len + 1).logits[:, :-1].float()
         if self.config.temperature > 0:
             logits = logits / self.config.temperature
-        logprobs = torch.log_softmax(logits, -1).gather(-1, ids[:, -completion_len:].unsqueeze(-1)).squeeze(-1)
-        return logprobs.cpu(), logits.cpu()
+        return logprobs_from_logits(logits, ids[:, -completion_len:]).cpu(), logits.cpu()
 
     def _values(self, critic: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:
         device = self.ctx.device

@@ -80,7 +80,7 @@ class Text2GradConfig(PPOConfig):
 
             try:
                 resolve_rule(self.span_rule)
-            except (KeyError, ValueError) as err:
+            except ValueError as err:
                 bad.append(("span_rule", self.span_rule, str(err)))
         return bad
 
