@@ -174,7 +174,7 @@ class PPO(GRPO):
                 with ctx.timer.phase("reference"):
                     ref_logprobs, ref_logits = self._policy_terms(ctx.models[REFERENCE], tensors, completion_len)
                 tensors["ref_logprobs"] = ref_logprobs
-                kl = (full_kl(logits, ref_logits) if cfg.kl_estimator == "full"
+                kl = (full_kl(logits, ref_logits).cpu() if cfg.kl_estimator == "full"
                       else kl_estimate(old_logprobs, ref_logprobs, cfg.kl_estimator))
             with ctx.timer.phase("values"):
                 values = self._values(ctx.models[CRITIC], tensors, completion_len)
@@ -201,7 +201,8 @@ class PPO(GRPO):
     def _policy_terms(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int
                       ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs of the completion tokens (at the sampling temperature, like the loss's) and, for the
-        full KL, the completion positions' logits (float32, on CPU)."""
+        full KL, the completion positions' logits (float32, left on the device: the full KL is reduced there, so
+        no [B, C, V] tensor crosses to the host)."""
         if self.config.kl_estimator != "full" or not self.config.uses_kl:
             return self._logprobs(model, tensors, completion_len), None
         device = self.ctx.device
@@ -210,7 +211,7 @@ class PPO(GRPO):
                        logits_to_keep=completion_len + 1).logits[:, :-1].float()
         if self.config.temperature > 0:
             logits = logits / self.config.temperature
-        return logprobs_from_logits(logits, ids[:, -completion_len:]).cpu(), logits.cpu()
+        return logprobs_from_logits(logits, ids[:, -completion_len:]).cpu(), logits
 
     def _values(self, critic: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:
         device = self.ctx.device
