@@ -1,0 +1,140 @@
+"""Structured (JSON) output from any ``GenerationEngine``: prefilled prompts, validation, bounded retries.
+
+DESIGNER (Liu et al., 2025) asks its annotator and generator for fields (discipline, difficulty, type;
+selected logic id, question, reference answer). Here every such call renders the chat with
+``posttrain.models.chat.render_chat``, opens the assistant turn with a prefix (``{"discipline": "`` or a
+flowchart header) so that even a small model starts in the right form, parses and validates the reply,
+and retries a failed record up to ``retries`` more times with a fresh sampling seed. A record that fails
+every attempt becomes a ``Failure`` carrying the last reason; callers turn it into a counted reject.
+The paper's models are large enough to answer in JSON; the prefix is this implementation's addition.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from posttrain.models.chat import render_chat
+from posttrain.rollout.base import GenerationEngine, SamplingParams
+
+
+class InvalidOutput(ValueError):
+    """A reply that does not meet its schema; the message says which field and why."""
+
+
+@dataclass
+class Failure:
+    """Every attempt failed; ``reason`` is the last validator message."""
+
+    reason: str
+    attempts: int
+
+
+@dataclass
+class Request:
+    """One structured call: chat ``messages``, the assistant-turn ``prefix`` and ``validate(reply)``
+    (``prefix + completion``) returning the parsed value or raising ``InvalidOutput``."""
+
+    messages: list[dict[str, str]]
+    prefix: str
+    validate: Callable[[str], Any]
+
+
+def parse_json_object(text: str) -> dict:
+    """The first complete JSON object in ``text`` (text after it is ignored)."""
+    start = text.find("{")
+    if start < 0:
+        raise InvalidOutput("no JSON object in the reply")
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError as err:
+        raise InvalidOutput(f"reply is not valid JSON ({err.msg} at char {err.pos})") from None
+    if not isinstance(value, dict):
+        raise InvalidOutput("reply JSON is not an object")
+    return value
+
+
+def require_string(obj: dict, key: str, choices: tuple[str, ...] | None = None) -> str:
+    """``obj[key]`` as a stripped non-empty string (one of ``choices``, case-insensitive, if given)."""
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidOutput(f"field {key!r} missing or not a non-empty string")
+    value = " ".join(value.split())
+    if choices is not None:
+        lookup = {c.lower(): c for c in choices}
+        if value.lower() not in lookup:
+            raise InvalidOutput(f"field {key!r} = {value[:40]!r} is not one of {list(choices)}")
+        value = lookup[value.lower()]
+    return value
+
+
+@dataclass
+class RetryStats:
+    """How many calls, first-try successes, successes after a retry and failures a batch had."""
+
+    calls: int = 0
+    first_try: int = 0
+    after_retry: int = 0
+    failed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"calls": self.calls, "first_try": self.first_try, "after_retry": self.after_retry,
+                "failed": self.failed}
+
+
+def generate_structured(engine: GenerationEngine, requests: list[Request], params: SamplingParams,
+                        retries: int = 2, seed: int = 0, stats: RetryStats | None = None) -> list[Any]:
+    """One validated value (or ``Failure``) per request. Attempt ``a`` samples with seed ``seed + a``
+    (attempt 0 with ``params`` as given, e.g. greedy; retries at ``retry_temperature`` 0.7 when ``params``
+    is greedy, so a retry can differ). Pending requests are batched per attempt."""
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0, got {retries}")
+    results: list[Any] = [None] * len(requests)
+    reasons: dict[int, str] = {}
+    pending = list(range(len(requests)))
+    prompts = [render_chat(engine.tokenizer, r.messages) + r.prefix for r in requests]
+    for attempt in range(retries + 1):
+        if not pending:
+            break
+        temperature = params.temperature if attempt == 0 or params.temperature > 0 else 0.7
+        attempt_params = replace(params, seed=seed + attempt, temperature=temperature)
+        ids = [engine.tokenizer(prompts[i], add_special_tokens=False)["input_ids"] for i in pending]
+        rollouts = engine.generate(ids, attempt_params)
+        if stats is not None:
+            stats.calls += len(pending)
+        still: list[int] = []
+        for i, text in zip(pending, rollouts.texts):
+            try:
+                results[i] = requests[i].validate(requests[i].prefix + text)
+            except InvalidOutput as err:
+                reasons[i] = str(err)
+                still.append(i)
+                continue
+            if stats is not None:
+                if attempt == 0:
+                    stats.first_try += 1
+                else:
+                    stats.after_retry += 1
+        pending = still
+    for i in pending:
+        results[i] = Failure(reasons[i], retries + 1)
+        if stats is not None:
+            stats.failed += 1
+    return results
+
+
+_LETTER = re.compile(r"(?:^|\s|\()([A-D])[\).:]\s")
+
+
+def check_multiple_choice(question: str, answer: str) -> None:
+    """A multiple-choice question lists options A and B at least (``A) ...``, ``B. ...``) and its answer
+    starts with one of the listed letters; ``InvalidOutput`` otherwise."""
+    letters = sorted(set(_LETTER.findall(" " + question)))
+    if "A" not in letters or "B" not in letters:
+        raise InvalidOutput("multiple-choice question without options A) and B)")
+    key = answer.strip().lstrip("(").upper()[:1]
+    if key not in letters:
+        raise InvalidOutput(f"multiple-choice answer {answer[:20]!r} is not one of the options {letters}")
