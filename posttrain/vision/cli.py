@@ -37,10 +37,11 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
 
 
 def load_image(path: str, size: int) -> torch.Tensor:
+    """An image file as a (1, 3, H, W) float tensor in [0, 1], resized to size x size unless size <= 0."""
+    import numpy as np
     from PIL import Image
 
-    img = Image.open(path).convert("RGB")
-    t = torch.tensor(list(img.getdata()), dtype=torch.float32).view(img.height, img.width, 3) / 255
+    t = torch.from_numpy(np.asarray(Image.open(path).convert("RGB"), dtype=np.float32).copy()) / 255
     t = t.permute(2, 0, 1).unsqueeze(0)
     return t if size <= 0 else torch.nn.functional.interpolate(t, size=(size, size), mode="bilinear",
                                                                 antialias=True)

@@ -123,7 +123,9 @@ def _deleaker_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     device = resolve_device(args.device)
     pipe = FluxPipeline.from_pretrained(args.model, dtype=resolve_dtype(args.dtype)).to(device)
     entities = [entity_token_indices(pipe.tokenizer_2, args.prompt, e) for e in (args.entities or ["cat", "dog"])]
-    grid, images, scores = (args.size // 16, args.size // 16), {}, {}
+    # image tokens: the VAE's spatial factor, then FLUX packs 2x2 latent patches into one token
+    side = args.size // (pipe.vae_scale_factor * 2)
+    grid, images, scores = (side, side), {}, {}
     with install_deleaker(pipe.transformer) as blocks:
         config = _deleaker_config(args, blocks)
         for name, enabled in (("stock", False), ("deleaker", True)):
