@@ -12,18 +12,20 @@ slower than float32 on CPUs without bf16 instructions, and bf16 logits tie). Bas
 not copy across documents).
 
 ``--max-reuse`` counts every chunk's uses in input order over the whole run; on resume the counts are
-rebuilt from the finished parts, so a resumed run writes what an uninterrupted one writes (for that
-reason it cannot be split with ``--shard``).
+rebuilt from the finished parts, so a resumed run writes what an uninterrupted one writes; for that
+reason a run with ``--max-reuse`` takes one worker (the blocks then reach it in input order).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
+from data_pipelines.common.runner import add_backbone_args, runner_options
 from data_pipelines.entropylong.pipeline import EntropyLong, EntropyLongConfig, build_chunks, evaluate
 
 DEFAULT_SCORER = "smollm2-135m"
@@ -41,7 +43,6 @@ def add_entropylong_args(parser) -> None:
     parser.add_argument("--text-field", default="text", help="record field with the text")
     parser.add_argument("--id-field", default="id", help="record field with the document id")
     parser.add_argument("--output", default="entropylong_out", help="output folder (resumable parts + merged JSONL)")
-    parser.add_argument("--shard", default=None, help="i/N: run only this machine's share of the chunks")
     parser.add_argument("--chunk-size", type=int, default=32, help="root documents per resumable chunk")
     parser.add_argument("--device", default="cpu", help="torch device for the HF scorer")
     parser.add_argument("--batch-size", type=int, default=16, help="scoring batch size")
@@ -55,6 +56,7 @@ def add_entropylong_args(parser) -> None:
                         help="built-in corpus: 'prose' (for a pretrained LM) or 'chars' (the character models' "
                         "training style)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_backbone_args(parser)
     for f in fields(EntropyLongConfig):
         flag = "--" + f.name.replace("_", "-")
         doc = (f.metadata.get("doc") if f.metadata else None) or _FIELD_DOCS.get(f.name, "")
@@ -100,15 +102,43 @@ def build_pipeline(args, roots: list[dict]):
     return EntropyLong(backend, retriever, chunks, config, progress=not args.no_progress), config
 
 
+def make_entropylong_stage(args, roots: list[dict], parts_dir: Path):
+    """The scoring stage, built once per Ray actor: the pipeline (scorer, retriever, chunks) with its
+    ``max_reuse`` counts rebuilt from the blocks already in ``parts_dir`` (the blocks done before this
+    actor started; one actor then sees the remaining blocks in input order)."""
+    from data_pipelines.common.runner import Reject, StageRunner
+
+    pipeline, _ = build_pipeline(args, roots)
+    pipeline.count_reuse(StageRunner(parts_dir, None).iter_outputs())
+
+    def process(batch: list[dict]):
+        try:
+            return pipeline.process(batch, args.text_field, args.id_field)
+        except ValueError as err:
+            if len(batch) == 1:
+                return [Reject(str(err))]
+            raise
+
+    return process
+
+
+def _validate(text_field: str, record: dict) -> str | None:
+    text = record.get(text_field)
+    if not isinstance(text, str) or not text.strip():
+        return f"field {text_field!r} missing or empty"
+    return None
+
+
 def run_entropylong(args) -> int:
     from data_pipelines.common.backends import engine_label
-    from data_pipelines.common.runner import Reject, StageRunner, parse_shard
+    from data_pipelines.common.runner import ActorStage, StageRunner
 
     builtin = args.input is None
-    shard = parse_shard(args.shard)
-    if args.max_reuse and shard[1] > 1:
+    options = runner_options(args)
+    if args.max_reuse and args.num_workers > 1:
         raise SystemExit(f"error: --max-reuse {args.max_reuse} counts chunk uses in input order over the whole "
-                         f"run, so it cannot be split with --shard {args.shard}; use --max-reuse 0 or one machine")
+                         f"run, so it cannot be split over --num-workers {args.num_workers}; use --max-reuse 0 "
+                         "or one worker")
     corpus_obj = None
     if builtin:
         from data_pipelines.common.corpus import make_corpus
@@ -127,32 +157,17 @@ def run_entropylong(args) -> int:
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
 
-    def process(batch: list[dict]):
-        try:
-            return pipeline.process(batch, args.text_field, args.id_field)
-        except ValueError as err:
-            if len(batch) == 1:
-                return [Reject(str(err))]
-            raise
-
-    def validate(record: dict) -> str | None:
-        text = record.get(args.text_field)
-        if not isinstance(text, str) or not text.strip():
-            return f"field {args.text_field!r} missing or empty"
-        return None
-
+    validate = functools.partial(_validate, args.text_field)
     out = Path(args.output)
-    runner = StageRunner(out / "parts", process, chunk_size=args.chunk_size, shard=shard,
+    stage = ActorStage(functools.partial(make_entropylong_stage, args, roots, out / "parts"),
+                       num_actors=args.num_workers, num_gpus=1 if args.device.startswith("cuda") else 0)
+    runner = StageRunner(out / "parts", stage, chunk_size=args.chunk_size, **options,
                          validate=validate, config={**asdict(config), "model": args.model, "corpus": args.corpus,
                                                     "retriever": args.retriever, "embedder": args.embedder},
                          desc="entropylong", progress=not args.no_progress)
-    pipeline.count_reuse(runner.iter_outputs())  # the max_reuse state of the chunks already done
     summary = runner.run(roots if builtin else args.input)
     print(f"chunks: {summary.chunks_run} run, {summary.chunks_done_before} already done; "
           f"{summary.records_out} sequences, {summary.records_rejected} rejected")
-    if not runner.is_complete(len(roots)):
-        print("other shards still have chunks to do; merge after they finish (re-run without --shard)")
-        return 0
     n = runner.merge(out / "sequences.jsonl", len(roots))
     print(f"wrote {n} sequences to {out / 'sequences.jsonl'} ({time.perf_counter() - started:.1f}s)")
     if corpus_obj is not None:
