@@ -126,11 +126,17 @@ def parse_flowchart(source: str, min_nodes: int = 2) -> Flowchart:
 
 
 def extract_flowchart(text: str) -> str:
-    """The chart in a model's reply: the body of a ```mermaid fence if there is one, else the text from
-    the first ``flowchart``/``graph`` header on (``MermaidError`` if there is neither)."""
-    fence = re.search(r"```(?:mermaid)?\s*\n(.*?)(?:```|$)", text, re.S)
-    body = fence.group(1) if fence else text
-    start = re.search(r"^\s*(flowchart|graph)\b", body, re.M)
+    """The chart in a model's reply: from the first ``flowchart``/``graph`` line (inside a ```mermaid
+    fence if there is one) up to the closing fence or the first blank line, whichever comes first;
+    ``MermaidError`` if there is no header. Prose after the chart is thereby not part of it."""
+    fence = re.search(r"```(?:mermaid)?[ \t]*\n", text)
+    body = text[fence.end():] if fence else text
+    start = re.search(r"^[ \t]*(flowchart|graph)\b", body, re.M)
     if not start:
         raise MermaidError("no 'flowchart'/'graph' header in the reply")
-    return body[start.start():].strip()
+    lines = []
+    for line in body[start.start():].splitlines():
+        if not line.strip() or line.strip().startswith("```"):
+            break
+        lines.append(line.rstrip())
+    return "\n".join(lines)

@@ -5,7 +5,7 @@ selected logic id, question, reference answer). Here every such call renders the
 ``posttrain.models.chat.render_chat``, opens the assistant turn with a prefix (``{"discipline": "`` or a
 flowchart header) so that even a small model starts in the right form, parses and validates the reply,
 and retries a failed record up to ``retries`` more times with a fresh sampling seed. A record that fails
-every attempt becomes a ``Failure`` carrying the last reason; callers turn it into a counted reject.
+every attempt becomes an ``Outcome`` without a value, carrying the last reason; callers turn it into a counted reject.
 The paper's models are large enough to answer in JSON; the prefix is this implementation's addition.
 """
 
@@ -26,11 +26,17 @@ class InvalidOutput(ValueError):
 
 
 @dataclass
-class Failure:
-    """Every attempt failed; ``reason`` is the last validator message."""
+class Outcome:
+    """One request's result: the validated ``value`` (None when every attempt failed, then ``reason`` is
+    the last validator message) and how many ``attempts`` were made."""
 
-    reason: str
+    value: Any
     attempts: int
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
 
 
 @dataclass
@@ -71,59 +77,35 @@ def require_string(obj: dict, key: str, choices: tuple[str, ...] | None = None) 
     return value
 
 
-@dataclass
-class RetryStats:
-    """How many calls, first-try successes, successes after a retry and failures a batch had."""
-
-    calls: int = 0
-    first_try: int = 0
-    after_retry: int = 0
-    failed: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return {"calls": self.calls, "first_try": self.first_try, "after_retry": self.after_retry,
-                "failed": self.failed}
-
-
 def generate_structured(engine: GenerationEngine, requests: list[Request], params: SamplingParams,
-                        retries: int = 2, seed: int = 0, stats: RetryStats | None = None) -> list[Any]:
-    """One validated value (or ``Failure``) per request. Attempt ``a`` samples with seed ``seed + a``
-    (attempt 0 with ``params`` as given, e.g. greedy; retries at ``retry_temperature`` 0.7 when ``params``
-    is greedy, so a retry can differ). Pending requests are batched per attempt."""
+                        retries: int = 2, seed: int = 0, retry_temperature: float = 0.7) -> list[Outcome]:
+    """One ``Outcome`` per request. Attempt ``a`` samples with seed ``seed + a``: attempt 0 with ``params``
+    as given (e.g. greedy), retries at ``retry_temperature`` when ``params`` is greedy, so that a retry can
+    differ. The requests still pending are batched per attempt."""
     if retries < 0:
         raise ValueError(f"retries must be >= 0, got {retries}")
-    results: list[Any] = [None] * len(requests)
+    outcomes: list[Outcome | None] = [None] * len(requests)
     reasons: dict[int, str] = {}
     pending = list(range(len(requests)))
     prompts = [render_chat(engine.tokenizer, r.messages) + r.prefix for r in requests]
     for attempt in range(retries + 1):
         if not pending:
             break
-        temperature = params.temperature if attempt == 0 or params.temperature > 0 else 0.7
+        temperature = params.temperature if attempt == 0 or params.temperature > 0 else retry_temperature
         attempt_params = replace(params, seed=seed + attempt, temperature=temperature)
         ids = [engine.tokenizer(prompts[i], add_special_tokens=False)["input_ids"] for i in pending]
         rollouts = engine.generate(ids, attempt_params)
-        if stats is not None:
-            stats.calls += len(pending)
         still: list[int] = []
-        for i, text in zip(pending, rollouts.texts):
+        for i, text in zip(pending, rollouts.texts, strict=True):
             try:
-                results[i] = requests[i].validate(requests[i].prefix + text)
+                outcomes[i] = Outcome(requests[i].validate(requests[i].prefix + text), attempt + 1)
             except InvalidOutput as err:
                 reasons[i] = str(err)
                 still.append(i)
-                continue
-            if stats is not None:
-                if attempt == 0:
-                    stats.first_try += 1
-                else:
-                    stats.after_retry += 1
         pending = still
     for i in pending:
-        results[i] = Failure(reasons[i], retries + 1)
-        if stats is not None:
-            stats.failed += 1
-    return results
+        outcomes[i] = Outcome(None, retries + 1, reasons[i])
+    return outcomes  # type: ignore[return-value]
 
 
 _LETTER = re.compile(r"(?:^|\s|\()([A-D])[\).:]\s")

@@ -1,0 +1,55 @@
+"""DESIGNER's prompts (annotation, design-logic extraction, logic-guided and exemplar-guided generation,
+long-CoT response), each with the assistant-turn prefix that starts the structured reply.
+
+Paraphrased from the stage descriptions of DESIGNER (Liu et al., 2025); the paper's exact prompts are
+not public. ``PROMPT_VERSION`` goes into every output record.
+"""
+
+from __future__ import annotations
+
+from data_pipelines.designer.builtin import QUESTION_TYPES
+from data_pipelines.designer.sampling import DIFFICULTIES
+
+PROMPT_VERSION = "designer-v1"
+
+
+def annotate_messages(question: str, disciplines: tuple[str, ...]) -> tuple[list[dict[str, str]], str]:
+    text = (f"Label this exam question.\nQuestion: {question}\n\n"
+            f"discipline: one of {', '.join(disciplines)}\n"
+            f"difficulty: one of {', '.join(DIFFICULTIES)}\n"
+            f"question_type: one of {', '.join(QUESTION_TYPES)}\n"
+            'Reply with JSON only: {"discipline": "...", "difficulty": "...", "question_type": "..."}')
+    return [{"role": "user", "content": text}], '{"discipline": "'
+
+
+def extract_messages(question: str, discipline: str, qtype: str) -> tuple[list[dict[str, str]], str]:
+    text = (f"Here is a {discipline} {qtype} exam question.\nQuestion: {question}\n\n"
+            "Infer how its designer built it: the objective, the knowledge points, the reasoning path, how the "
+            "answer is fixed and how distractors are added. Abstract this into reusable steps that do not "
+            "mention the question's specific content, as a Mermaid flowchart (flowchart TD, nodes like "
+            "A[step] --> B[step]).")
+    return [{"role": "user", "content": text}], "```mermaid\nflowchart TD\n    A["
+
+
+def generate_messages(segment: str, discipline: str, candidates: list[tuple[str, str]],
+                      mode: str) -> tuple[list[dict[str, str]], str]:
+    """``candidates``: (id, text) of the retrieved design logics (``mode="logic"``) or exemplar questions
+    (``mode="exemplar"``, the paper's "w/o design logic" ablation)."""
+    if mode == "logic":
+        listing = "\n\n".join(f"[{cid}]\n{text}" for cid, text in candidates)
+        task = ("Pick the design logic that suits the text best and write one graduate-level exam question "
+                "that strictly follows that logic's steps and is grounded in the text")
+    else:
+        listing = "\n\n".join(f"[{cid}] {text}" for cid, text in candidates)
+        task = ("Pick the example question that suits the text best and write one new graduate-level exam "
+                "question in its style that is grounded in the text")
+    kind = "Design logics" if mode == "logic" else "Example questions"
+    text = (f"Discipline: {discipline}\nSource text:\n{segment}\n\n{kind}:\n{listing}\n\n{task}, plus a concise "
+            "reference answer. A multiple-choice question lists options A) B) C) D) and its answer is a letter.\n"
+            'Reply with JSON only: {"selected_id": "...", "question": "...", "reference_answer": "..."}')
+    return [{"role": "user", "content": text}], '{"selected_id": "'
+
+
+def respond_messages(question: str) -> tuple[list[dict[str, str]], str]:
+    text = f"{question}\n\nThink step by step, then give the result on a last line 'Final answer: ...'."
+    return [{"role": "user", "content": text}], ""

@@ -1,0 +1,136 @@
+"""DESIGNER's LLM stages and whole pipeline with a scripted engine: structured-output validation and retry
+counting, retrieval top-5, and the output loading in the dataset task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+from data_pipelines.common.embed import HashingEmbedder
+from data_pipelines.designer.run import add_designer_args, run_pipeline
+from data_pipelines.designer.stages import CallSettings, make_annotate_stage, make_generate_stage
+from data_pipelines.designer.steps import retrieve_step
+from data_pipelines.common.runner import Reject
+from posttrain.models.tiny import build_tokenizer
+from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
+
+KEYWORDS = {"Physics": ("force", "mass", "orbit", "capacitor", "wire", "ball", "skater"),
+            "Chemistry": ("mole", "buffer", "equilibrium constant", "bond", "product", "reaction"),
+            "Biology": ("offspring", "mutation", "population", "organelle", "plants", "bacteria")}
+
+
+class ScriptedDesignerEngine:
+    """A generation engine (protocol only) answering each DESIGNER prompt by rule. ``bad_first``: the
+    first ``bad_first`` calls of every prompt get an unparsable reply (to exercise retries); ``pick``: the
+    id every generation reply selects (default: the first candidate)."""
+
+    def __init__(self, bad_first: int = 0, delay: float = 0.0, pick: str | None = None) -> None:
+        self.tokenizer = build_tokenizer()
+        self.bad_first = bad_first
+        self.delay = delay
+        self.pick = pick
+        self.seen: dict[str, int] = {}
+
+    def reply(self, prompt: str) -> str:
+        if "Label this exam question." in prompt:
+            question = prompt.split("Question: ", 1)[1].split("\n")[0].lower()
+            discipline = next((d for d, words in KEYWORDS.items() if any(w in question for w in words)),
+                              "Economics")
+            level = "Very Hard" if len(question) > 110 else "Hard" if len(question) > 70 else "Medium"
+            qtype = "multiple-choice" if " A) " in question.upper() else "calculation"
+            return f'{discipline}", "difficulty": "{level}", "question_type": "{qtype}"}}'
+        if "Mermaid flowchart" in prompt:
+            topic = re.search(r"Question: (\w+ \w+)", prompt).group(1)
+            return f"Set goal: {topic}] --> B[Pick a law] --> C[Ask for a quantity]\n```\nDone."
+        if "Source text:" in prompt:
+            first_id = self.pick or re.search(r"\[([LE]-q\d+)\]", prompt).group(1)
+            segment = prompt.split("Source text:\n", 1)[1].split("\n\n")[0]
+            words = " ".join(segment.split()[:12])
+            return (f'{first_id}", "question": "Using the passage ({words}), A) derive B) compute the result?", '
+                    '"reference_answer": "A"}')
+        return "Step one. Step two gives 4.\nFinal answer: 4"
+
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        import time
+
+        time.sleep(self.delay)
+        texts = []
+        for ids in prompt_ids:
+            prompt = self.tokenizer.decode(ids, skip_special_tokens=True)
+            count = self.seen[prompt] = self.seen.get(prompt, 0) + 1
+            texts.append("not json at all" if count <= self.bad_first else self.reply(prompt))
+        ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        return Rollouts(prompt_ids=prompt_ids, completion_ids=ids, texts=texts,
+                        logprobs=[[0.0] * len(i) for i in ids], finish_reasons=["stop"] * len(ids))
+
+
+def designer_args(out, *extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_designer_args(parser)
+    return parser.parse_args(["--output", str(out), "--no-progress", "--embedder", "hashing", *extra])
+
+
+def test_scripted_engine_meets_the_protocol() -> None:
+    assert isinstance(ScriptedDesignerEngine(), GenerationEngine)
+
+
+def test_retries_are_counted_and_bounded() -> None:
+    batch = [{"question": "A cart of mass 3 kg accelerates. What force acts?"}]
+    disciplines = ("Physics", "Economics")
+    once_bad = make_annotate_stage(ScriptedDesignerEngine(bad_first=1), CallSettings(40, retries=2), disciplines)
+    [record] = once_bad(batch)
+    assert record["attempts"] == 2 and record["discipline"] == "Physics"
+    always_bad = make_annotate_stage(ScriptedDesignerEngine(bad_first=3), CallSettings(40, retries=2), disciplines)
+    [reject] = always_bad(batch)
+    assert isinstance(reject, Reject) and "after 3 attempts" in reject.reason and "JSON" in reject.reason
+
+
+def test_generation_rejects_a_logic_id_outside_the_candidates() -> None:
+    record = {"segment_id": "s#0", "source_id": "s", "discipline": "Physics", "segment": "Forces move carts.",
+              "candidates": [{"id": "L-q999", "text": "flowchart TD\n A[x] --> B[y]",
+                              "question_type": "calculation", "difficulty": "Hard"}]}
+    engine = ScriptedDesignerEngine(pick="L-q001")
+    [reject] = make_generate_stage(engine, CallSettings(100, retries=0), "logic")([record])
+    assert isinstance(reject, Reject) and "not one of the candidates" in reject.reason
+    record["candidates"][0]["id"] = "L-q001"
+    [out] = make_generate_stage(engine, CallSettings(100, retries=0), "logic")([record])
+    assert out["logic_id"] == "L-q001" and out["candidate_ids"] == ["L-q001"]
+
+
+def test_retrieval_returns_top5_of_the_segment_discipline() -> None:
+    pool = [{"id": f"L{i}", "text": f"flowchart TD\n A[{w} step] --> B[{w}]", "discipline": d,
+             "question_type": "calculation", "difficulty": "Hard"}
+            for i, (w, d) in enumerate([("energy", "Physics")] * 7 + [("energy", "Economics")] * 3)]
+    pool[3]["text"] = "momentum and kinetic energy of the cart"
+    segments = [{"segment_id": "s#0", "source_id": "s", "discipline": "Physics",
+                 "segment": "momentum and kinetic energy of the cart"}]
+    [hit] = retrieve_step(segments, pool, HashingEmbedder(), top_k=5)
+    ids = [c["id"] for c in hit["candidates"]]
+    assert len(ids) == 5 and ids[0] == "L3" and all(int(i[1:]) < 7 for i in ids)
+    assert hit["candidates"][0]["score"] >= hit["candidates"][-1]["score"]
+
+
+def test_pipeline_output_loads_in_the_dataset_task(tmp_path) -> None:
+    from posttrain.tasks.dataset import DatasetTask
+
+    report = run_pipeline(designer_args(tmp_path / "out"), ScriptedDesignerEngine(), HashingEmbedder())
+    assert report["records"] > 0
+    assert report["stages"]["annotate"]["out"] == 24
+    seeds = [json.loads(line) for line in (tmp_path / "out" / "2-seeds.jsonl").read_text().splitlines()]
+    assert seeds and all(s["difficulty"] != "Easy" for s in seeds)
+    task = DatasetTask(str(tmp_path / "out" / "designer.jsonl"), prompt_column="question",
+                       answer_column="reference_answer")
+    examples = task.split("train") + task.split("test")
+    assert len(examples) == report["records"]
+    assert examples[0].columns["target"].endswith("Final answer: 4")
+    assert all(e.columns["logic_mermaid"].startswith("flowchart TD") for e in examples)
+
+
+def test_exemplar_mode_retrieves_questions_instead_of_logics(tmp_path) -> None:
+    report = run_pipeline(designer_args(tmp_path / "ex", "--mode", "exemplar"), ScriptedDesignerEngine(),
+                          HashingEmbedder())
+    records = [json.loads(line) for line in (tmp_path / "ex" / "designer.jsonl").read_text().splitlines()]
+    assert report["records"] == len(records) > 0
+    assert all(r["logic_id"].startswith("E-") and r["logic_mermaid"] is None for r in records)
+    assert not (tmp_path / "ex" / "3-extract").exists()
