@@ -1,4 +1,5 @@
-"""Stage runner: chunks, rejects, sharding, config guard, and kill -9 / restart equivalence."""
+"""Stage runner on Ray Data: blocks, rejects, content-hash ids, config guard, ActorStage (one engine per
+actor), run_once, and kill -9 / restart equivalence of a driver joined to the session's Ray."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from data_pipelines.common.io import JsonlSource, open_source
-from data_pipelines.common.runner import Reject, StageRunner, parse_shard
+from data_pipelines.common.runner import ActorStage, Reject, StageRunner, record_id, run_once
+from tests.unit.ray_session import ray_session  # noqa: F401 - session fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,17 +31,10 @@ def _square(batch):
     return [Reject("x is 13") if r["x"] == 13 * 3 else {"id": r["id"], "y": r["x"] ** 2} for r in batch]
 
 
-def test_parse_shard():
-    assert parse_shard(None) == (0, 1) and parse_shard("2/4") == (2, 4)
-    for bad in ("4/4", "a/b", "1"):
-        with pytest.raises(ValueError):
-            parse_shard(bad)
-
-
-def test_runner_outputs_rejects_and_resume(tmp_path):
+def test_runner_outputs_rejects_and_resume(tmp_path, ray_session):
     src = tmp_path / "in.jsonl"
     _write_input(src, 50, bad=(7,))
-    runner = StageRunner(tmp_path / "out", _square, chunk_size=8, progress=False,
+    runner = StageRunner(tmp_path / "out", _square, chunk_size=8, progress=False, num_workers=2,
                          validate=lambda r: "no id" if "id" not in r else None)
     s = runner.run(src)
     assert (s.chunks_total, s.chunks_run, s.records_out, s.records_rejected) == (7, 7, 48, 2)
@@ -48,37 +43,84 @@ def test_runner_outputs_rejects_and_resume(tmp_path):
     assert "invalid JSON" in rejects[0]["reason"] and rejects[1]["reason"] == "x is 13"
     outs = list(runner.iter_outputs())
     assert [o["_index"] for o in outs] == [i for i in range(50) if i not in (7, 13)]
+    assert outs[0] == {"_index": 0, "_id": record_id({"id": 0, "x": 0}, runner.config_hash), "id": 0, "y": 0}
     again = runner.run(src)  # everything done: nothing recomputed
     assert again.chunks_run == 0 and again.chunks_done_before == 7
     assert runner.merge(tmp_path / "merged.jsonl", 50) == 48
     with pytest.raises(ValueError, match="chunk_size"):
         StageRunner(tmp_path / "out", _square, chunk_size=4, progress=False).run(src)
+    with pytest.raises(ValueError, match="config_hash"):
+        StageRunner(tmp_path / "out", _square, chunk_size=8, config={"k": 1}, progress=False).run(src)
 
 
-def test_batch_failure_isolates_bad_record(tmp_path):
-    def fragile(batch):
-        if any(r["x"] == 9 for r in batch):
-            raise KeyError("boom")
-        return [{"ok": True} for _ in batch]
+def test_ids_are_content_hashes_of_input_and_config(tmp_path, ray_session):
+    records = [{"id": 0, "x": 1}, {"id": 1, "x": 2}, {"id": 0, "x": 1}]
+    a = list(_run(tmp_path / "a", records, {"k": 1}))
+    b = list(_run(tmp_path / "b", records, {"k": 1}))
+    c = list(_run(tmp_path / "c", records, {"k": 2}))
+    assert [o["_id"] for o in a] == [o["_id"] for o in b]  # stable across runs
+    assert a[0]["_id"] == a[2]["_id"] != a[1]["_id"]  # same content, same key; other content, other key
+    assert {o["_id"] for o in a}.isdisjoint(o["_id"] for o in c)  # other config, other keys
+    assert record_id({"x": 1, "id": 0}, "h") == record_id({"id": 0, "x": 1}, "h")  # key order does not matter
 
-    runner = StageRunner(tmp_path / "o", fragile, chunk_size=10, progress=False)
+
+def _run(out, records, config):
+    runner = StageRunner(out, _square, chunk_size=2, config=config, progress=False)
+    runner.run(records)
+    return runner.iter_outputs()
+
+
+def test_batch_failure_isolates_bad_record(tmp_path, ray_session):
+    runner = StageRunner(tmp_path / "o", _fragile, chunk_size=10, progress=False)
     runner.run([{"x": i} for i in range(10)])
     assert len(list(runner.iter_outputs())) == 9
     assert [r["_index"] for r in runner.iter_rejects()] == [9] and "boom" in next(runner.iter_rejects())["reason"]
 
 
-def test_shards_split_the_work(tmp_path):
-    records = [{"id": i, "x": i} for i in range(30)]
-    parts = []
-    for i in range(3):
-        r = StageRunner(tmp_path / "o", _square, chunk_size=4, shard=(i, 3), progress=False)
-        parts.append(r.run(records).chunks_run)
-        if i < 2:
-            assert not r.is_complete(30)
-    assert parts == [3, 3, 2] and r.is_complete(30)
-    merged = tmp_path / "m.jsonl"
-    r.merge(merged, 30)
-    assert [json.loads(line)["_index"] for line in merged.read_text().splitlines()] == list(range(30))
+def _fragile(batch):
+    if any(r["x"] == 9 for r in batch):
+        raise KeyError("boom")
+    return [{"ok": True} for _ in batch]
+
+
+class _CountedStage:
+    """A factory that records every call in a file (the calls happen inside Ray actors)."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    def __call__(self):
+        with open(self.log, "a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return _square
+
+
+def test_actor_stage_builds_the_engine_once_per_actor(tmp_path, ray_session):
+    log = tmp_path / "factory_calls.txt"
+    runner = StageRunner(tmp_path / "o", ActorStage(_CountedStage(log), num_actors=2), chunk_size=3,
+                         progress=False)
+    summary = runner.run([{"id": i, "x": i} for i in range(24)])
+    assert summary.chunks_run == 8 and summary.records_out == 24
+    calls = log.read_text().split()
+    assert len(calls) == 2 and len(set(calls)) == 2  # two actors, one build each, for eight blocks
+    assert [o["_index"] for o in runner.iter_outputs()] == list(range(24))
+    with pytest.raises(ValueError, match="num_actors"):
+        ActorStage(_CountedStage(log), num_actors=0)
+
+
+def test_run_once_computes_once_then_reads_back(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return [{"cluster": 0, "ids": [1, 2]}, {"cluster": 1, "ids": None}]
+
+    first = run_once(tmp_path / "clusters.jsonl", compute)
+    second = run_once(tmp_path / "clusters.jsonl", compute)
+    assert first == second == [{"cluster": 0, "ids": [1, 2]}, {"cluster": 1, "ids": None}] and calls == [1]
+    with pytest.raises(TypeError, match="record 1 is a int"):
+        run_once(tmp_path / "bad.jsonl", lambda: [{"a": 1}, 5])
+    assert not (tmp_path / "bad.jsonl").exists()
 
 
 def test_open_source_formats(tmp_path):
@@ -97,32 +139,41 @@ def test_open_source_formats(tmp_path):
 _WORKER = """
 import sys, time
 from data_pipelines.common.runner import StageRunner
+delay = float(sys.argv[3])  # read here: the stage runs in Ray workers, whose sys.argv is their own
 def slow(batch):
-    time.sleep(float(sys.argv[3]))
+    time.sleep(delay)
     return [{"id": r["id"], "y": r["x"] * 2 + 1} for r in batch]
-StageRunner(sys.argv[2], slow, chunk_size=5, progress=False).run(sys.argv[1])
+StageRunner(sys.argv[2], slow, chunk_size=5, progress=False, ray_address=sys.argv[4]).run(sys.argv[1])
 """
 
 
-def test_kill_and_restart_equals_uninterrupted(tmp_path):
+def kill_when_parts(cmd: list[str], parts_dir: Path, at_least: int, env: dict, timeout: float = 60) -> int:
+    """Start ``cmd``, SIGKILL it once ``parts_dir`` holds ``at_least`` finished parts; the parts done then."""
+    proc = subprocess.Popen(cmd, env=env)
+    deadline = time.time() + timeout
+    while time.time() < deadline and len(list(parts_dir.glob("part-*[0-9].jsonl"))) < at_least:
+        if proc.poll() is not None:
+            raise AssertionError(f"{cmd[:3]} ended (rc={proc.returncode}) before {at_least} parts were done")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return len(list(parts_dir.glob("part-*[0-9].jsonl")))
+
+
+def test_kill_and_restart_equals_uninterrupted(tmp_path, ray_session):
     src = tmp_path / "in.jsonl"
     _write_input(src, 120)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-c", _WORKER, str(src)]
-    subprocess.run(cmd + [str(tmp_path / "ref"), "0"], check=True, env=env)
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(cmd + [str(killed), "0.15"], env=env)
-    deadline = time.time() + 60
-    while time.time() < deadline and len(list(killed.glob("part-*[0-9].jsonl"))) < 5:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    done_at_kill = len(list(killed.glob("part-*[0-9].jsonl")))
+    done_at_kill = kill_when_parts(cmd + [str(killed), "0.15", ray_session], killed, 5, env)
     assert 5 <= done_at_kill < 24, done_at_kill  # really interrupted mid-way
-    subprocess.run(cmd + [str(killed), "0"], check=True, env=env)
-    ref = StageRunner(tmp_path / "ref", None, chunk_size=5, progress=False)
-    res = StageRunner(killed, None, chunk_size=5, progress=False)
-    ref_out, res_out = list(ref.iter_outputs()), list(res.iter_outputs())
-    assert res_out == ref_out and len(res_out) == 120
-    assert len({o["_index"] for o in res_out}) == 120
+    subprocess.run(cmd + [str(killed), "0", ray_session], check=True, env=env)
+    res = StageRunner(killed, None, chunk_size=5)
+    res.merge(tmp_path / "res.jsonl", 120)
+    # the uninterrupted run's file, written out by hand: every record once, in input order
+    expected = "".join(json.dumps({"_index": i, "_id": record_id({"id": i, "x": i * 3}, res.config_hash),
+                                   "id": i, "y": i * 6 + 1}) + "\n" for i in range(120))
+    assert (tmp_path / "res.jsonl").read_text() == expected
+    assert not list(res.iter_rejects())
     assert not list(killed.glob(".*.tmp"))  # no stray temporary files visible as parts
