@@ -2,7 +2,9 @@
 long-CoT response), each with the assistant-turn prefix that starts the structured reply.
 
 Paraphrased from the stage descriptions of DESIGNER (Liu et al., 2025); the paper's exact prompts are
-not public. ``PROMPT_VERSION`` goes into every output record.
+not public. Each prompt opens with one worked example exchange (a one-shot demonstration, as the paper's
+few-shot difficulty labelling does), which small models need to follow the format at all.
+``PROMPT_VERSION`` goes into every output record.
 """
 
 from __future__ import annotations
@@ -10,25 +12,44 @@ from __future__ import annotations
 from data_pipelines.designer.builtin import QUESTION_TYPES
 from data_pipelines.designer.sampling import DIFFICULTIES
 
-PROMPT_VERSION = "designer-v1"
+PROMPT_VERSION = "designer-v2"
+
+_ANNOTATE_EXAMPLE = ("A 2 kg block slides down a frictionless 30 degree incline. What is its acceleration?",
+                     '{"discipline": "Physics", "difficulty": "Medium", "question_type": "calculation"}')
+_LOGIC_EXAMPLE = ("flowchart TD\n    A[Choose a core law] --> B[Build a concrete setting with given values]\n"
+                  "    B --> C[Hide one quantity as the unknown]\n    C --> D[Require a multi-step derivation]\n"
+                  "    D --> E[Check the answer is unique]")
 
 
 def annotate_messages(question: str, disciplines: tuple[str, ...]) -> tuple[list[dict[str, str]], str]:
-    text = (f"Label this exam question.\nQuestion: {question}\n\n"
+    text = _annotate_text(question, disciplines)
+    example = _annotate_text(_ANNOTATE_EXAMPLE[0], disciplines)
+    return ([{"role": "user", "content": example}, {"role": "assistant", "content": _ANNOTATE_EXAMPLE[1]},
+             {"role": "user", "content": text}], '{"discipline": "')
+
+
+def _annotate_text(question: str, disciplines: tuple[str, ...]) -> str:
+    return (f"Label this exam question.\nQuestion: {question}\n\n"
             f"discipline: one of {', '.join(disciplines)}\n"
             f"difficulty: one of {', '.join(DIFFICULTIES)}\n"
             f"question_type: one of {', '.join(QUESTION_TYPES)}\n"
             'Reply with JSON only: {"discipline": "...", "difficulty": "...", "question_type": "..."}')
-    return [{"role": "user", "content": text}], '{"discipline": "'
 
 
 def extract_messages(question: str, discipline: str, qtype: str) -> tuple[list[dict[str, str]], str]:
-    text = (f"Here is a {discipline} {qtype} exam question.\nQuestion: {question}\n\n"
+    example = _extract_text(_ANNOTATE_EXAMPLE[0], "Physics", "calculation")
+    return ([{"role": "user", "content": example},
+             {"role": "assistant", "content": f"```mermaid\n{_LOGIC_EXAMPLE}\n```"},
+             {"role": "user", "content": _extract_text(question, discipline, qtype)}],
+            "```mermaid\nflowchart TD\n    A[")
+
+
+def _extract_text(question: str, discipline: str, qtype: str) -> str:
+    return (f"Here is a {discipline} {qtype} exam question.\nQuestion: {question}\n\n"
             "Infer how its designer built it: the objective, the knowledge points, the reasoning path, how the "
             "answer is fixed and how distractors are added. Abstract this into reusable steps that do not "
             "mention the question's specific content, as a Mermaid flowchart (flowchart TD, nodes like "
             "A[step] --> B[step]).")
-    return [{"role": "user", "content": text}], "```mermaid\nflowchart TD\n    A["
 
 
 def generate_messages(segment: str, discipline: str, candidates: list[tuple[str, str]],

@@ -140,7 +140,7 @@ def _count(stage_in: int, outputs: list[dict], out_dir: Path) -> dict:
 def _reason_kind(reason: str) -> str:
     """A reject reason without its quoted values and attempt count, to count reasons by kind."""
     reason = re.sub(r"^invalid output after \d+ attempts: ", "", reason)
-    reason = re.sub(r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]", "_", reason)
+    reason = re.sub(r"= '[^']*'|= \"[^\"]*\"|\[[^\]]*\]|\([^)]*\)", "...", reason)
     return re.sub(r"\d+", "N", reason)[:80]
 
 

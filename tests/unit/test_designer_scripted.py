@@ -34,14 +34,14 @@ class ScriptedDesignerEngine:
 
     def reply(self, prompt: str) -> str:
         if "Label this exam question." in prompt:
-            question = prompt.split("Question: ", 1)[1].split("\n")[0].lower()
+            question = prompt.rsplit("Question: ", 1)[1].split("\n")[0].lower()
             discipline = next((d for d, words in KEYWORDS.items() if any(w in question for w in words)),
                               "Economics")
             level = "Very Hard" if len(question) > 110 else "Hard" if len(question) > 70 else "Medium"
             qtype = "multiple-choice" if " A) " in question.upper() else "calculation"
             return f'{discipline}", "difficulty": "{level}", "question_type": "{qtype}"}}'
         if "Mermaid flowchart" in prompt:
-            topic = re.search(r"Question: (\w+ \w+)", prompt).group(1)
+            topic = re.findall(r"Question: (\w+ \w+)", prompt)[-1]
             return f"Set goal: {topic}] --> B[Pick a law] --> C[Ask for a quantity]\n```\nDone."
         if "Source text:" in prompt:
             first_id = self.pick or re.search(r"\[([LE]-q\d+)\]", prompt).group(1)

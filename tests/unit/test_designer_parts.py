@@ -1,0 +1,123 @@
+"""DESIGNER's pure parts: 3:2:1 sampling, the Mermaid validator, logic dedup, 13-gram decontamination,
+structured-output parsing."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from data_pipelines.designer.filtering import Decontaminator, word_ngrams
+from data_pipelines.designer.logic_dedup import UnionFind, dedup_logics, medoid, threshold_edges
+from data_pipelines.designer.mermaid import MermaidError, extract_flowchart, parse_flowchart
+from data_pipelines.designer.sampling import ratio_quota, sample_cluster
+from data_pipelines.designer.structured import InvalidOutput, check_multiple_choice, parse_json_object
+
+
+def test_ratio_quota_is_3_2_1() -> None:
+    assert ratio_quota(6) == {"Very Hard": 3, "Hard": 2, "Medium": 1}
+    assert ratio_quota(12) == {"Very Hard": 6, "Hard": 4, "Medium": 2}
+    assert ratio_quota(1) == {"Very Hard": 1, "Hard": 0, "Medium": 0}
+    assert sum(ratio_quota(7).values()) == 7
+
+
+def test_sample_cluster_draws_at_the_ratio_and_fills_shortfalls_with_easier() -> None:
+    levels = ["Very Hard"] * 5 + ["Hard"] * 5 + ["Medium"] * 5 + ["Easy"] * 5
+    picked = [levels[i] for i in sample_cluster(levels, 6, random.Random(0))]
+    assert sorted(picked) == sorted(["Very Hard"] * 3 + ["Hard"] * 2 + ["Medium"])
+    short = ["Very Hard"] + ["Hard"] * 4 + ["Medium"] * 4 + ["Easy"] * 2
+    picked = [short[i] for i in sample_cluster(short, 6, random.Random(0))]
+    # 1 Very Hard; its missing 2 pass to Hard (2 + 2 = 4); Medium keeps its 1
+    assert sorted(picked) == sorted(["Very Hard"] + ["Hard"] * 4 + ["Medium"])
+    only_easy = ["Easy", "Easy", "Medium"]
+    assert sorted(only_easy[i] for i in sample_cluster(only_easy, 6, random.Random(0))) == ["Easy", "Easy", "Medium"]
+    with pytest.raises(ValueError, match="difficulty 'Tricky'"):
+        sample_cluster(["Tricky"], 1, random.Random(0))
+
+
+GOOD = """flowchart TD
+    A[Pick a law] --> B[Set up values]
+    B -->|hide one| C{Which unknown?}
+    C -- force --> D((Ask for force))
+    C -.-> E["Ask for (mass)"]; E ==> F
+    %% a comment
+    subgraph check
+    direction LR
+    F --- G([Validate])
+    end
+    classDef hard fill:#f96
+"""
+
+
+def test_mermaid_accepts_a_good_chart() -> None:
+    chart = parse_flowchart(GOOD)
+    assert chart.direction == "TD" and set(chart.nodes) == set("ABCDEFG")
+    assert chart.nodes["E"] == "Ask for (mass)" and chart.nodes["F"] == "F"
+    assert ("B", "C", "hide one") in chart.edges and ("C", "D", "force") in chart.edges and len(chart.edges) == 6
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("A[x] --> B[y]", "expected 'flowchart"),
+    ("flowchart XY\nA --> B", "expected 'flowchart"),
+    ("flowchart TD\nA[x] -> B[y]", "expected a link"),
+    ("flowchart TD\nA[x --> B[y]", "label"),
+    ("flowchart TD\nA[x] -->", "link without a target"),
+    ("flowchart TD\nA[only]", "at least 2"),
+    ("flowchart TD\nA[one]\nB[two]", "no edges"),
+    ("flowchart TD\nA[x] --> B[y]\nA[z] --> B", "relabeled"),
+    ("flowchart TD\nsubgraph s\nA --> B", "without 'end'"),
+    ("flowchart TD\nThe designer first picks a law --> B", "expected a link"),
+])
+def test_mermaid_rejects_bad_charts(bad: str, message: str) -> None:
+    with pytest.raises(MermaidError, match=message):
+        parse_flowchart(bad)
+
+
+def test_extract_flowchart_stops_at_the_fence_or_a_blank_line() -> None:
+    reply = "Sure:\n```mermaid\nflowchart TD\n    A[x] --> B[y]\n```\nThis chart shows..."
+    assert extract_flowchart(reply) == "flowchart TD\n    A[x] --> B[y]"
+    assert extract_flowchart("graph LR\nA-->B\n\nNote: done") == "graph LR\nA-->B"
+    with pytest.raises(MermaidError, match="no 'flowchart'"):
+        extract_flowchart("no chart here")
+
+
+def test_logic_dedup_components_and_medoids_by_hand() -> None:
+    # group g: a (0), b (1), c (2) chain: cos(a,b)=0.9, cos(b,c)=0.9, cos(a,c)=0.62 -> one component via b
+    # plus an unrelated d (3); group h: e (4) identical to a but in another group, so never joined
+    angle = np.arccos(0.9)
+    a, b, c = (np.array([np.cos(t), np.sin(t), 0.0]) for t in (0.0, angle, 2 * angle))
+    d = np.array([0.0, 0.0, 1.0])
+    vectors = np.stack([a, b, c, d, a])
+    keep, dropped = dedup_logics(vectors, ["g", "g", "g", "g", "h"], tau=0.85)
+    assert keep == [1, 3, 4] and dropped == {0: 1, 2: 1}  # b has the largest summed similarity (1.8)
+    assert medoid(vectors, [0, 1, 2]) == 1
+    assert sorted(threshold_edges(vectors[:4], 0.9)) == [(0, 1), (1, 2)]  # >= tau: ties count
+
+
+def test_union_find_components() -> None:
+    forest = UnionFind(6)
+    for x, y in ((0, 2), (4, 5), (2, 3)):
+        forest.union(x, y)
+    assert forest.components() == [[0, 2, 3], [1], [4, 5]]
+
+
+def test_13gram_decontamination() -> None:
+    benchmark = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    decon = Decontaminator([benchmark])
+    assert decon.hit("Prefix: ONE two three four five six seven eight nine ten eleven twelve thirteen!") == (
+        "one two three four five six seven eight nine ten eleven twelve thirteen")
+    assert decon.hit("two three four five six seven eight nine ten eleven twelve thirteen fourteen") is not None
+    assert decon.hit("one two three four five six seven eight nine ten eleven twelve fourteen") is None
+    assert word_ngrams("a b c", 13) == set()
+
+
+def test_json_and_multiple_choice_checks() -> None:
+    assert parse_json_object('{"a": "x"} trailing words') == {"a": "x"}
+    with pytest.raises(InvalidOutput, match="not valid JSON"):
+        parse_json_object('{"a": "x')
+    check_multiple_choice("Which? A) one B) two C) three", "B")
+    with pytest.raises(InvalidOutput, match="without options"):
+        check_multiple_choice("Which gas is inert?", "A")
+    with pytest.raises(InvalidOutput, match="not one of the options"):
+        check_multiple_choice("Which? A) one B) two", "D) four")
