@@ -122,8 +122,10 @@ def _clean(record: dict) -> dict:
 
 def _stage(args, out: Path, name: str, factory, records: list[dict], config: dict, desc: str) -> list[dict]:
     """An LLM stage: ``factory`` (a picklable ``functools.partial`` of a ``make_*_stage``) builds the
-    process once per Ray actor."""
-    runner = StageRunner(out / name, ActorStage(factory), chunk_size=args.chunk_size, config=config, desc=desc,
+    process once per Ray actor when it names its engine by spec (loading is the expensive part); an engine
+    object passed in (a test's scripted engine) is already built, so the process runs as plain Ray tasks."""
+    process = ActorStage(factory) if isinstance(factory.args[0], str) else factory()
+    runner = StageRunner(out / name, process, chunk_size=args.chunk_size, config=config, desc=desc,
                          progress=not args.no_progress, **runner_options(args))
     runner.run([_clean(r) for r in records])
     return [_clean(r) for r in runner.iter_outputs()]

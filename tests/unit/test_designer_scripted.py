@@ -14,6 +14,7 @@ from data_pipelines.designer.steps import retrieve_step
 from data_pipelines.common.runner import Reject
 from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
+from tests.unit.ray_session import ray_session  # noqa: F401 - session fixture
 
 KEYWORDS = {"Physics": ("force", "mass", "orbit", "capacitor", "wire", "ball", "skater"),
             "Chemistry": ("mole", "buffer", "equilibrium constant", "bond", "product", "reaction"),
@@ -111,7 +112,7 @@ def test_retrieval_returns_top5_of_the_segment_discipline() -> None:
     assert hit["candidates"][0]["score"] >= hit["candidates"][-1]["score"]
 
 
-def test_pipeline_output_loads_in_the_dataset_task(tmp_path) -> None:
+def test_pipeline_output_loads_in_the_dataset_task(tmp_path, ray_session) -> None:
     from posttrain.tasks.dataset import DatasetTask
 
     report = run_pipeline(designer_args(tmp_path / "out"), ScriptedDesignerEngine(), HashingEmbedder())
@@ -127,7 +128,7 @@ def test_pipeline_output_loads_in_the_dataset_task(tmp_path) -> None:
     assert all(e.columns["logic_mermaid"].startswith("flowchart TD") for e in examples)
 
 
-def test_exemplar_mode_retrieves_questions_instead_of_logics(tmp_path) -> None:
+def test_exemplar_mode_retrieves_questions_instead_of_logics(tmp_path, ray_session) -> None:
     report = run_pipeline(designer_args(tmp_path / "ex", "--mode", "exemplar"), ScriptedDesignerEngine(),
                           HashingEmbedder())
     records = [json.loads(line) for line in (tmp_path / "ex" / "designer.jsonl").read_text().splitlines()]
