@@ -2,10 +2,15 @@
 
 The fixture starts Ray through the runner's own ``init_ray`` (once: later runners in the same process
 reuse it) and returns the cluster's GCS address, so a test's subprocess joins the same Ray instead of
-paying for a second start-up.
+paying for a second start-up; ``kill_when_parts`` SIGKILLs such a subprocess mid-run.
 """
 
 from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -18,3 +23,16 @@ def ray_session() -> str:
 
     init_ray(None, num_cpus=2)
     return ray.get_runtime_context().gcs_address
+
+
+def kill_when_parts(cmd: list[str], parts_dir: Path, at_least: int, env: dict, timeout: float = 60) -> int:
+    """Start ``cmd``, SIGKILL it once ``parts_dir`` holds ``at_least`` finished parts; the parts done then."""
+    proc = subprocess.Popen(cmd, env=env)
+    deadline = time.time() + timeout
+    while time.time() < deadline and len(list(parts_dir.glob("part-*[0-9].jsonl"))) < at_least:
+        if proc.poll() is not None:
+            raise AssertionError(f"{cmd[:4]} ended (rc={proc.returncode}) before {at_least} parts were done")
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return len(list(parts_dir.glob("part-*[0-9].jsonl")))

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from data_pipelines.common.io import JsonlSource, open_source
 from data_pipelines.common.runner import ActorStage, Reject, StageRunner, record_id, run_once
-from tests.unit.ray_session import ray_session  # noqa: F401 - session fixture
+from tests.unit.ray_session import kill_when_parts, ray_session  # noqa: F401 - session fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,19 +143,6 @@ def slow(batch):
     return [{"id": r["id"], "y": r["x"] * 2 + 1} for r in batch]
 StageRunner(sys.argv[2], slow, chunk_size=5, progress=False, ray_address=sys.argv[4]).run(sys.argv[1])
 """
-
-
-def kill_when_parts(cmd: list[str], parts_dir: Path, at_least: int, env: dict, timeout: float = 60) -> int:
-    """Start ``cmd``, SIGKILL it once ``parts_dir`` holds ``at_least`` finished parts; the parts done then."""
-    proc = subprocess.Popen(cmd, env=env)
-    deadline = time.time() + timeout
-    while time.time() < deadline and len(list(parts_dir.glob("part-*[0-9].jsonl"))) < at_least:
-        if proc.poll() is not None:
-            raise AssertionError(f"{cmd[:3]} ended (rc={proc.returncode}) before {at_least} parts were done")
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    return len(list(parts_dir.glob("part-*[0-9].jsonl")))
 
 
 def test_kill_and_restart_equals_uninterrupted(tmp_path, ray_session):
