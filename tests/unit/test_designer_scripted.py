@@ -24,7 +24,8 @@ KEYWORDS = {"Physics": ("force", "mass", "orbit", "capacitor", "wire", "ball", "
 class ScriptedDesignerEngine:
     """A generation engine (protocol only) answering each DESIGNER prompt by rule. ``bad_first``: the
     first ``bad_first`` calls of every prompt get an unparsable reply (to exercise retries); ``pick``: the
-    id every generation reply selects (default: the first candidate)."""
+    id every generation reply selects (default: the first candidate); ``delay``: seconds every call of the
+    generation stage sleeps (to be killed inside it)."""
 
     def __init__(self, bad_first: int = 0, delay: float = 0.0, pick: str | None = None) -> None:
         self.tokenizer = build_tokenizer()
@@ -55,10 +56,11 @@ class ScriptedDesignerEngine:
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         import time
 
-        time.sleep(self.delay)
         texts = []
         for ids in prompt_ids:
             prompt = self.tokenizer.decode(ids, skip_special_tokens=True)
+            if "Source text:" in prompt:
+                time.sleep(self.delay)
             count = self.seen[prompt] = self.seen.get(prompt, 0) + 1
             texts.append("not json at all" if count <= self.bad_first else self.reply(prompt))
         ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
