@@ -137,3 +137,38 @@ def test_exemplar_mode_retrieves_questions_instead_of_logics(tmp_path, ray_sessi
     assert report["records"] == len(records) > 0
     assert all(r["logic_id"].startswith("E-") and r["logic_mermaid"] is None for r in records)
     assert not (tmp_path / "ex" / "3-extract").exists()
+
+
+def test_cli_bodies_register_as_subcommands_with_help_for_every_flag() -> None:
+    from data_pipelines.common.diversity import add_diversity_args
+    from posttrain.cli_help import HelpFormatter
+
+    parser = argparse.ArgumentParser(prog="posttrain data", formatter_class=HelpFormatter)
+    sub = parser.add_subparsers(dest="pipeline", required=True)
+    designer = sub.add_parser("designer", formatter_class=HelpFormatter)
+    add_designer_args(designer)
+    diversity = sub.add_parser("diversity", formatter_class=HelpFormatter)
+    add_diversity_args(diversity)
+    for sub_parser in (designer, diversity):
+        assert all(action.help for action in sub_parser._actions)
+        assert "--help" in sub_parser.format_help()
+    args = parser.parse_args(["designer", "--mode", "exemplar", "--decontaminate", "bench.jsonl", "--top-k", "3"])
+    assert (args.mode, args.decontaminate, args.top_k, args.model) == ("exemplar", "bench.jsonl", 3, "smollm2-135m")
+    assert parser.parse_args(["diversity", "q.jsonl", "--field", "prompt"]).field == "prompt"
+
+
+def test_filter_step_drops_near_duplicates_and_benchmark_overlap(tmp_path) -> None:
+    from data_pipelines.designer.filtering import Decontaminator, benchmark_texts
+    from data_pipelines.designer.steps import filter_step
+
+    leaked = "a cart of mass three kilograms accelerates at two metres per second squared on a flat road"
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"prompt": "Q: " + leaked + ". Find the force.", "answer": 6}) + "\n")
+    long_text = "explain how a tariff on imported steel changes consumer surplus producer surplus and revenue"
+    questions = [{"segment_id": "s#0", "question": long_text}, {"segment_id": "s#1", "question": long_text + "."},
+                 {"segment_id": "s#2", "question": "Given that " + leaked + ", what is the net force?"},
+                 {"segment_id": "s#3", "question": "Why is the sky blue at noon but red at sunset?"}]
+    kept, rejects = filter_step(questions, 0.8, Decontaminator(benchmark_texts(str(bench))))
+    assert [q["segment_id"] for q in kept] == ["s#0", "s#3"]
+    reasons = sorted(r["reason"] for r in rejects)
+    assert reasons[0].startswith("benchmark 13-gram") and reasons[1] == "near-duplicate of question s#0"
