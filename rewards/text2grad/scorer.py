@@ -28,7 +28,7 @@ the trainer masks them, which keeps shapes and ranks aligned.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +127,21 @@ class SpanScorer(ABC):
             tokens += len(c)
         result.marked_fraction = marked / tokens if tokens else 0.0
         return result
+
+
+class ProgramSpanScorer(SpanScorer):
+    """Span feedback written by a program instead of a model: ``program(prompt, response) -> SpanFeedback``
+    (e.g. ``posttrain.tasks.step_arithmetic.program_feedback``). The oracle a learned span reward model is
+    measured against: it separates what the RL side (span credit through GAE) gains from what a weak reward
+    model loses."""
+
+    def __init__(self, program: Callable[[str, str], SpanFeedback], form: str = "spans",
+                 rule: str | SpanRule | None = None) -> None:
+        super().__init__(form, rule)
+        self.program = program
+
+    def feedback(self, prompts: Sequence[str], responses: Sequence[str]) -> list[SpanFeedback | FeedbackParseError]:
+        return [self.program(p, r) for p, r in zip(prompts, responses, strict=True)]
 
 
 class SpanRewardModel(SpanScorer):

@@ -118,3 +118,20 @@ def test_a_reward_server_replaces_the_local_span_model(monkeypatch) -> None:
     dense, _, valid, _ = _terms(algo, [WRONG_SECOND])
     assert isinstance(algo.scorer(), RemoteSpanRewardModel) and asked == [[WRONG_SECOND]]
     assert valid.all() and dense.min() == -1.0
+
+
+def test_the_oracle_writes_the_same_token_rewards_as_a_model_copying_it() -> None:
+    from posttrain.algos.roles import check_roles
+    from rewards.text2grad.scorer import ProgramSpanScorer
+
+    oracle = _algo(span_oracle=True)
+    assert SPAN_RM not in check_roles(oracle.roles())  # no reward model is loaded
+    dense_oracle, _, valid, _ = _terms(oracle, [WRONG_SECOND, RIGHT])
+    dense_model, _, _, _ = _terms(_algo(), [WRONG_SECOND, RIGHT])
+    assert isinstance(oracle.scorer(), ProgramSpanScorer) and valid.all()
+    assert torch.equal(dense_oracle, dense_model) and dense_oracle.min() == -1.0
+
+
+def test_the_oracle_needs_the_task_with_a_program() -> None:
+    bad = Text2GradConfig(span_oracle=True, task="arithmetic").incompatibilities()
+    assert any(name == "span_oracle" and "step-arithmetic" in why for name, _, why in bad)

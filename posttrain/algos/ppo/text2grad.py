@@ -38,6 +38,8 @@ SPAN_RM = "span_rm"
 SPAN_RM_RECIPE = "reward-text2grad"
 """The embedded tiny span reward model (``rewards.text2grad.tiny``)."""
 SPAN_REWARDS = ("dense", "verdict")
+ORACLE_TASK = "step-arithmetic"
+"""The built-in task whose program writes span feedback (``span_oracle``)."""
 SPAN_FORMS = ("spans", "code", "words")
 
 
@@ -53,6 +55,9 @@ class Text2GradConfig(PPOConfig):
     span_url: str | None = opt(None, "Ask a reward server instead (`posttrain serve --model SPAN_RM`, its "
                                      "/v1/span_feedback route, rewards.text2grad.remote): its URL; then no "
                                      "span reward model is loaded here and --span_model is ignored.")
+    span_oracle: bool = opt(False, "Take the spans from the task's program (step-arithmetic's program_feedback) "
+                                   "instead of a reward model: the oracle the learned one is measured against "
+                                   "(benchmarks, ablations); no span reward model is loaded.")
     span_rollout: str = opt("hf", "Engine that serves the span reward model (frozen: never synced).", ["hf", "vllm"])
     span_form: str = opt("spans", "The reward model's output form: spans (critique + good/poor spans), code "
                                   "(wrong/improvable snippets) or words (word score list).", SPAN_FORMS)
@@ -75,6 +80,10 @@ class Text2GradConfig(PPOConfig):
         for name in ("span_max_new_tokens", "span_max_prompt_tokens"):
             if getattr(self, name) < 1:
                 bad.append((name, getattr(self, name), "must be >= 1"))
+        if self.span_oracle and self.task != ORACLE_TASK:
+            bad.append(("span_oracle", True, f"needs --task {ORACLE_TASK} (the task with a span-writing program)"))
+        if self.span_oracle and self.span_url:
+            bad.append(("span_oracle", True, "takes no --span_url (the program writes the spans here)"))
         if self.span_rule is not None:
             from rewards.text2grad.alignment import resolve_rule
 
@@ -107,7 +116,7 @@ class Text2Grad(PPO):
         """PPO's roles plus the frozen span reward model with its engine (its own tokenizer allowed), unless a
         reward server answers instead (``span_url``)."""
         cfg = self.config
-        if cfg.span_url:
+        if cfg.span_url or cfg.span_oracle:
             return super().roles()
         span_rm = ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,
                             recipe=None if cfg.span_model else SPAN_RM_RECIPE, config_field="span_model",
@@ -117,6 +126,11 @@ class Text2Grad(PPO):
     def scorer(self) -> Any:
         """The ``rewards.text2grad.SpanRewardModel`` over the span reward model's engine, or the remote one."""
         cfg = self.config
+        if self._scorer is None and cfg.span_oracle:
+            from posttrain.tasks.step_arithmetic import program_feedback
+            from rewards.text2grad.scorer import ProgramSpanScorer
+
+            self._scorer = ProgramSpanScorer(program_feedback, cfg.span_form, cfg.span_rule)
         if self._scorer is None and cfg.span_url:
             from rewards.text2grad.remote import RemoteSpanRewardModel
 
