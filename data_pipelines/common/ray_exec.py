@@ -37,8 +37,6 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         kwargs.update(num_cpus=max(os.cpu_count() or 1, num_cpus or 1),
                       object_store_memory=LOCAL_OBJECT_STORE_BYTES)
     ray.init(address=address, **kwargs)
-    for name in ("ray", "ray.data"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class _BlockActor:
@@ -75,6 +73,7 @@ def run_blocks(task, stage, blocks: list[int], *, ray_address: str | None = None
     is_actor = isinstance(stage, ActorStage)
     workers = num_workers or (stage.num_actors if is_actor else 1)
     init_ray(ray_address, workers)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-dataset "execution finished" lines
     ds = ray.data.from_items([{"block": b} for b in blocks], override_num_blocks=len(blocks))
     ds.context.execution_options.preserve_order = True
     ds.context.enable_progress_bars = False
