@@ -1,5 +1,5 @@
 """The CLI end to end (``data_main``): EntropyLong on the built-in corpus (resumable: a second run reuses
-every part; an interrupted run with ``--max-reuse`` resumes to the same output), its default scorer
+every part; ``--max-reuse`` binds and keeps to one worker), its default scorer
 (SmolLM2), byte-exact output text and the refusal of text a scorer cannot represent, and the DMAP demo,
 on a tiny corpus LM built by the project's factory."""
 
@@ -72,44 +72,21 @@ def test_entropylong_recovers_planted_facts_with_a_copying_scorer(tmp_path, caps
     assert kept["anchor_entropy_after"] < 0.5 * kept["anchor_entropy_before"]
 
 
-class Interrupted(BaseException):
-    """Stands for a kill: not an ``Exception``, so the runner does not turn it into a rejected record."""
-
-
 def _el_argv(out, *extra: str) -> list[str]:
     return ["entropylong", "--model", "cachelm", "--output", str(out), "--num-entities", "6", "--num-misc", "3",
             "--corpus-style", "chars", "--retriever", "bm25", "--chunk-size", "3", "--no-progress", *extra]
 
 
-def test_entropylong_resume_with_max_reuse_equals_uninterrupted(tmp_path, monkeypatch):
-    """Chunk reuse is counted over the whole run: killed after two chunks and restarted (a fresh process
-    state), the run writes exactly what an uninterrupted run writes."""
-    from data_pipelines.entropylong.pipeline import EntropyLong
-
+def test_entropylong_max_reuse_binds_and_refuses_several_workers(tmp_path):
+    """Chunk reuse is counted in input order over the whole run (its kill -9 / resume identity is in
+    tests/unit/test_data_ray_resume.py), so it refuses to be split over several Ray workers."""
     assert data_main(_el_argv(tmp_path / "whole", "--max-reuse", "1")) == 0
-    whole = (tmp_path / "whole" / "sequences.jsonl").read_text()
-    rows = [json.loads(line) for line in whole.splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / "whole" / "sequences.jsonl").read_text().splitlines()]
     assert any(c["dropped"] == "max_reuse" for r in rows for c in r["candidates"])  # the cap binds
     used = [c["chunk_id"] for r in rows for c in r["contexts"]]
     assert used and len(used) == len(set(used))
-
-    process, calls = EntropyLong.process, []
-
-    def killed_at_third_chunk(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise Interrupted
-        return process(self, *args, **kwargs)
-
-    monkeypatch.setattr(EntropyLong, "process", killed_at_third_chunk)
-    with pytest.raises(Interrupted):
-        data_main(_el_argv(tmp_path / "resumed", "--max-reuse", "1"))
-    monkeypatch.setattr(EntropyLong, "process", process)
-    assert len(list((tmp_path / "resumed" / "parts").glob("part-*[0-9].jsonl"))) == 2
-    assert data_main(_el_argv(tmp_path / "resumed", "--max-reuse", "1")) == 0
-    assert (tmp_path / "resumed" / "sequences.jsonl").read_text() == whole
-    with pytest.raises(SystemExit, match="--max-reuse 1 .* --shard 0/2"):
-        data_main(_el_argv(tmp_path / "sharded", "--max-reuse", "1", "--shard", "0/2"))
+    with pytest.raises(SystemExit, match="--max-reuse 1 .* --num-workers 2"):
+        data_main(_el_argv(tmp_path / "split", "--max-reuse", "1", "--num-workers", "2"))
 
 
 def test_entropylong_default_scorer_is_smollm2():
