@@ -17,48 +17,48 @@ QUESTION_TYPES = ("multiple-choice", "calculation", "short-answer")
 # (discipline, difficulty, type, template); {a}, {b}, {c} are filled with seeded numbers
 _TEMPLATES = (
     ("Physics", "Medium", "calculation", "A cart of mass {a} kg accelerates at {b} m/s^2. What net force acts on it?"),
-    ("Physics", "Hard", "calculation", "A ball is thrown upward at {a} m/s from a {b} m tall cliff. Ignoring air "
-     "resistance, how long until it hits the ground below?"),
-    ("Physics", "Very Hard", "short-answer", "Explain why a satellite in a circular orbit of radius {a}000 km "
-     "must slow down to move to a higher circular orbit after two engine burns, and give the energy change sign."),
-    ("Physics", "Easy", "multiple-choice", "Which quantity is conserved when a {a} kg skater pulls in her arms? "
-     "A) angular momentum B) kinetic energy C) moment of inertia D) angular speed"),
-    ("Physics", "Very Hard", "calculation", "Two capacitors of {a} uF and {b} uF are charged to {c} V and then "
-     "connected in parallel with opposite polarity. How much energy is dissipated?"),
-    ("Physics", "Hard", "multiple-choice", "A wire of resistance {a} ohm is stretched to {b} times its length at "
-     "constant volume. Its new resistance is: A) {a} ohm B) {b} times C) {b} squared times D) unchanged"),
+    ("Physics", "Hard", "calculation", ("A ball is thrown upward at {a} m/s from a {b} m tall cliff. Ignoring air "
+     "resistance, how long until it hits the ground below?")),
+    ("Physics", "Very Hard", "short-answer", ("Explain why a satellite in a circular orbit of radius {a}000 km "
+     "must slow down to move to a higher circular orbit after two engine burns, and give the energy change sign.")),
+    ("Physics", "Easy", "multiple-choice", ("Which quantity is conserved when a {a} kg skater pulls in her arms? "
+     "A) angular momentum B) kinetic energy C) moment of inertia D) angular speed")),
+    ("Physics", "Very Hard", "calculation", ("Two capacitors of {a} uF and {b} uF are charged to {c} V and then "
+     "connected in parallel with opposite polarity. How much energy is dissipated?")),
+    ("Physics", "Hard", "multiple-choice", ("A wire of resistance {a} ohm is stretched to {b} times its length at "
+     "constant volume. Its new resistance is: A) {a} ohm B) {b} times C) {b} squared times D) unchanged")),
     ("Chemistry", "Medium", "calculation", "How many moles are in {a} g of water (molar mass 18 g/mol)?"),
-    ("Chemistry", "Hard", "short-answer", "A buffer holds {a} mM acetic acid and {b} mM acetate (pKa 4.76). "
-     "Explain how its pH changes when {c} mM of strong acid is added, and compute the new pH."),
-    ("Chemistry", "Very Hard", "calculation", "At {a}00 K the equilibrium constant of N2 + 3H2 <-> 2NH3 is "
-     "{b}e-5. Starting from {c} bar N2 and 3x that of H2, find the ammonia partial pressure at equilibrium."),
+    ("Chemistry", "Hard", "short-answer", ("A buffer holds {a} mM acetic acid and {b} mM acetate (pKa 4.76). "
+     "Explain how its pH changes when {c} mM of strong acid is added, and compute the new pH.")),
+    ("Chemistry", "Very Hard", "calculation", ("At {a}00 K the equilibrium constant of N2 + 3H2 <-> 2NH3 is "
+     "{b}e-5. Starting from {c} bar N2 and 3x that of H2, find the ammonia partial pressure at equilibrium.")),
     ("Chemistry", "Easy", "multiple-choice", "Which bond is the most polar? A) C-H B) O-H C) C-C D) H-H"),
-    ("Chemistry", "Very Hard", "short-answer", "Predict the major product when {a}-methylcyclohexanol is heated "
-     "with concentrated sulfuric acid and justify it with the carbocation mechanism."),
-    ("Chemistry", "Hard", "calculation", "A first-order reaction has a half-life of {a} min. What fraction "
-     "remains after {b} min?"),
-    ("Biology", "Medium", "multiple-choice", "In a cross of two heterozygous pea plants (Aa x Aa), what fraction "
-     "of {a}00 offspring show the recessive trait? A) 1/4 B) 1/2 C) 3/4 D) 0"),
-    ("Biology", "Hard", "short-answer", "A mutation removes the start codon of a gene expressed at {a} copies "
-     "per cell. Explain the effect on transcription and on translation."),
-    ("Biology", "Very Hard", "calculation", "A population of {a}00 is in Hardy-Weinberg equilibrium with {b}% "
-     "showing a recessive phenotype. How many heterozygous carriers are expected?"),
+    ("Chemistry", "Very Hard", "short-answer", ("Predict the major product when {a}-methylcyclohexanol is heated "
+     "with concentrated sulfuric acid and justify it with the carbocation mechanism.")),
+    ("Chemistry", "Hard", "calculation", ("A first-order reaction has a half-life of {a} min. What fraction "
+     "remains after {b} min?")),
+    ("Biology", "Medium", "multiple-choice", ("In a cross of two heterozygous pea plants (Aa x Aa), what fraction "
+     "of {a}00 offspring show the recessive trait? A) 1/4 B) 1/2 C) 3/4 D) 0")),
+    ("Biology", "Hard", "short-answer", ("A mutation removes the start codon of a gene expressed at {a} copies "
+     "per cell. Explain the effect on transcription and on translation.")),
+    ("Biology", "Very Hard", "calculation", ("A population of {a}00 is in Hardy-Weinberg equilibrium with {b}% "
+     "showing a recessive phenotype. How many heterozygous carriers are expected?")),
     ("Biology", "Easy", "short-answer", "Name the organelle where most ATP is made in a eukaryotic cell."),
-    ("Biology", "Very Hard", "short-answer", "Design an experiment with {a} plants to test whether a hormone "
-     "moves from the shoot tip to the roots, naming the controls needed."),
-    ("Biology", "Hard", "calculation", "Bacteria double every {a} minutes. Starting from {b} cells, how many "
-     "are there after {c} hours?"),
-    ("Economics", "Medium", "calculation", "Demand is Q = {a}0 - 2P and supply is Q = {b} + 3P. Find the "
-     "equilibrium price."),
-    ("Economics", "Hard", "multiple-choice", "A price ceiling set {a}% below equilibrium causes: "
-     "A) a surplus B) a shortage C) no change D) higher supply"),
-    ("Economics", "Very Hard", "calculation", "A monopolist faces P = {a}0 - Q with marginal cost {b}. Compute "
-     "the deadweight loss relative to perfect competition."),
+    ("Biology", "Very Hard", "short-answer", ("Design an experiment with {a} plants to test whether a hormone "
+     "moves from the shoot tip to the roots, naming the controls needed.")),
+    ("Biology", "Hard", "calculation", ("Bacteria double every {a} minutes. Starting from {b} cells, how many "
+     "are there after {c} hours?")),
+    ("Economics", "Medium", "calculation", ("Demand is Q = {a}0 - 2P and supply is Q = {b} + 3P. Find the "
+     "equilibrium price.")),
+    ("Economics", "Hard", "multiple-choice", ("A price ceiling set {a}% below equilibrium causes: "
+     "A) a surplus B) a shortage C) no change D) higher supply")),
+    ("Economics", "Very Hard", "calculation", ("A monopolist faces P = {a}0 - Q with marginal cost {b}. Compute "
+     "the deadweight loss relative to perfect competition.")),
     ("Economics", "Easy", "short-answer", "What does GDP measure?"),
-    ("Economics", "Very Hard", "short-answer", "Explain how a {a}% tariff on steel can lower total welfare in a "
-     "small open economy, naming every area of the welfare triangle."),
-    ("Economics", "Hard", "calculation", "A bond pays {a} dollars a year forever. At an interest rate of {b}%, "
-     "what is its price?"),
+    ("Economics", "Very Hard", "short-answer", ("Explain how a {a}% tariff on steel can lower total welfare in a "
+     "small open economy, naming every area of the welfare triangle.")),
+    ("Economics", "Hard", "calculation", ("A bond pays {a} dollars a year forever. At an interest rate of {b}%, "
+     "what is its price?")),
 )
 
 _PASSAGES = {

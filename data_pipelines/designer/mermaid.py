@@ -131,7 +131,7 @@ def extract_flowchart(text: str) -> str:
     ``MermaidError`` if there is no header. Prose after the chart is thereby not part of it."""
     fence = re.search(r"```(?:mermaid)?[ \t]*\n", text)
     body = text[fence.end():] if fence else text
-    start = re.search(r"^[ \t]*(flowchart|graph)\b", body, re.M)
+    start = re.search(r"^[ \t]*(flowchart|graph)\b", body, re.MULTILINE)
     if not start:
         raise MermaidError("no 'flowchart'/'graph' header in the reply")
     lines = []

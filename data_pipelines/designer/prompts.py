@@ -4,7 +4,8 @@ long-CoT response), each with the assistant-turn prefix that starts the structur
 Paraphrased from the stage descriptions of DESIGNER (Liu et al., 2025); the paper's exact prompts are
 not public. Each prompt opens with one worked example exchange (a one-shot demonstration, as the paper's
 few-shot difficulty labelling does), which small models need to follow the format at all.
-``PROMPT_VERSION`` goes into every output record.
+``PROMPT_VERSIONS`` names each stage's prompt; it is part of the stage's config (a changed prompt
+invalidates that stage's stored results only) and of every output record.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from __future__ import annotations
 from data_pipelines.designer.builtin import QUESTION_TYPES
 from data_pipelines.designer.sampling import DIFFICULTIES
 
-PROMPT_VERSION = "designer-v2"
+PROMPT_VERSIONS = {"annotate": "designer-v2", "extract": "designer-v2", "generate": "designer-v3",
+                   "respond": "designer-v2"}
+
+_GENERATE_EXAMPLE = (("Friction opposes sliding. A crate needs a push larger than the friction force mu m g "
+                     "before it moves."), [("L-q900", ("flowchart TD\n    A[Pick a law] --> B[Give values]\n"
+                                                     "    B --> C[Ask for the unknown]"))],
+                     ('{"selected_id": "L-q900", "question": "A 10 kg crate rests on a floor with friction '
+                     'coefficient 0.3. What is the smallest horizontal push that moves it (g = 10 m/s^2)?", '
+                     '"reference_answer": "30 N"}'))
 
 _ANNOTATE_EXAMPLE = ("A 2 kg block slides down a frictionless 30 degree incline. What is its acceleration?",
                      '{"discipline": "Physics", "difficulty": "Medium", "question_type": "calculation"}')
@@ -56,6 +65,17 @@ def generate_messages(segment: str, discipline: str, candidates: list[tuple[str,
                       mode: str) -> tuple[list[dict[str, str]], str]:
     """``candidates``: (id, text) of the retrieved design logics (``mode="logic"``) or exemplar questions
     (``mode="exemplar"``, the paper's "w/o design logic" ablation)."""
+    example_segment, example_candidates, example_reply = _GENERATE_EXAMPLE
+    if mode == "exemplar":
+        example_candidates = [("E-q900", "A 5 kg box is pushed with 20 N on ice. What is its acceleration?")]
+        example_reply = example_reply.replace("L-q900", "E-q900")
+    return ([{"role": "user", "content": _generate_text(example_segment, "Physics", example_candidates, mode)},
+             {"role": "assistant", "content": example_reply},
+             {"role": "user", "content": _generate_text(segment, discipline, candidates, mode)}],
+            '{"selected_id": "')
+
+
+def _generate_text(segment: str, discipline: str, candidates: list[tuple[str, str]], mode: str) -> str:
     if mode == "logic":
         listing = "\n\n".join(f"[{cid}]\n{text}" for cid, text in candidates)
         task = ("Pick the design logic that suits the text best and write one graduate-level exam question "
@@ -65,10 +85,9 @@ def generate_messages(segment: str, discipline: str, candidates: list[tuple[str,
         task = ("Pick the example question that suits the text best and write one new graduate-level exam "
                 "question in its style that is grounded in the text")
     kind = "Design logics" if mode == "logic" else "Example questions"
-    text = (f"Discipline: {discipline}\nSource text:\n{segment}\n\n{kind}:\n{listing}\n\n{task}, plus a concise "
+    return (f"Discipline: {discipline}\nSource text:\n{segment}\n\n{kind}:\n{listing}\n\n{task}, plus a concise "
             "reference answer. A multiple-choice question lists options A) B) C) D) and its answer is a letter.\n"
             'Reply with JSON only: {"selected_id": "...", "question": "...", "reference_answer": "..."}')
-    return [{"role": "user", "content": text}], '{"selected_id": "'
 
 
 def respond_messages(question: str) -> tuple[list[dict[str, str]], str]:

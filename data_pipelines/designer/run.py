@@ -34,7 +34,7 @@ from pathlib import Path
 from data_pipelines.common.io import atomic_write_jsonl, atomic_write_text, read_jsonl
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
 from data_pipelines.designer import builtin, steps
-from data_pipelines.designer.prompts import PROMPT_VERSION
+from data_pipelines.designer.prompts import PROMPT_VERSIONS
 from data_pipelines.designer.stages import (
     CallSettings,
     make_annotate_stage,
@@ -154,15 +154,16 @@ def run_pipeline(args, engine, embedder) -> dict:
     disciplines = tuple(d.strip() for d in args.disciplines.split(",") if d.strip())
     bank, sources = _inputs(args)
     model = args.model if isinstance(engine, str) else type(engine).__name__
-    base = {"model": model, "seed": args.seed, "retries": args.retries, "prompt_version": PROMPT_VERSION}
+    base = {"model": model, "seed": args.seed, "retries": args.retries}
     def call(tokens: int) -> CallSettings:
         return CallSettings(tokens, retries=args.retries, seed=args.seed)
 
     report: dict = {"mode": args.mode, "model": model, "embedder": getattr(embedder, "name", "?"), "stages": {}}
 
     annotated = _stage(args, out, "1-annotate", partial(make_annotate_stage, engine, call(args.annotate_tokens),
-                       disciplines, device=args.device), bank, {**base, "disciplines": disciplines,
-                       "tokens": args.annotate_tokens}, "annotate")
+                       disciplines, device=args.device), bank,
+                       {**base, "prompt_version": PROMPT_VERSIONS["annotate"], "disciplines": disciplines,
+                        "tokens": args.annotate_tokens}, "annotate")
     report["stages"]["annotate"] = _count(len(bank), annotated, out / "1-annotate")
     gold = [r for r in annotated if "gold_discipline" in r]
     if gold:
@@ -175,7 +176,8 @@ def run_pipeline(args, engine, embedder) -> dict:
                                  "difficulty": dict(Counter(r["difficulty"] for r in seeds))}
     if args.mode == "logic":
         extracted = _stage(args, out, "3-extract", partial(make_extract_stage, engine, call(args.extract_tokens),
-                           device=args.device), seeds, {**base, "tokens": args.extract_tokens}, "extract")
+                           device=args.device), seeds, {**base, "prompt_version": PROMPT_VERSIONS["extract"],
+                           "tokens": args.extract_tokens}, "extract")
         report["stages"]["extract"] = _count(len(seeds), extracted, out / "3-extract")
         logics = run_once(out / "4-logics.jsonl", lambda: _dedup(out, extracted, embedder, args.dedup_threshold))
         report["stages"]["logic_dedup"] = {"in": len(extracted), "out": len(logics)}
@@ -195,7 +197,9 @@ def run_pipeline(args, engine, embedder) -> dict:
     retrieved = run_once(out / "6-retrieved.jsonl", lambda: steps.retrieve_step(segments, pool, embedder,
                                                                                   args.top_k))
     generated = _stage(args, out, "7-generate", partial(make_generate_stage, engine, call(args.generate_tokens),
-                       args.mode, device=args.device), retrieved, {**base, "tokens": args.generate_tokens, "mode": args.mode},
+                       args.mode, device=args.device), retrieved,
+                       {**base, "prompt_version": PROMPT_VERSIONS["generate"], "tokens": args.generate_tokens,
+                        "mode": args.mode},
                        "generate")
     report["stages"]["generate"] = _count(len(retrieved), generated, out / "7-generate")
     filtered = run_once(out / "8-filtered.jsonl", lambda: _filter(out, args, generated))
@@ -203,7 +207,9 @@ def run_pipeline(args, engine, embedder) -> dict:
                                   "reject_reasons": dict(Counter(_reason_kind(r["reason"]) for r in
                                                                  read_jsonl(out / "8-filter.rejects.jsonl")))}
     responded = _stage(args, out, "9-respond", partial(make_respond_stage, engine, call(args.respond_tokens),
-                       device=args.device), filtered, {**base, "tokens": args.respond_tokens}, "respond")
+                       device=args.device), filtered,
+                       {**base, "prompt_version": PROMPT_VERSIONS["respond"], "tokens": args.respond_tokens},
+                       "respond")
     report["stages"]["respond"] = _count(len(filtered), responded, out / "9-respond")
     records = [_final(r, args.mode, model, "builtin" if args.sources is None else "file") for r in responded]
     atomic_write_jsonl(out / "designer.jsonl", records)
@@ -231,13 +237,13 @@ def _filter(out: Path, args, generated: list[dict]) -> list[dict]:
 
 def _final(r: dict, mode: str, model: str, source_type: str) -> dict:
     """A record in the schema of the notes (plus ``target``: what SFT trains on)."""
-    return {"id": steps.record_id(r["segment_id"], r["logic_id"], PROMPT_VERSION), "source_id": r["source_id"],
+    return {"id": steps.record_id(r["segment_id"], r["logic_id"], PROMPT_VERSIONS["generate"]), "source_id": r["source_id"],
             "segment_id": r["segment_id"], "source_type": source_type, "mode": mode,
             "discipline": r["discipline"], "logic_id": r["logic_id"], "logic_mermaid": r["logic_mermaid"],
             "candidate_ids": r["candidate_ids"], "question_type": r["question_type"],
             "difficulty": r["difficulty"], "question": r["question"], "reference_answer": r["reference_answer"],
             "response_cot": r["response_cot"], "final_answer": r["final_answer"], "target": r["response_cot"],
-            "generator_model": model, "answer_model": model, "prompt_version": PROMPT_VERSION}
+            "generator_model": model, "answer_model": model, "prompt_versions": PROMPT_VERSIONS}
 
 
 def _diversity(embedder, bank: list[dict], records: list[dict]) -> dict:

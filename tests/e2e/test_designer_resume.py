@@ -10,8 +10,7 @@ from pathlib import Path
 
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.designer.run import run_pipeline
-from tests.unit.ray_session import ray_session  # noqa: F401 - session fixture
-from tests.unit.test_data_runner import kill_when_parts
+from tests.unit.ray_session import kill_when_parts, ray_session  # noqa: F401 - session fixture
 from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_args
 
 REPO = Path(__file__).resolve().parents[2]

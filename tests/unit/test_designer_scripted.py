@@ -8,10 +8,10 @@ import json
 import re
 
 from data_pipelines.common.embed import HashingEmbedder
+from data_pipelines.common.runner import Reject
 from data_pipelines.designer.run import add_designer_args, run_pipeline
 from data_pipelines.designer.stages import CallSettings, make_annotate_stage, make_generate_stage
 from data_pipelines.designer.steps import retrieve_step
-from data_pipelines.common.runner import Reject
 from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
 from tests.unit.ray_session import ray_session  # noqa: F401 - session fixture
