@@ -46,8 +46,9 @@ class ScriptedDesignerEngine:
             topic = re.findall(r"Question: (\w+ \w+)", prompt)[-1]
             return f"Set goal: {topic}] --> B[Pick a law] --> C[Ask for a quantity]\n```\nDone."
         if "Source text:" in prompt:
-            first_id = self.pick or re.search(r"\[([LE]-q\d+)\]", prompt).group(1)
-            segment = prompt.split("Source text:\n", 1)[1].split("\n\n")[0]
+            last_turn = prompt.rsplit("Source text:\n", 1)[1]
+            first_id = self.pick or re.search(r"\[([LE]-q\d+)\]", last_turn).group(1)
+            segment = last_turn.split("\n\n")[0]
             words = " ".join(segment.split()[:12])
             return (f'{first_id}", "question": "Using the passage ({words}), A) derive B) compute the result?", '
                     '"reference_answer": "A"}')
