@@ -1,0 +1,270 @@
+"""Sci2Pol-Bench runner: load a release-format folder (``taskN.jsonl`` rows ``{id, query, answer}``),
+generate with the model under test, judge tasks 7-15, score every task with a bootstrap SE.
+
+Stages run on ``StageRunner`` (resumable part files); both the generation and the judge stage also go
+through a ``ResultCache`` keyed by (task, id, model, prompt hash), so a killed run resumes and a rerun,
+even into a fresh output folder, makes no model call. Decoding is greedy (the paper uses provider
+defaults), so reruns are identical. Judge outputs are validated; a parse failure is retried up to
+``retries`` times with seeded sampling, and what still fails is counted per task (``judge_failures``)
+and left out of that task's mean, never scored as zero.
+
+Deviation: tasks 11-14 read the paper from the record's ``paper`` field, else from the query's
+``Scientific Research Paper:`` block (the release's ``Eval.py`` looks it up in ``task16.jsonl`` by id).
+The judge's answer is prefilled with ``{`` so that small judges start a JSON object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from data_pipelines.common.runner import Process, Reject
+from data_pipelines.sci2pol.judge import RUBRICS, judge_calls, judge_prompt, parse_judgement, task_score
+from data_pipelines.sci2pol.scoring import bootstrap_se, extract_label, micro_f1
+
+STAGES = {"autocompletion": [1, 2, 3, 4], "understanding": [5, 6], "summarization": [7, 8, 9, 10],
+          "generation": [11, 12, 13, 14, 15], "verification": [16, 17, 18]}
+CLASSIFICATION = {f"task{n}" for n in (1, 2, 3, 4, 5, 6, 16, 17, 18)}
+_PAPER = re.compile(r"Scientific Research Paper:\s*(.*?)(?:\n\n\n|$)", re.DOTALL)
+
+
+def load_bench(bench_dir: str | Path, tasks: list[str] | None = None) -> dict[str, list[dict]]:
+    """``taskN`` -> rows of ``bench_dir/taskN.jsonl``; a bad row raises naming file, line and field."""
+    folder = Path(bench_dir)
+    names = tasks or sorted((p.stem for p in folder.glob("task*.jsonl")), key=lambda s: int(s[4:]))
+    if not names:
+        raise ValueError(f"{folder}: no taskN.jsonl files")
+    out: dict[str, list[dict]] = {}
+    for name in names:
+        path = folder / f"{name}.jsonl"
+        rows = []
+        with open(path, encoding="utf-8") as handle:
+            for line_no, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}, line {line_no}: invalid JSON ({err.msg})") from None
+                for field in ("id", "query", "answer"):
+                    if field not in row:
+                        raise ValueError(f"{path}, line {line_no}: missing field {field!r}")
+                rows.append({**row, "task": name, "id": str(row["id"])})
+        out[name] = rows
+    return out
+
+
+def gold_label(answer: str) -> str:
+    """The label of a gold answer: a JSON ``verdict`` (task 18) or the stripped string."""
+    try:
+        obj = json.loads(answer)
+    except (json.JSONDecodeError, TypeError):
+        return str(answer).strip()
+    return str(obj["verdict"]).strip() if isinstance(obj, dict) and "verdict" in obj else str(answer).strip()
+
+
+def paper_of(row: dict) -> str | None:
+    if isinstance(row.get("paper"), str):
+        return row["paper"]
+    found = _PAPER.search(row["query"])
+    return found.group(1).strip() if found else None
+
+
+def prompt_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class ResultCache:
+    """Append-only JSONL of ``key -> value``, flushed and fsynced per entry; a torn last line is ignored."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.entries: dict[str, dict] = {}
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                self.entries[entry["key"]] = entry["value"]
+
+    @staticmethod
+    def key(task: str, item_id: str, model: str, prompt: str) -> str:
+        return f"{task}|{item_id}|{model}|{prompt_hash(prompt)}"
+
+    def get(self, key: str) -> dict | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, value: dict) -> None:
+        self.entries[key] = value
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"key": key, "value": value}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def _encode(engine, text: str, prefill: str | None, max_new_tokens: int) -> tuple[list[int], bool]:
+    """Chat-rendered prompt ids (left-truncated to the model's context, keeping the instructions at the
+    end) and whether it was truncated."""
+    from data_pipelines.common.backends import tokenize
+    from posttrain.models.chat import render_chat
+
+    messages = [{"role": "user", "content": text}]
+    if prefill is not None:
+        rendered = render_chat(engine.tokenizer, messages + [{"role": "assistant", "content": prefill}],
+                               add_generation_prompt=False, continue_final=True)
+    else:
+        rendered = render_chat(engine.tokenizer, messages)
+    ids = tokenize(engine.tokenizer, rendered)
+    limit = getattr(getattr(getattr(engine, "model", None), "config", None), "max_position_embeddings", None)
+    if limit and len(ids) + max_new_tokens > limit:
+        return ids[len(ids) + max_new_tokens - limit:], True
+    return ids, False
+
+
+def make_generate_stage(engine_factory: Callable, model_name: str, cache_path: str, max_new_tokens: int,
+                        open_tokens: int) -> Process:
+    """Stage: bench rows -> rows with ``response`` (greedy; ``open_tokens`` for tasks 7-15)."""
+    from posttrain.rollout.base import SamplingParams
+
+    engine = engine_factory()
+    cache = ResultCache(cache_path)
+
+    def process(rows: list[dict]) -> list[dict]:
+        out: list[dict | None] = [None] * len(rows)
+        todo: dict[int, list[tuple[int, list[int], str, bool]]] = {}
+        for i, row in enumerate(rows):
+            key = ResultCache.key(row["task"], row["id"], model_name, row["query"])
+            hit = cache.get(key)
+            if hit is not None:
+                out[i] = {**row, **hit}
+                continue
+            budget = open_tokens if row["task"] not in CLASSIFICATION else max_new_tokens
+            ids, truncated = _encode(engine, row["query"], None, budget)
+            todo.setdefault(budget, []).append((i, ids, key, truncated))
+        for budget, group in todo.items():
+            result = engine.generate([g[1] for g in group], SamplingParams(max_new_tokens=budget, temperature=0.0))
+            for (i, _, key, truncated), text in zip(group, result.texts):
+                value = {"response": text, "prompt_truncated": truncated}
+                cache.put(key, value)
+                out[i] = {**rows[i], **value}
+        return out  # type: ignore[return-value]
+
+    return process
+
+
+def _judge_sources(row: dict, rubric_name: str) -> dict:
+    task = row["task"]
+    if task in ("task7", "task8", "task9", "task10"):
+        return {"source": row["query"], "candidate": row["response"]}
+    paper = paper_of(row)
+    if paper is None:
+        raise ValueError(f"{task} item {row['id']}: no paper text (field 'paper' or a 'Scientific Research "
+                         "Paper:' block in the query)")
+    if rubric_name == "task11_importance":
+        return {"source": paper, "candidate": None}
+    if task == "task15":
+        return {"source": paper, "candidate": row["response"], "reference": row["answer"]}
+    return {"source": paper, "candidate": row["response"]}
+
+
+def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str, max_new_tokens: int,
+                     retries: int) -> Process:
+    """Stage: generated rows -> rows with ``judgements``, ``judge_attempts`` and ``score`` (None plus
+    ``judge_error`` when the judge output stayed invalid after ``retries`` retries)."""
+    from posttrain.rollout.base import SamplingParams
+
+    engine = engine_factory()
+    cache = ResultCache(cache_path)
+
+    def judge_one(row: dict, rubric_name: str) -> dict:
+        prompt = judge_prompt(rubric_name, **_judge_sources(row, rubric_name))
+        key = ResultCache.key(rubric_name, row["id"], judge_name, prompt)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        ids, _ = _encode(engine, prompt, "{", max_new_tokens)
+        errors = []
+        for attempt in range(retries + 1):
+            params = (SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0) if attempt == 0 else
+                      SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, seed=attempt))
+            text = "{" + engine.generate([ids], params).texts[0]
+            try:
+                value = {"values": parse_judgement(text, rubric_name), "attempts": attempt + 1, "raw": text}
+                break
+            except ValueError as err:
+                errors.append(str(err))
+        else:
+            value = {"values": None, "attempts": retries + 1, "raw": text, "error": "; ".join(errors)}
+        cache.put(key, value)
+        return value
+
+    def process(rows: list[dict]) -> list[dict | Reject]:
+        out: list[dict | Reject] = []
+        for row in rows:
+            if row["task"] in CLASSIFICATION:
+                out.append(row)
+                continue
+            try:
+                results = {name: judge_one(row, name) for name in judge_calls(row["task"])}
+            except ValueError as err:
+                out.append(Reject(str(err)))
+                continue
+            failed = [f"{n}: {r['error']}" for n, r in results.items() if r["values"] is None]
+            judgements = {n: r["values"] for n, r in results.items()}
+            out.append({**row, "judgements": judgements,
+                        "judge_attempts": sum(r["attempts"] for r in results.values()),
+                        "judge_error": "; ".join(failed) or None,
+                        "score": None if failed else task_score(row["task"], judgements)})
+        return out
+
+    return process
+
+
+def score_tasks(rows: list[dict], resamples: int = 1000, seed: int = 42) -> dict:
+    """Per-task scores (0-100) with bootstrap SEs, stage means and the overall mean of stage means."""
+    by_task: dict[str, list[dict]] = {}
+    for row in rows:
+        by_task.setdefault(row["task"], []).append(row)
+    tasks: dict[str, dict] = {}
+    for task, items in sorted(by_task.items(), key=lambda kv: int(kv[0][4:])):
+        if task in CLASSIFICATION:
+            gold = [gold_label(r["answer"]) for r in items]
+            labels = sorted(set(gold))
+            strict = [r["response"].strip() for r in items]
+            robust = [extract_label(r["response"], labels) for r in items]
+            g = np.array(gold, dtype=object)
+            entry = {"n": len(items), "metric": "micro_f1", "labels": labels}
+            for name, pred in (("strict", strict), ("robust", robust)):
+                p = np.array(pred, dtype=object)
+                entry[name] = 100 * micro_f1(gold, pred, labels)
+                entry[f"{name}_se"] = 100 * bootstrap_se(len(items), lambda ix: micro_f1(
+                    list(g[ix]), list(p[ix]), labels), resamples, seed)
+            entry["score"], entry["se"] = entry["robust"], entry["robust_se"]
+        else:
+            scores = np.array([r["score"] for r in items if r.get("score") is not None], dtype=float)
+            entry = {"n": len(items), "metric": "judge", "judged": int(len(scores)),
+                     "judge_failures": sum(1 for r in items if r.get("score") is None),
+                     "judge_calls": sum(len(judge_calls(task)) for _ in items),
+                     "judge_attempts": sum(r.get("judge_attempts", 0) for r in items),
+                     "score": float(scores.mean()) if len(scores) else None,
+                     "se": bootstrap_se(len(scores), lambda ix: float(scores[ix].mean()), resamples, seed)}
+            if task == "task15":
+                entry["at_least_60"] = int((scores >= 60).sum())
+                entry["at_least_80"] = int((scores >= 80).sum())
+        tasks[task] = entry
+    stages = {}
+    for stage, numbers in STAGES.items():
+        values = [tasks[f"task{n}"]["score"] for n in numbers
+                  if f"task{n}" in tasks and tasks[f"task{n}"]["score"] is not None]
+        stages[stage] = float(np.mean(values)) if values else None
+    present = [v for v in stages.values() if v is not None]
+    return {"tasks": tasks, "stages": stages, "overall": float(np.mean(present)) if present else None,
+            "rubrics": sorted(RUBRICS)}
