@@ -15,20 +15,22 @@ from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_a
 
 REPO = Path(__file__).resolve().parents[2]
 
-_RUN = """
+SMALL = "--chunk-size 3 --max-questions 12 --max-segments 6"
+_RUN = f"""
 import sys
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.designer.run import run_pipeline
 from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_args
+SMALL = {SMALL!r}
 out, delay, address = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-args = designer_args(out, "--chunk-size", "4", "--ray-address", address)
+args = designer_args(out, *SMALL.split(), "--ray-address", address)
 run_pipeline(args, ScriptedDesignerEngine(bad_first=1, delay=delay), HashingEmbedder())
 """
 
 
 def test_kill_and_resume_equals_a_clean_run(tmp_path, ray_session) -> None:
     clean = tmp_path / "clean"
-    run_pipeline(designer_args(clean, "--chunk-size", "4"), ScriptedDesignerEngine(bad_first=1), HashingEmbedder())
+    run_pipeline(designer_args(clean, *SMALL.split()), ScriptedDesignerEngine(bad_first=1), HashingEmbedder())
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     killed = tmp_path / "killed"
     cmd = [sys.executable, "-c", _RUN, str(killed)]

@@ -118,9 +118,10 @@ def test_retrieval_returns_top5_of_the_segment_discipline() -> None:
 def test_pipeline_output_loads_in_the_dataset_task(tmp_path, ray_session) -> None:
     from posttrain.tasks.dataset import DatasetTask
 
-    report = run_pipeline(designer_args(tmp_path / "out"), ScriptedDesignerEngine(), HashingEmbedder())
+    report = run_pipeline(designer_args(tmp_path / "out", "--max-questions", "12", "--chunk-size", "6"),
+                          ScriptedDesignerEngine(), HashingEmbedder())
     assert report["records"] > 0
-    assert report["stages"]["annotate"]["out"] == 24
+    assert report["stages"]["annotate"]["out"] == 12
     seeds = [json.loads(line) for line in (tmp_path / "out" / "2-seeds.jsonl").read_text().splitlines()]
     assert seeds and all(s["difficulty"] != "Easy" for s in seeds)
     task = DatasetTask(str(tmp_path / "out" / "designer.jsonl"), prompt_column="question",
