@@ -1,0 +1,179 @@
+"""``posttrain data sci2pol bench|corpus``: the Sci2Pol-Bench runner and the citation-linked pair miner.
+
+With no arguments, ``bench`` runs the built-in miniature items (all 18 tasks) and ``corpus`` the built-in
+policy documents and papers, both on ``smollm2-135m`` (HF engine on CPU) as model and judge.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from pathlib import Path
+
+from data_pipelines.common.io import atomic_write_jsonl, atomic_write_text
+
+DEFAULT_MODEL = "smollm2-135m"
+
+
+@functools.lru_cache(maxsize=4)
+def _engine(spec: str, device: str, batch_size: int, tokenizer: str | None):
+    from data_pipelines.common.backends import load_backend
+
+    return load_backend(spec, device=device, batch_size=batch_size, tokenizer=tokenizer)
+
+
+def engine_factory(spec: str, device: str = "cpu", batch_size: int = 8, tokenizer: str | None = None):
+    """A zero-argument, picklable factory of the engine named by ``spec`` (one engine per process)."""
+    return functools.partial(_engine, spec, device, batch_size, tokenizer)
+
+
+def _common(p) -> None:
+    p.add_argument("--device", default="cpu", help="torch device of the HF engines")
+    p.add_argument("--batch-size", type=int, default=8, help="generation batch size of the HF engines")
+    p.add_argument("--tokenizer", default=None, help="tokenizer of an HTTP engine (http://host:port/v1#model)")
+    p.add_argument("--chunk-size", type=int, default=16, help="records per resumable chunk")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
+def add_sci2pol_args(parser) -> None:
+    sub = parser.add_subparsers(dest="sci2pol_command", required=True)
+    bench = sub.add_parser("bench", help="score a model on Sci2Pol-Bench (18 tasks)")
+    bench.add_argument("--model", default=DEFAULT_MODEL, help="model under test: 'smollm2-135m' (default), "
+                       "'tiny' (the embedded corpus LM), an HF folder/hub id, vllm:PATH or http://host:port/v1#model")
+    bench.add_argument("--judge", default=DEFAULT_MODEL, help="judge model of tasks 7-15 (same forms as --model); "
+                       "scores are comparable only under the same judge")
+    bench.add_argument("--bench-dir", default=None, help="folder of taskN.jsonl rows {id, query, answer} (the "
+                       "release loads unchanged); default: the built-in miniature items")
+    bench.add_argument("--tasks", default=None, help="comma-separated task names (e.g. task1,task7); default: all")
+    bench.add_argument("--per-task", type=int, default=2, help="built-in items per task")
+    bench.add_argument("--limit", type=int, default=0, help="at most this many items per task (0 = all)")
+    bench.add_argument("--max-new-tokens", type=int, default=16, help="answer tokens of classification tasks")
+    bench.add_argument("--open-tokens", type=int, default=96, help="answer tokens of open-ended tasks 7-15")
+    bench.add_argument("--judge-tokens", type=int, default=96, help="judge output tokens")
+    bench.add_argument("--judge-retries", type=int, default=2, help="retries of an invalid judge output")
+    bench.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the SEs (paper: 1000)")
+    bench.add_argument("--output", default="sci2pol_bench_out", help="output folder (parts, cache, results.json)")
+    bench.add_argument("--cache-dir", default=None, help="result cache folder (default: OUTPUT/cache)")
+    _common(bench)
+    corpus = sub.add_parser("corpus", help="mine citation-linked paper/brief SFT pairs")
+    corpus.add_argument("--documents", default=None, help="policy documents JSONL {policy_id, text, cited_papers}"
+                        " (default: built-in)")
+    corpus.add_argument("--papers", default=None, help="papers JSONL {paper_id, abstract, text} (default: built-in)")
+    corpus.add_argument("--judge", default=DEFAULT_MODEL, help="model of the two relevance passes")
+    corpus.add_argument("--polisher", default=None, help="model of the style polishing (default: --judge)")
+    corpus.add_argument("--max-citations", type=int, default=3, help="keep documents citing at most k papers (paper: 3)")
+    corpus.add_argument("--long-chars", type=int, default=3000, help="documents longer than this are split "
+                        "into executive summary (brief) and remainder (paper)")
+    corpus.add_argument("--max-split-similarity", type=float, default=0.5, help="reject split pairs whose "
+                        "halves have a higher word 5-gram Jaccard similarity")
+    corpus.add_argument("--shots", type=int, default=3, help="style examples in the polishing prompt (paper: 3)")
+    corpus.add_argument("--polish-tokens", type=int, default=128, help="tokens of the polished brief")
+    corpus.add_argument("--judge-retries", type=int, default=2, help="retries of an unparsable verdict")
+    corpus.add_argument("--output", default="sci2pol_corpus_out", help="output folder (parts, pairs.jsonl, rejects)")
+    _common(corpus)
+
+
+def _stage(out: Path, name: str, process, records: list[dict], args, config: dict) -> list[dict]:
+    from data_pipelines.common.runner import StageRunner
+
+    runner = StageRunner(out / name, process, chunk_size=args.chunk_size, config=config, desc=name,
+                         progress=not args.no_progress)
+    summary = runner.run(records)
+    print(f"{name}: {summary.records_out} out, {summary.records_rejected} rejected "
+          f"({summary.chunks_done_before} chunks already done)")
+    return [{k: v for k, v in r.items() if k != "_index"} for r in runner.iter_outputs()]
+
+
+def run_bench(args) -> int:
+    from data_pipelines.sci2pol.bench import load_bench, make_generate_stage, make_judge_stage, score_tasks
+    from data_pipelines.sci2pol.embedded import bench_items
+
+    started = time.perf_counter()
+    names = args.tasks.split(",") if args.tasks else None
+    if args.bench_dir:
+        try:
+            bench = load_bench(args.bench_dir, names)
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"error: {err}") from None
+    else:
+        bench = {t: [{**r, "task": t} for r in rows] for t, rows in bench_items(args.per_task).items()
+                 if names is None or t in names}
+    rows = [r for items in bench.values() for r in (items[:args.limit] if args.limit else items)]
+    out = Path(args.output)
+    cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
+    gen = make_generate_stage(engine_factory(args.model, args.device, args.batch_size, args.tokenizer), args.model,
+                              str(cache / "generations.jsonl"), args.max_new_tokens, args.open_tokens)
+    config = {"model": args.model, "bench": args.bench_dir, "max_new_tokens": args.max_new_tokens,
+              "open_tokens": args.open_tokens}
+    generated = _stage(out, "generate", gen, rows, args, config)
+    judge = make_judge_stage(engine_factory(args.judge, args.device, args.batch_size, args.tokenizer), args.judge,
+                             str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries)
+    judged = _stage(out, "judge", judge, generated, args,
+                    {**config, "judge": args.judge, "judge_tokens": args.judge_tokens, "retries": args.judge_retries})
+    report = {"model": args.model, "judge": args.judge, "bench_dir": args.bench_dir or "built-in",
+              **score_tasks(judged, args.bootstrap), "seconds": round(time.perf_counter() - started, 1)}
+    atomic_write_jsonl(out / "responses.jsonl", judged)
+    atomic_write_text(out / "results.json", json.dumps(report, indent=2) + "\n")
+    for task, t in report["tasks"].items():
+        extra = (f"strict {t['strict']:.1f}" if t["metric"] == "micro_f1"
+                 else f"judge failures {t['judge_failures']}/{t['n']}")
+        score = "n/a" if t["score"] is None else f"{t['score']:.1f} +- {t['se']:.1f}"
+        print(f"{task}: {score} ({extra})")
+    print("stages: " + ", ".join(f"{k} {'n/a' if v is None else f'{v:.1f}'}" for k, v in report["stages"].items()))
+    overall = "n/a" if report["overall"] is None else f"{report['overall']:.2f}"
+    print(f"overall: {overall}; results: {out / 'results.json'}")
+    return 0
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    from data_pipelines.common.io import open_source
+
+    source = open_source(path)
+    return [r for r in source.chunk(0, len(source)) if isinstance(r, dict)]
+
+
+def run_corpus(args) -> int:
+    from data_pipelines.sci2pol.corpus import candidate_pairs, make_judge_stage, make_polish_stage
+    from data_pipelines.sci2pol.embedded import STYLE_EXAMPLES, corpus_inputs
+
+    started = time.perf_counter()
+    if (args.documents is None) != (args.papers is None):
+        raise SystemExit("error: pass both --documents and --papers, or neither (built-in inputs)")
+    docs, papers = corpus_inputs() if args.documents is None else (_read_jsonl(args.documents),
+                                                                   _read_jsonl(args.papers))
+    table = {}
+    for n, p in enumerate(papers):
+        if not isinstance(p.get("paper_id"), str) or not isinstance(p.get("text"), str):
+            raise SystemExit(f"error: paper record {n} needs string fields 'paper_id' and 'text'")
+        table[p["paper_id"]] = p
+    out = Path(args.output)
+    pairs, rejects = candidate_pairs(docs, table, args.max_citations)
+    print(f"candidates: {len(pairs)} pairs from {len(docs)} documents, {len(rejects)} documents rejected")
+    judge = engine_factory(args.judge, args.device, args.batch_size, args.tokenizer)
+    base = {"judge": args.judge, "retries": args.judge_retries}
+    coarse = _stage(out, "coarse", make_judge_stage(judge, args.judge, "coarse", args.judge_retries),
+                    pairs, args, base)
+    fine = _stage(out, "fine", make_judge_stage(judge, args.judge, "fine", args.judge_retries, args.long_chars,
+                                                args.max_split_similarity), coarse, args,
+                  {**base, "long_chars": args.long_chars, "max_split_similarity": args.max_split_similarity})
+    polisher = args.polisher or args.judge
+    polish = make_polish_stage(engine_factory(polisher, args.device, args.batch_size, args.tokenizer), polisher,
+                               STYLE_EXAMPLES[:args.shots], args.polish_tokens)
+    final = _stage(out, "polish", polish, fine, args, {"polisher": polisher, "shots": args.shots,
+                                                         "tokens": args.polish_tokens})
+    from data_pipelines.common.runner import StageRunner
+
+    for name in ("coarse", "fine", "polish"):
+        rejects += [{"stage": name, **r} for r in StageRunner(out / name, lambda b: b).iter_rejects()]
+    atomic_write_jsonl(out / "pairs.jsonl", final)
+    atomic_write_jsonl(out / "rejects.jsonl", rejects)
+    print(f"wrote {len(final)} pairs to {out / 'pairs.jsonl'} (columns prompt/answer for --task dataset), "
+          f"{len(rejects)} rejects to {out / 'rejects.jsonl'} ({time.perf_counter() - started:.1f}s)")
+    return 0
+
+
+def run_sci2pol(args) -> int:
+    if args.sci2pol_command == "bench":
+        return run_bench(args)
+    return run_corpus(args)
