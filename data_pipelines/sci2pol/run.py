@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_jsonl, atomic_write_text
+from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, runner_options
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -34,6 +35,7 @@ def _common(p) -> None:
     p.add_argument("--tokenizer", default=None, help="tokenizer of an HTTP engine (http://host:port/v1#model)")
     p.add_argument("--chunk-size", type=int, default=16, help="records per resumable chunk")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    add_backbone_args(p)
 
 
 def add_sci2pol_args(parser) -> None:
@@ -74,15 +76,14 @@ def add_sci2pol_args(parser) -> None:
     _common(corpus)
 
 
-def _stage(out: Path, name: str, process, records: list[dict], args, config: dict) -> list[dict]:
-    from data_pipelines.common.runner import StageRunner
-
-    runner = StageRunner(out / name, process, chunk_size=args.chunk_size, config=config, desc=name,
-                         progress=not args.no_progress)
+def _stage(out: Path, name: str, factory, records: list[dict], args, config: dict) -> list[dict]:
+    """Run the stage ``factory()`` builds (once per actor) over ``records``; its outputs, in input order."""
+    runner = StageRunner(out / name, ActorStage(factory), chunk_size=args.chunk_size, config=config, desc=name,
+                         progress=not args.no_progress, **runner_options(args))
     summary = runner.run(records)
     print(f"{name}: {summary.records_out} out, {summary.records_rejected} rejected "
           f"({summary.chunks_done_before} chunks already done)")
-    return [{k: v for k, v in r.items() if k != "_index"} for r in runner.iter_outputs()]
+    return [{k: v for k, v in r.items() if k not in ("_index", "_id")} for r in runner.iter_outputs()]
 
 
 def run_bench(args) -> int:
@@ -102,13 +103,15 @@ def run_bench(args) -> int:
     rows = [r for items in bench.values() for r in (items[:args.limit] if args.limit else items)]
     out = Path(args.output)
     cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
-    gen = make_generate_stage(engine_factory(args.model, args.device, args.batch_size, args.tokenizer), args.model,
-                              str(cache / "generations.jsonl"), args.max_new_tokens, args.open_tokens)
+    gen = functools.partial(make_generate_stage, engine_factory(args.model, args.device, args.batch_size,
+                                                                args.tokenizer), args.model,
+                            str(cache / "generations.jsonl"), args.max_new_tokens, args.open_tokens)
     config = {"model": args.model, "bench": args.bench_dir, "max_new_tokens": args.max_new_tokens,
               "open_tokens": args.open_tokens}
     generated = _stage(out, "generate", gen, rows, args, config)
-    judge = make_judge_stage(engine_factory(args.judge, args.device, args.batch_size, args.tokenizer), args.judge,
-                             str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries)
+    judge = functools.partial(make_judge_stage, engine_factory(args.judge, args.device, args.batch_size,
+                                                               args.tokenizer), args.judge,
+                              str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries)
     judged = _stage(out, "judge", judge, generated, args,
                     {**config, "judge": args.judge, "judge_tokens": args.judge_tokens, "retries": args.judge_retries})
     report = {"model": args.model, "judge": args.judge, "bench_dir": args.bench_dir or "built-in",
@@ -152,20 +155,20 @@ def run_corpus(args) -> int:
     print(f"candidates: {len(pairs)} pairs from {len(docs)} documents, {len(rejects)} documents rejected")
     judge = engine_factory(args.judge, args.device, args.batch_size, args.tokenizer)
     base = {"judge": args.judge, "retries": args.judge_retries}
-    coarse = _stage(out, "coarse", make_judge_stage(judge, args.judge, "coarse", args.judge_retries),
+    coarse = _stage(out, "coarse", functools.partial(make_judge_stage, judge, args.judge, "coarse",
+                                                        args.judge_retries),
                     pairs, args, base)
-    fine = _stage(out, "fine", make_judge_stage(judge, args.judge, "fine", args.judge_retries, args.long_chars,
-                                                args.max_split_similarity), coarse, args,
+    fine = _stage(out, "fine", functools.partial(make_judge_stage, judge, args.judge, "fine", args.judge_retries,
+                                                 args.long_chars, args.max_split_similarity), coarse, args,
                   {**base, "long_chars": args.long_chars, "max_split_similarity": args.max_split_similarity})
     polisher = args.polisher or args.judge
-    polish = make_polish_stage(engine_factory(polisher, args.device, args.batch_size, args.tokenizer), polisher,
+    polish = functools.partial(make_polish_stage, engine_factory(polisher, args.device, args.batch_size,
+                                                                 args.tokenizer), polisher,
                                STYLE_EXAMPLES[:args.shots], args.polish_tokens)
     final = _stage(out, "polish", polish, fine, args, {"polisher": polisher, "shots": args.shots,
                                                          "tokens": args.polish_tokens})
-    from data_pipelines.common.runner import StageRunner
-
     for name in ("coarse", "fine", "polish"):
-        rejects += [{"stage": name, **r} for r in StageRunner(out / name, lambda b: b).iter_rejects()]
+        rejects += [{"stage": name, **r} for r in StageRunner(out / name, None).iter_rejects()]
     atomic_write_jsonl(out / "pairs.jsonl", final)
     atomic_write_jsonl(out / "rejects.jsonl", rejects)
     print(f"wrote {len(final)} pairs to {out / 'pairs.jsonl'} (columns prompt/answer for --task dataset), "
