@@ -238,7 +238,8 @@ def score_tasks(rows: list[dict], resamples: int = 1000, seed: int = 42) -> dict
         if task in CLASSIFICATION:
             gold = [gold_label(r["answer"]) for r in items]
             labels = sorted(set(gold))
-            strict = [r["response"].strip() for r in items]
+            raw_to_label = {str(r["answer"]).strip(): gold_label(r["answer"]) for r in items}
+            strict = [raw_to_label.get(r["response"].strip()) for r in items]  # the paper: raw-string match
             robust = [extract_label(r["response"], labels) for r in items]
             g = np.array(gold, dtype=object)
             entry = {"n": len(items), "metric": "micro_f1", "labels": labels}

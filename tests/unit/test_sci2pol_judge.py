@@ -1,0 +1,91 @@
+"""Sci2Pol judge: score formulas by hand, JSON validation, bounded retries counted, release-folder loading."""
+
+import json
+
+import pytest
+
+from data_pipelines.sci2pol.bench import load_bench, make_generate_stage, make_judge_stage, paper_of
+from data_pipelines.sci2pol.judge import TASK11_COMPONENTS, parse_judgement, task_score
+from posttrain.models.tiny import build_tokenizer
+from posttrain.rollout.base import Rollouts, SamplingParams
+
+
+class ScriptedEngine:
+    """A generation engine (protocol only) answering each call with the next scripted text."""
+
+    def __init__(self, outputs: list[str]) -> None:
+        self.tokenizer = build_tokenizer()
+        self.outputs = iter(outputs)
+        self.calls = 0
+
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        self.calls += len(prompt_ids)
+        texts = [next(self.outputs) for _ in prompt_ids]
+        ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        return Rollouts(prompt_ids=prompt_ids, completion_ids=ids, texts=texts,
+                        logprobs=[[0.0] * len(i) for i in ids], finish_reasons=["stop"] * len(ids))
+
+
+def test_score_formulas_by_hand():
+    assert task_score("task7", {"task7": {"clarity": 4, "accuracy": 3, "coverage": 5, "overall": 4}}) == 80
+    importance = dict(zip(TASK11_COMPONENTS, [1.0, 0.5, 0.0, 1.0, 0.5]))
+    quality = dict(zip(TASK11_COMPONENTS, [0.5, 1.0, 1.0, 0.0, 1.0]))
+    # (0.5 + 0.5 + 0 + 0 + 0.5) / 5 * 100
+    assert task_score("task11", {"task11_importance": importance, "task11_quality": quality}) == pytest.approx(30)
+    assert task_score("task12", {"task12": dict.fromkeys("abcde", 0.5)}) == pytest.approx(50)
+    assert task_score("task13", {"task13": {"clarity": 1, "technicality": 0.5, "terms": 0}}) == pytest.approx(60)
+    assert task_score("task14", {"task14": {"a": 1, "b": 1, "c": 0, "d": 0.5}}) == pytest.approx(62.5)
+    assert task_score("task15", {"task15": {"a": 5, "b": 4, "c": 3, "d": 0}}) == 60
+
+
+def test_parse_judgement_strips_fences_quotes_and_validates():
+    good = {"clarity": 4, "accuracy": 3, "coverage": 5, "overall": 2}
+    assert parse_judgement("```json\n" + json.dumps(good) + "\n```", "task7") == {k: float(v) for k, v in good.items()}
+    assert parse_judgement(json.dumps(good).replace('"', "'"), "task7")["overall"] == 2.0
+    with pytest.raises(ValueError, match="missing keys"):
+        parse_judgement('{"clarity": 4}', "task7")
+    with pytest.raises(ValueError, match="outside"):
+        parse_judgement(json.dumps({**good, "coverage": 6}), "task7")
+    with pytest.raises(ValueError, match="not an integer"):
+        parse_judgement(json.dumps({**good, "coverage": 2.5}), "task7")
+    with pytest.raises(ValueError, match="no JSON"):
+        parse_judgement("great summary", "task7")
+
+
+def _row(task, item_id):
+    return {"task": task, "id": item_id, "query": "Passage: solar cuts bills.", "answer": "", "response": "Solar cuts bills."}
+
+
+def test_judge_retries_are_bounded_and_failures_counted(tmp_path):
+    ok = '"clarity": 5, "accuracy": 5, "coverage": 4, "overall": 4}'  # the stage prefills "{"
+    engine = ScriptedEngine(["oops", ok, "bad", "bad", "bad"])
+    stage = make_judge_stage(lambda: engine, "scripted", str(tmp_path / "j.jsonl"), 32, retries=2)
+    first, second = stage([_row("task7", "a"), _row("task7", "b")])
+    assert first["score"] == 90 and first["judge_attempts"] == 2 and first["judge_error"] is None
+    assert second["score"] is None and second["judge_attempts"] == 3 and "no JSON" in second["judge_error"]
+    assert engine.calls == 5
+    again = make_judge_stage(lambda: ScriptedEngine([]), "scripted", str(tmp_path / "j.jsonl"), 32, retries=2)
+    assert again([_row("task7", "a"), _row("task7", "b")]) == [first, second]  # cached: no model call
+
+
+def test_generation_cache_by_task_id_model_prompt(tmp_path):
+    rows = [{"task": "task1", "id": "x", "query": "Q?", "answer": "A"}]
+    stage = make_generate_stage(lambda: ScriptedEngine(["A"]), "m", str(tmp_path / "g.jsonl"), 4, 8)
+    assert stage(rows)[0]["response"] == "A"
+    cached = make_generate_stage(lambda: ScriptedEngine([]), "m", str(tmp_path / "g.jsonl"), 4, 8)
+    assert cached(rows)[0]["response"] == "A"
+    other_model = make_generate_stage(lambda: ScriptedEngine(["B"]), "m2", str(tmp_path / "g.jsonl"), 4, 8)
+    assert other_model(rows)[0]["response"] == "B"
+
+
+def test_load_release_folder(tmp_path):
+    (tmp_path / "task2.jsonl").write_text(json.dumps({"id": 7, "query": "q", "answer": "B"}) + "\n\n")
+    (tmp_path / "task11.jsonl").write_text(json.dumps(
+        {"id": "p", "query": "Scientific Research Paper:\nThe paper.\n\n\nWrite the problem.", "answer": "x"}) + "\n")
+    bench = load_bench(tmp_path)
+    assert list(bench) == ["task2", "task11"]
+    assert bench["task2"] == [{"id": "7", "query": "q", "answer": "B", "task": "task2"}]
+    assert paper_of(bench["task11"][0]) == "The paper."
+    (tmp_path / "task3.jsonl").write_text(json.dumps({"id": 1, "query": "q"}) + "\n")
+    with pytest.raises(ValueError, match="task3.jsonl, line 1: missing field 'answer'"):
+        load_bench(tmp_path)

@@ -1,0 +1,55 @@
+"""Sci2Pol scoring: label extraction, micro-F1 and bootstrap SE against hand-computed values."""
+
+import numpy as np
+import pytest
+
+from data_pipelines.sci2pol.bench import gold_label, score_tasks
+from data_pipelines.sci2pol.scoring import bootstrap_se, extract_label, micro_f1
+
+
+@pytest.mark.parametrize("response, labels, expected", [
+    ("B", "ABCD", "B"),
+    ("(c) because the methods follow", "ABCD", "C"),
+    ("The answer is D.", "ABCD", "D"),
+    ("I think so", "ABCD", None),
+    ('```json\n{"verdict": "Unsupported"}\n```', ["Supported", "Unsupported"], "Unsupported"),
+    ("The evidence does CONTRADICT it, not support", ["SUPPORT", "CONTRADICT", "NEI"], "CONTRADICT"),
+    ("  true. ", ["True", "False"], "True"),
+    ("no idea", ["True", "False"], None),
+])
+def test_extract_label(response, labels, expected):
+    assert extract_label(response, list(labels)) == expected
+
+
+def test_micro_f1_by_hand():
+    gold = ["A", "B", "A", "C"]
+    # TP=2 (items 0, 1); item 2 predicts valid label C: FP 1 + FN 1; item 3 unparsable: FN 1
+    predicted = ["A", "B", "C", None]
+    assert micro_f1(gold, predicted, ["A", "B", "C"]) == pytest.approx(4 / (4 + 1 + 2))
+    assert micro_f1(gold, gold, ["A", "B", "C"]) == 1.0
+    with pytest.raises(ValueError):
+        micro_f1(gold, predicted[:2], ["A"])
+
+
+def test_bootstrap_se_known_cases():
+    assert bootstrap_se(5, lambda ix: 3.0) == 0.0
+    values = np.array([0.0, 1.0])
+    # the mean of a size-2 resample is 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4: sd = sqrt(1/8)
+    se = bootstrap_se(2, lambda ix: float(values[ix].mean()), resamples=4000)
+    assert se == pytest.approx(np.sqrt(1 / 8), abs=0.02)
+    assert bootstrap_se(2, lambda ix: float(values[ix].mean())) == bootstrap_se(2, lambda ix: float(values[ix].mean()))
+
+
+def test_score_tasks_strict_robust_and_failures():
+    rows = [{"task": "task18", "id": "a", "answer": '{"verdict": "Supported"}', "response": '{"verdict": "Supported"}'},
+            {"task": "task18", "id": "b", "answer": '{"verdict": "Unsupported"}', "response": "Unsupported"},
+            {"task": "task7", "id": "c", "answer": "", "response": "x", "score": 80.0, "judge_attempts": 1},
+            {"task": "task7", "id": "d", "answer": "", "response": "y", "score": None, "judge_attempts": 3}]
+    assert gold_label(rows[0]["answer"]) == "Supported"
+    report = score_tasks(rows, resamples=50)
+    t18, t7 = report["tasks"]["task18"], report["tasks"]["task7"]
+    assert t18["strict"] == pytest.approx(100 * 2 / 3)  # raw strings: a matches, b does not
+    assert t18["robust"] == 100.0
+    assert t7 == {**t7, "judged": 1, "judge_failures": 1, "score": 80.0, "judge_attempts": 4}
+    assert report["stages"]["summarization"] == 80.0
+    assert report["overall"] == pytest.approx((100.0 + 80.0) / 2)
