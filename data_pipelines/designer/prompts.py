@@ -10,6 +10,8 @@ invalidates that stage's stored results only) and of every output record.
 
 from __future__ import annotations
 
+import json
+
 from data_pipelines.designer.builtin import QUESTION_TYPES
 from data_pipelines.designer.sampling import DIFFICULTIES
 
@@ -88,6 +90,13 @@ def _generate_text(segment: str, discipline: str, candidates: list[tuple[str, st
     return (f"Discipline: {discipline}\nSource text:\n{segment}\n\n{kind}:\n{listing}\n\n{task}, plus a concise "
             "reference answer. A multiple-choice question lists options A) B) C) D) and its answer is a letter.\n"
             'Reply with JSON only: {"selected_id": "...", "question": "...", "reference_answer": "..."}')
+
+
+def demonstration_questions() -> list[str]:
+    """The questions of the prompts' worked examples: a small model often copies them verbatim, so the
+    filter step drops generated questions that share a 13-gram with them."""
+    return [_ANNOTATE_EXAMPLE[0], json.loads(_GENERATE_EXAMPLE[2])["question"],
+            "A 5 kg box is pushed with 20 N on ice. What is its acceleration?"]
 
 
 def respond_messages(question: str) -> tuple[list[dict[str, str]], str]:

@@ -11,7 +11,8 @@ whole-dataset steps as one file each)::
     5-segments.jsonl  source chunks, MinHash near-duplicates removed
     6-retrieved.jsonl top-k logics (or exemplar seed questions, --mode exemplar) per segment
     7-generate/    one call: pick a candidate, write question + reference answer (validated JSON)
-    8-filtered.jsonl  MinHash near-duplicate questions and benchmark 13-grams removed
+    8-filtered.jsonl  MinHash near-duplicate questions, benchmark 13-grams and copies of the prompts'
+                   worked examples removed
     9-respond/     a long-CoT response per question
     designer.jsonl the records; report.json the counts, yields and reject reasons
 
@@ -228,9 +229,11 @@ def _dedup(out: Path, extracted: list[dict], embedder, tau: float) -> list[dict]
 
 def _filter(out: Path, args, generated: list[dict]) -> list[dict]:
     from data_pipelines.designer.filtering import Decontaminator, benchmark_texts
+    from data_pipelines.designer.prompts import demonstration_questions
 
     decon = Decontaminator(benchmark_texts(args.decontaminate), args.ngram) if args.decontaminate else None
-    kept, rejects = steps.filter_step(generated, args.minhash_threshold, decon)
+    demonstrations = Decontaminator(demonstration_questions(), args.ngram)
+    kept, rejects = steps.filter_step(generated, args.minhash_threshold, decon, demonstrations)
     atomic_write_jsonl(out / "8-filter.rejects.jsonl", rejects)
     return kept
 

@@ -83,9 +83,11 @@ def _candidate(item: dict) -> dict:
 
 
 def filter_step(questions: list[dict], threshold: float, decontaminator: Decontaminator | None,
-                ) -> tuple[list[dict], list[dict]]:
+                demonstrations: Decontaminator | None = None) -> tuple[list[dict], list[dict]]:
     """MinHash near-duplicate questions removed (first kept), then questions sharing an n-gram with the
-    benchmark removed. Returns the kept records and the rejects (with ``reason``)."""
+    benchmark removed, then (an addition to the paper) questions sharing an n-gram with the prompts'
+    worked examples (``demonstrations``: copies, not new questions). Returns the kept records and the
+    rejects (with ``reason``)."""
     if not questions:
         return [], []
     keep, dropped = minhash_dedup([q["question"] for q in questions], threshold=threshold)
@@ -94,8 +96,11 @@ def filter_step(questions: list[dict], threshold: float, decontaminator: Deconta
     kept = []
     for i in keep:
         gram = decontaminator.hit(questions[i]["question"]) if decontaminator else None
+        copied = demonstrations.hit(questions[i]["question"]) if demonstrations else None
         if gram:
             rejects.append({"record": questions[i], "reason": f"benchmark {decontaminator.n}-gram: {gram!r}"})
+        elif copied:
+            rejects.append({"record": questions[i], "reason": f"copies the prompt's worked example: {copied!r}"})
         else:
             kept.append(questions[i])
     return kept, rejects

@@ -161,6 +161,7 @@ def test_cli_bodies_register_as_subcommands_with_help_for_every_flag() -> None:
 
 def test_filter_step_drops_near_duplicates_and_benchmark_overlap(tmp_path) -> None:
     from data_pipelines.designer.filtering import Decontaminator, benchmark_texts
+    from data_pipelines.designer.prompts import demonstration_questions
     from data_pipelines.designer.steps import filter_step
 
     leaked = "a cart of mass three kilograms accelerates at two metres per second squared on a flat road"
@@ -169,8 +170,11 @@ def test_filter_step_drops_near_duplicates_and_benchmark_overlap(tmp_path) -> No
     long_text = "explain how a tariff on imported steel changes consumer surplus producer surplus and revenue"
     questions = [{"segment_id": "s#0", "question": long_text}, {"segment_id": "s#1", "question": long_text + "."},
                  {"segment_id": "s#2", "question": "Given that " + leaked + ", what is the net force?"},
-                 {"segment_id": "s#3", "question": "Why is the sky blue at noon but red at sunset?"}]
-    kept, rejects = filter_step(questions, 0.8, Decontaminator(benchmark_texts(str(bench))))
+                 {"segment_id": "s#3", "question": "Why is the sky blue at noon but red at sunset?"},
+                {"segment_id": "s#4", "question": demonstration_questions()[1]}]
+    kept, rejects = filter_step(questions, 0.8, Decontaminator(benchmark_texts(str(bench))),
+                                Decontaminator(demonstration_questions()))
     assert [q["segment_id"] for q in kept] == ["s#0", "s#3"]
     reasons = sorted(r["reason"] for r in rejects)
-    assert reasons[0].startswith("benchmark 13-gram") and reasons[1] == "near-duplicate of question s#0"
+    assert reasons[0].startswith("benchmark 13-gram") and reasons[1].startswith("copies the prompt's worked")
+    assert reasons[2] == "near-duplicate of question s#0"
