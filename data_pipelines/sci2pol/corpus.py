@@ -75,7 +75,7 @@ def relevance_prompt(paper: str, document: str) -> str:
 
 
 def parse_relevance(text: str) -> bool:
-    found = re.search(r'"?relevant"?\s*:\s*(true|false)', text, re.IGNORECASE)
+    found = re.search(r'["\']?relevant["\']?\s*:\s*(true|false)', text, re.IGNORECASE)
     if not found:
         raise ValueError("no 'relevant': true|false in the judge output")
     return found.group(1).lower() == "true"

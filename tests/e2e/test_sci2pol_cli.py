@@ -1,0 +1,70 @@
+"""Sci2Pol commands end to end on the embedded inputs with the tiny model (fast settings): ``bench``
+(uninterrupted, and SIGKILLed mid-run then rerun: identical results) and ``corpus`` (filters and rejects)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
+from tests.unit.ray_session import kill_when_parts, ray_session  # noqa: F401 - session fixture
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = ("import argparse, sys\nfrom data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol\n"
+       "p = argparse.ArgumentParser(); add_sci2pol_args(p); sys.exit(run_sci2pol(p.parse_args(sys.argv[1:])))")
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    add_sci2pol_args(parser)
+    return run_sci2pol(parser.parse_args(argv))
+
+
+def _bench_argv(out: Path, ray_address: str) -> list[str]:
+    return ["bench", "--model", "tiny", "--judge", "tiny", "--tasks", "task1,task7,task11,task18",
+            "--per-task", "2", "--open-tokens", "8", "--judge-tokens", "8", "--judge-retries", "1",
+            "--bootstrap", "50", "--chunk-size", "1", "--output", str(out), "--no-progress",
+            "--ray-address", ray_address]
+
+
+def _results(out: Path) -> dict:
+    report = json.loads((out / "results.json").read_text())
+    report.pop("seconds")
+    return report
+
+
+def test_bench_killed_then_rerun_equals_uninterrupted(tmp_path, ray_session):
+    assert _run(_bench_argv(tmp_path / "whole", ray_session)) == 0
+    whole = _results(tmp_path / "whole")
+    assert set(whole["tasks"]) == {"task1", "task7", "task11", "task18"}
+    t7 = whole["tasks"]["task7"]
+    assert t7["n"] == 2 and t7["judged"] + t7["judge_failures"] == 2 and t7["judge_attempts"] >= 2
+    assert {"strict", "robust", "strict_se", "robust_se"} <= set(whole["tasks"]["task18"])
+    assert len((tmp_path / "whole" / "responses.jsonl").read_text().splitlines()) == 8
+
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-c", CLI, *_bench_argv(killed, ray_session)]
+    done = kill_when_parts(cmd, killed / "generate", 2, env, timeout=120)
+    assert 2 <= done < 8 and not (killed / "results.json").exists()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert _results(killed) == whole
+
+
+def test_corpus_filters_and_rejects(tmp_path, ray_session):
+    out = tmp_path / "corpus"
+    assert _run(["corpus", "--judge", "tiny", "--polish-tokens", "8", "--judge-retries", "0",
+                 "--output", str(out), "--no-progress", "--ray-address", ray_session]) == 0
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    reasons = {r.get("policy_id") or r["record"]["policy_id"]: r["reason"] for r in rejects}
+    assert reasons["D2"] == "cites 4 papers > max 3"
+    assert reasons["D3"] == "none of the cited papers ['P404'] is in the paper table"
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    # every candidate pair (D0, D1, D4, D5) ends as an output pair or a reject with a reason
+    assert len(pairs) + len(rejects) == 6
+    for pair in pairs:
+        assert pair["prompt"].endswith(pair["paper_text"]) and pair["answer"] == pair["brief_polished"]
