@@ -50,12 +50,13 @@ def test_dmap_scoring_killed_resumes_to_the_uninterrupted_output(tmp_path, ray_s
     src = tmp_path / "texts.jsonl"
     docs = make_corpus(num_entities=10, num_misc=6, seed=3).documents
     src.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs) + "{bad\n")
-    argv = ["dmap", "--input", str(src), "--chunk-size", "3", "--batch-size", "1", "--no-progress"]
+    argv = ["dmap", "--input", str(src), "--chunk-size", "2", "--batch-size", "2", "--no-progress"]
     assert data_main([*argv, "--output", str(tmp_path / "whole")]) == 0
     killed = tmp_path / "killed"
     done = _kill_and_resume([*argv, "--output", str(killed)], killed, ray_session)
-    assert 2 <= done < 6, done  # 6 blocks: 16 texts and a malformed line
+    num_blocks = -(-(len(docs) + 1) // 2)  # the texts and a malformed line, two per block
+    assert 2 <= done < num_blocks, done
     for name in ("scores.jsonl", "dmap_report.json"):
         assert (killed / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
-    rejects = [json.loads(line) for line in (killed / "parts" / "part-00005.rejects.jsonl").open()]
+    rejects = [json.loads(line) for line in (killed / "parts" / f"part-{num_blocks - 1:05d}.rejects.jsonl").open()]
     assert [r["_index"] for r in rejects] == [len(docs)] and "invalid JSON" in rejects[0]["reason"]
