@@ -10,7 +10,8 @@ and left out of that task's mean, never scored as zero.
 
 Deviation: tasks 11-14 read the paper from the record's ``paper`` field, else from the query's
 ``Scientific Research Paper:`` block (the release's ``Eval.py`` looks it up in ``task16.jsonl`` by id).
-The judge's answer is prefilled with ``{`` so that small judges start a JSON object.
+The judge's answer is prefilled with ``{"<first criterion>":`` so that small judges start the JSON object the
+rubric asks for (an aid the paper's judge did not need).
 """
 
 from __future__ import annotations
@@ -141,12 +142,12 @@ def make_generate_stage(engine_factory: Callable, model_name: str, cache_path: s
         out: list[dict | None] = [None] * len(rows)
         todo: dict[int, list[tuple[int, list[int], str, bool]]] = {}
         for i, row in enumerate(rows):
-            key = ResultCache.key(row["task"], row["id"], model_name, row["query"])
+            budget = open_tokens if row["task"] not in CLASSIFICATION else max_new_tokens
+            key = ResultCache.key(row["task"], row["id"], model_name, f"max_new_tokens={budget}\n{row['query']}")
             hit = cache.get(key)
             if hit is not None:
                 out[i] = {**row, **hit}
                 continue
-            budget = open_tokens if row["task"] not in CLASSIFICATION else max_new_tokens
             ids, truncated = _encode(engine, row["query"], None, budget)
             todo.setdefault(budget, []).append((i, ids, key, truncated))
         for budget, group in todo.items():
@@ -186,16 +187,18 @@ def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str,
 
     def judge_one(row: dict, rubric_name: str) -> dict:
         prompt = judge_prompt(rubric_name, **_judge_sources(row, rubric_name))
-        key = ResultCache.key(rubric_name, row["id"], judge_name, prompt)
+        prefill = '{"' + next(iter(RUBRICS[rubric_name].criteria)) + '":'
+        key = ResultCache.key(rubric_name, row["id"], judge_name,
+                              f"max_new_tokens={max_new_tokens} retries={retries}\n{prompt}")
         hit = cache.get(key)
         if hit is not None:
             return hit
-        ids, _ = _encode(engine, prompt, "{", max_new_tokens)
+        ids, _ = _encode(engine, prompt, prefill, max_new_tokens)
         errors = []
         for attempt in range(retries + 1):
             params = (SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0) if attempt == 0 else
                       SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, seed=attempt))
-            text = "{" + engine.generate([ids], params).texts[0]
+            text = prefill + engine.generate([ids], params).texts[0]
             try:
                 value = {"values": parse_judgement(text, rubric_name), "attempts": attempt + 1, "raw": text}
                 break

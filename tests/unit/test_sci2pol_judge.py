@@ -57,7 +57,7 @@ def _row(task, item_id):
 
 
 def test_judge_retries_are_bounded_and_failures_counted(tmp_path):
-    ok = '"clarity": 5, "accuracy": 5, "coverage": 4, "overall": 4}'  # the stage prefills "{"
+    ok = ' 5, "accuracy": 5, "coverage": 4, "overall": 4}'  # the stage prefills '{"clarity":'
     engine = ScriptedEngine(["oops", ok, "bad", "bad", "bad"])
     stage = make_judge_stage(lambda: engine, "scripted", str(tmp_path / "j.jsonl"), 32, retries=2)
     first, second = stage([_row("task7", "a"), _row("task7", "b")])
