@@ -31,6 +31,23 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Text2Grad (Wang et al. 2025) span reward model SFT data. With no --input: "
                          "program-written feedback on step-arithmetic responses with injected step errors.")
     add_text2grad_sft_args(t2g)
+    from data_pipelines.common.diversity import add_diversity_args
+    from data_pipelines.designer.run import add_designer_args
+    from data_pipelines.sci2pol.run import add_sci2pol_args
+
+    des = sub.add_parser("designer", help="DESIGNER: design-logic-guided question synthesis",
+                         formatter_class=HelpFormatter,
+                         description="DESIGNER (design-logic-guided reasoning data synthesis). With no --input: the "
+                         "built-in question bank and source texts through smollm2-135m.")
+    add_designer_args(des)
+    div = sub.add_parser("diversity", help="Diversity metrics of a question set (pairwise cosine/L2, 1-NN, k-means)",
+                         formatter_class=HelpFormatter)
+    add_diversity_args(div)
+    s2p = sub.add_parser("sci2pol", help="Sci2Pol: the paper-to-policy-brief bench runner and corpus builder",
+                         formatter_class=HelpFormatter,
+                         description="Sci2Pol. `bench` scores a model on the 18 tasks; `corpus` mines citation-linked "
+                         "pairs. With no other argument each runs on built-in miniature inputs.")
+    add_sci2pol_args(s2p)
     return parser
 
 
@@ -44,6 +61,18 @@ def data_main(argv: list[str]) -> int:
         from rewards.text2grad.data import run_text2grad_sft
 
         return run_text2grad_sft(args)
+    if args.pipeline == "designer":
+        from data_pipelines.designer.run import run_designer
+
+        return run_designer(args)
+    if args.pipeline == "diversity":
+        from data_pipelines.common.diversity import run_diversity
+
+        return run_diversity(args)
+    if args.pipeline == "sci2pol":
+        from data_pipelines.sci2pol.run import run_sci2pol
+
+        return run_sci2pol(args)
     from data_pipelines.dmap.pipeline import run_dmap
 
     return run_dmap(args)
