@@ -1,4 +1,5 @@
-"""One local Ray per test session for the data-backbone tests: import ``ray_session`` into a test module.
+"""One local Ray per test session for the data-backbone tests: import ``ray_session_fixture`` (or
+``ray_session``) into a test module and ask for ``ray_session``.
 
 The fixture starts Ray through the runner's own ``init_ray`` (once: later runners in the same process
 reuse it) and returns the cluster's GCS address, so a test's subprocess joins the same Ray instead of
@@ -15,14 +16,17 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(scope="session")
-def ray_session() -> str:
+@pytest.fixture(scope="session", name="ray_session")
+def ray_session_fixture() -> str:
     import ray
 
     from data_pipelines.common.ray_exec import init_ray
 
     init_ray(None, num_cpus=2)
     return ray.get_runtime_context().gcs_address
+
+
+ray_session = ray_session_fixture  # the same fixture under its own name, for ``from ... import ray_session``
 
 
 def kill_when_parts(cmd: list[str], parts_dir: Path, at_least: int, env: dict, timeout: float = 60) -> int:

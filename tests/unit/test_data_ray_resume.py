@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
-import subprocess
-
 from data_pipelines.cli import data_main
-from tests.unit.ray_session import kill_when_parts, ray_session  # noqa: F401 - session fixture
+from tests.unit.ray_session import (
+    kill_when_parts,
+    ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
+)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,10 @@ import pytest
 
 from data_pipelines.common.io import JsonlSource, open_source
 from data_pipelines.common.runner import ActorStage, Reject, StageRunner, record_id, run_once
-from tests.unit.ray_session import kill_when_parts, ray_session  # noqa: F401 - session fixture
+from tests.unit.ray_session import (
+    kill_when_parts,
+    ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
