@@ -15,7 +15,7 @@ from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_a
 
 REPO = Path(__file__).resolve().parents[2]
 
-SMALL = "--chunk-size 3 --max-questions 12 --max-segments 6"
+SMALL = "--chunk-size 1 --max-questions 12 --max-segments 6"  # 6 generation blocks: the kill lands mid-stage
 _RUN = f"""
 import sys
 from data_pipelines.common.embed import HashingEmbedder
