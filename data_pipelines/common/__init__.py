@@ -2,7 +2,9 @@
 
 - ``backends``: ``load_backend(spec)`` -> the project's engines (HF, vLLM, OpenAI-compatible HTTP, copy-cache LM)
   behind ``posttrain.rollout.base``'s generate / score protocols; text -> token-id conventions.
-- ``runner``: ``StageRunner``, resumable and shardable (``--shard i/N``) over JSONL / Parquet / HF datasets.
+- ``runner``: ``StageRunner`` on Ray Data (``ActorStage``, ``run_once``, ``--ray-address`` / ``--num-workers``), resumable,
+  over JSONL / Parquet / HF datasets; ``ray_exec``: the one Ray start-up (``init_ray``) and block execution.
+- ``diversity``: diversity metrics of a question set (pairwise cosine / L2, 1-NN, k-means inertia, radius).
 - ``io``: record sources and atomic writes.
 - ``embed`` / ``retrieval`` / ``dedup``: sentence-transformers (offline MiniLM), FAISS / BM25, MinHash LSH.
 - ``corpus``: the built-in synthetic corpus with planted cross-document facts, and the corpus-LM warm start.
