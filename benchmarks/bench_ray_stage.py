@@ -3,7 +3,9 @@
 Three ways over the same texts (built-in corpus documents of several seeds), same blocks:
 
 - ``direct``: the stage function (``make_dmap_stage``) called on each block in this process, no runner
-  (its one-off build, model load included, is timed apart as ``build_s``);
+  (its one-off build, model load included, is timed apart as ``build_s``), once with torch's default thread
+  count (every core) and once with one thread (``direct_1thread``), which is what each Ray actor gets: Ray
+  sets ``OMP_NUM_THREADS`` to an actor's ``num_cpus`` (1), so ``ray1`` compares with ``direct_1thread``;
 - ``ray1`` / ``ray2``: ``StageRunner`` with an ``ActorStage`` of 1 and 2 Ray actors (local in-process Ray,
   started before the clock; each timed run includes its actors' start-up and the part-file writes).
 
@@ -23,6 +25,8 @@ import os
 import tempfile
 import time
 from pathlib import Path
+
+import torch
 
 from data_pipelines.common.corpus import make_corpus
 from data_pipelines.common.io import atomic_write_text
@@ -58,13 +62,23 @@ def main() -> None:
     process = factory()
     build = time.perf_counter() - start
     process(records[: args.chunk_size])  # warm-up: first forward pays lazy initialisation
-    start = time.perf_counter()
-    for b in range(0, len(records), args.chunk_size):
-        process(records[b:b + args.chunk_size])
-    direct = time.perf_counter() - start
-    result = {"stage": f"dmap scoring, {args.model}", "build_s": round(build, 2), "num_texts": len(records), "chunk_size": args.chunk_size,
-              "batch_size": args.batch_size, "cpu_count": os.cpu_count(), "direct_s": round(direct, 2),
-              "direct_records_per_s": round(len(records) / direct, 2)}
+
+    def time_direct() -> float:
+        start = time.perf_counter()
+        for b in range(0, len(records), args.chunk_size):
+            process(records[b:b + args.chunk_size])
+        return time.perf_counter() - start
+
+    default_threads = torch.get_num_threads()
+    direct = time_direct()
+    torch.set_num_threads(1)
+    direct_1thread = time_direct()
+    torch.set_num_threads(default_threads)
+    result = {"stage": f"dmap scoring, {args.model}", "build_s": round(build, 2), "num_texts": len(records),
+              "chunk_size": args.chunk_size, "batch_size": args.batch_size, "cpu_count": os.cpu_count(),
+              "direct_threads": default_threads, "direct_s": round(direct, 2),
+              "direct_records_per_s": round(len(records) / direct, 2), "direct_1thread_s": round(direct_1thread, 2),
+              "direct_1thread_records_per_s": round(len(records) / direct_1thread, 2)}
     merged = {}
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (1, 2):
@@ -84,9 +98,12 @@ def main() -> None:
     result["outputs_identical_1_vs_2"] = merged[1] == merged[2]
     result["speedup_2_vs_1"] = round(result["ray1_s"] / result["ray2_s"], 3)
     result["overhead_ray1_vs_direct"] = round(result["ray1_s"] / direct, 3)
+    result["overhead_ray1_vs_direct_1thread"] = round(result["ray1_s"] / direct_1thread, 3)
+    result["ray2_vs_direct"] = round(direct / result["ray2_s"], 3)
     result["loadavg_before"] = [round(x, 2) for x in load_before]
     result["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"direct: {direct:.1f}s {len(records) / direct:.1f} records/s")
+    print(f"direct ({default_threads} threads): {direct:.1f}s {len(records) / direct:.1f} records/s; "
+          f"1 thread: {direct_1thread:.1f}s {len(records) / direct_1thread:.1f} records/s")
     print(json.dumps(result, indent=2))
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
 
