@@ -26,6 +26,12 @@ With vLLM on a real model (SmolLM2-135M-Instruct, offline): ``--model-dir smollm
 ours,ours-async,trl-vllm,trl``: ours with the colocated vLLM engine (synchronous, and ``--async_rollouts``
 with staleness 1) against TRL's ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` and TRL without vLLM;
 ``--keep-going`` records a side that cannot run on this machine (with its error) instead of stopping.
+
+On a GPU, ``--device cuda`` runs both sides there (ours: DeepSpeed over NCCL; TRL: ``use_cpu=False``), records
+each side's peak GPU memory, and measures the GPU's own matmul peak:
+
+    python benchmarks/bench_grpo_vs_trl.py --device cuda --precision bf16 --model-dir CHECKPOINT \
+        --prompts 32 --group 8 --micro-batch 64 --max-new-tokens 128 --out benchmarks/results/grpo_vs_trl_cuda.json
 """
 
 from __future__ import annotations
@@ -72,6 +78,12 @@ SIDES = ("ours", "ours-async", "trl", "trl-vllm")
 
 def _median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
+
+
+def _peak_gpu_mb() -> float | None:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
 
 
 def _model_params(model_dir: str) -> int:
@@ -145,8 +157,8 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     if shipped["math_equal_lru_cached"]:
         shipped["math_equal_cache_info"] = math_equal.cache_info()._asdict()
     return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
-            "rss_after_setup_mb": rss_before, "peak_rss_mb": _peak_rss_mb(), "threads": torch.get_num_threads(),
-            "shipped_code_paths": shipped}
+            "rss_after_setup_mb": rss_before, "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": _peak_gpu_mb(),
+            "threads": torch.get_num_threads(), "shipped_code_paths": shipped}
 
 
 def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
@@ -170,7 +182,7 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
     samples = args.prompts * args.group
     out_dir = tempfile.mkdtemp(prefix="bench-grpo-trl-")
     trl_args = GRPOConfig(
-        output_dir=out_dir, use_cpu=True, seed=args.seed, max_steps=total,
+        output_dir=out_dir, use_cpu=args.device == "cpu", seed=args.seed, max_steps=total,
         per_device_train_batch_size=args.micro_batch, gradient_accumulation_steps=samples // args.micro_batch,
         # generation_batch_size defaults to per_device * GA = prompts x group: one generation per optimizer step
         num_generations=args.group, max_completion_length=args.max_new_tokens,
@@ -214,7 +226,7 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
     steps = [{"seconds": b - a, "tokens": t, "completion_tokens": cl * samples, "reward_mean": r}
              for a, b, t, cl, r in zip(times, times[1:], tokens, completion_len, rewards)]
     return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
-            "rss_after_setup_mb": rss.get("before"), "peak_rss_mb": _peak_rss_mb(),
+            "rss_after_setup_mb": rss.get("before"), "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": _peak_gpu_mb(),
             "threads": torch.get_num_threads(), "trl_args": {k: v for k, v in trl_args.to_dict().items()
                                                              if isinstance(v, (int, float, str, bool, type(None)))}}
 
@@ -223,10 +235,29 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
 # matmul peak
 # ----------------------------------------------------------------------------------------------------
 
-def matmul_peak(sizes: list[int], threads: list[int], seconds: float) -> dict[str, Any]:
+def matmul_peak(sizes: list[int], threads: list[int], seconds: float, device: str = "cpu") -> dict[str, Any]:
+    """Best square-matmul FLOP/s per dtype: per thread count on the CPU (keys ``fp32_threads1``...), or on the
+    GPU (keys ``fp32_cuda``, ``bf16_cuda``; ``threads`` ignored)."""
     import torch
 
     results: dict[str, Any] = {}
+    if device == "cuda":
+        for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            per_size = {}
+            for n in sizes:
+                a, b = torch.randn(n, n, dtype=dtype, device="cuda"), torch.randn(n, n, dtype=dtype, device="cuda")
+                torch.matmul(a, b)
+                torch.cuda.synchronize()
+                samples = []
+                deadline = time.perf_counter() + seconds
+                while time.perf_counter() < deadline or len(samples) < 3:
+                    start = time.perf_counter()
+                    torch.matmul(a, b)
+                    torch.cuda.synchronize()
+                    samples.append(time.perf_counter() - start)
+                per_size[str(n)] = 2 * n**3 / min(samples)
+            results[f"{dtype_name}_cuda"] = {"best_flops": max(per_size.values()), "per_size": per_size}
+        return results
     old = torch.get_num_threads()
     for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         for t in threads:
@@ -268,6 +299,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "aggregate_tokens_per_s": sum(tok) / sum(secs),
         "per_run_median_seconds": [_median([s["seconds"] for s in r["steps"]]) for r in runs],
         "peak_rss_mb_median": _median([r["peak_rss_mb"] for r in runs]),
+        "peak_gpu_mb_median": _median([r["peak_gpu_mb"] for r in runs if r.get("peak_gpu_mb") is not None]),
         "rss_after_setup_mb_median": _median([r["rss_after_setup_mb"] for r in runs if r.get("rss_after_setup_mb")]),
         "timed_steps": len(steps),
     }
@@ -300,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                              "trl-vllm: TRL with use_vllm=True, vllm_mode='colocate').")
     parser.add_argument("--rollout", choices=["hf", "vllm"], default="hf",
                         help="Our rollout engine (ours and ours-async sides).")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="Where both sides train and generate (cpu hides any GPU from both).")
     parser.add_argument("--worker", choices=SIDES, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep-going", action="store_true",
                         help="Record a side that fails (e.g. a peer that cannot run here) in the report and go on.")
@@ -342,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("WORLD_SIZE", None)
+    if args.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # our trainer takes a GPU whenever it sees one
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
     failures: dict[str, str] = {}  # side -> the end of its stderr, when --keep-going let it fail
     with tempfile.TemporaryDirectory(prefix="bench-grpo-") as tmp:
@@ -353,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
                        "--model-dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
                        "--precision", args.precision, "--prompts", str(args.prompts), "--group", str(args.group),
                        "--micro-batch", str(args.micro_batch), "--max-new-tokens", str(args.max_new_tokens),
-                       "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout]
+                       "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout,
+                       "--device", args.device]
                 start = time.perf_counter()
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
                 if proc.returncode != 0:
@@ -367,20 +404,24 @@ def main(argv: list[str] | None = None) -> int:
                 result["wall_seconds"] = time.perf_counter() - start
                 result["started_at"] = time.strftime("%H:%M:%S")
                 runs[side].append(result)
+                gpu = f", peak GPU {result['peak_gpu_mb']:.0f} MiB" if result.get("peak_gpu_mb") else ""
                 print(f"repeat {r} {side}: median {(_median([s['seconds'] for s in result['steps']])):.3f} s/step "
-                      f"peak RSS {result['peak_rss_mb']:.0f} MiB", flush=True)
+                      f"peak RSS {result['peak_rss_mb']:.0f} MiB{gpu}", flush=True)
 
-    peak = matmul_peak([1024, 2048], sorted({1, os.cpu_count() or 1}), args.peak_seconds)
+    peak = matmul_peak([4096, 8192] if args.device == "cuda" else [1024, 2048], sorted({1, os.cpu_count() or 1}),
+                       args.peak_seconds, args.device)
     summary = {side: _summary(rs) for side, rs in runs.items() if rs}
     report: dict[str, Any] = {
         "command": command,
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "transformers": transformers.__version__, "trl": trl.__version__,
                      "deepspeed": deepspeed.__version__, "platform": platform.platform(),
-                     "cpu": _cpu_name(), "cpu_count": os.cpu_count()},
+                     "cpu": _cpu_name(), "cpu_count": os.cpu_count(),
+                     "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None},
         "load_average_at_end": os.getloadavg(),
         "settings": {
-            "model_dir": args.model_dir, "recipe": _recipe_json(args.model_dir), "params": n_params, "precision": args.precision, "threads": args.threads,
+            "model_dir": args.model_dir, "recipe": _recipe_json(args.model_dir), "params": n_params,
+            "device": args.device, "precision": args.precision, "threads": args.threads,
             "prompts_per_step": args.prompts, "group_size": args.group, "micro_batch": args.micro_batch,
             "grad_accum": args.prompts * args.group // args.micro_batch, "max_new_tokens": args.max_new_tokens,
             "temperature": 1.0, "top_p": 1.0, "top_k": 0, "lr": args.lr, "beta_kl": 0.0, "num_iterations_mu": 1,
@@ -398,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             "shared_reward_cache": "both sides call ArithmeticTask.reward -> the lru_cached math_equal, so the "
                                    "cache also serves TRL's reward calls (one cold cache per subprocess)",
             "trl": "trl.GRPOTrainer(model=path, reward_funcs=task.reward, text prompts already templated), "
-                   "use_cpu, generation_batch_size = per_device x GA = prompts x group (one generation per step), "
+                   "use_cpu = (--device cpu), generation_batch_size = per_device x GA = prompts x group (one generation per step), "
                    "model.generate on the training model, loss_type dapo, save_strategy no, logging_steps 1",
             "step_timing": "interval between consecutive optimizer-step ends (includes data, generation, reward, "
                            "fwd/bwd, optimizer, sync, per-step logging); TRL via TrainerCallback.on_step_end",
@@ -427,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         o = summary["ours"]
         flops_per_step = 8 * n_params * o["median_tokens_per_step"]
         achieved = flops_per_step / o["median_seconds_per_step"]
-        key = f"{args.precision}_threads{args.threads}"
+        key = f"{args.precision}_cuda" if args.device == "cuda" else f"{args.precision}_threads{args.threads}"
         peak_same = peak.get(key, {}).get("best_flops")
         report["peak_fraction"] = {
             "flop_model": "8 * params * (prompt+completion tokens): 2N for the generation/prefill forward + 6N for "

@@ -6,11 +6,17 @@ The peer is what a trainer would otherwise run: ``generate(do_sample=True, outpu
 reported, and generated tokens are counted from the outputs (rows may stop early at eos).
 
     PYTHONPATH=. python benchmarks/bench_rollout.py --out benchmarks/results/rollout_hf.json
+
+On a GPU, with a real architecture (random weights: speed only), e.g. SmolLM2-135M's saved config and tokenizer:
+
+    python benchmarks/bench_rollout.py --device cuda --dtype bf16 --model-config DIR --batch-size 256 \
+        --new-tokens 128 --out benchmarks/results/rollout_hf_cuda.json
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import statistics
@@ -23,9 +29,12 @@ import torch
 import transformers
 
 from data_pipelines.common.io import atomic_write_text
+from posttrain.models.loading import load_tokenizer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.rollout.base import SamplingParams
 from posttrain.rollout.hf import HFRolloutEngine
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def make_prompts(tokenizer: transformers.PreTrainedTokenizerBase, count: int, seed: int) -> list[list[int]]:
@@ -42,7 +51,7 @@ def run_ours(engine: HFRolloutEngine, prompts: list[list[int]], new_tokens: int,
 
 def run_hf(model: transformers.PreTrainedModel, tokenizer: transformers.PreTrainedTokenizerBase,
            prompts: list[list[int]], new_tokens: int) -> int:
-    batch = tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")  # left padding
+    batch = tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt").to(model.device)  # left padding
     with torch.inference_mode():
         out = model.generate(**batch, do_sample=True, max_new_tokens=new_tokens, temperature=1.0, top_k=0,
                              top_p=1.0, output_scores=True, return_dict_in_generate=True)
@@ -55,10 +64,30 @@ def run_hf(model: transformers.PreTrainedModel, tokenizer: transformers.PreTrain
     return int(generated.sum())
 
 
-def timed(fn: Callable[[int], int], seed: int) -> tuple[float, int]:
+def timed(fn: Callable[[int], int], seed: int, device: torch.device) -> tuple[float, int]:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     start = time.perf_counter()
     tokens = fn(seed)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start, tokens
+
+
+def build_models(args: argparse.Namespace) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedModel,
+                                                     transformers.PreTrainedTokenizerBase]:
+    """Two copies of one random-init model (the peer's and the engine's) and its tokenizer: the tiny recipe's
+    architecture, or the config and tokenizer saved in ``--model-config``."""
+    if args.model_config is None:
+        tokenizer = build_tokenizer()
+        return (build_model(RECIPES.get(args.recipe), tokenizer), build_model(RECIPES.get(args.recipe), tokenizer),
+                tokenizer)
+    tokenizer = load_tokenizer(args.model_config)
+    tokenizer.padding_side = "left"
+    config = transformers.AutoConfig.from_pretrained(args.model_config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    return model, copy.deepcopy(model), tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,14 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=16, help="max_new_tokens.")
     parser.add_argument("--repeats", type=int, default=3, help="Timed runs of each side (after one warm-up).")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads for both sides.")
+    parser.add_argument("--device", default="cpu", help="torch device of both sides (cpu, cuda).")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="weights' dtype on both sides.")
+    parser.add_argument("--model-config", default=None,
+                        help="a checkpoint folder whose config and tokenizer to use (random weights) instead of "
+                             "the tiny recipe")
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    tokenizer = build_tokenizer()
-    model = build_model(RECIPES.get(args.recipe), tokenizer).eval()  # random init: speed only
-    engine = HFRolloutEngine(build_model(RECIPES.get(args.recipe), tokenizer), tokenizer,
-                             max_batch_size=args.batch_size)
+    device = torch.device(args.device)
+    peer, own, tokenizer = build_models(args)  # random init: speed only
+    model = peer.to(device, DTYPES[args.dtype]).eval()
+    engine = HFRolloutEngine(own.to(DTYPES[args.dtype]), tokenizer, max_batch_size=args.batch_size, device=device)
     prompts = make_prompts(tokenizer, args.batch_size, seed=0)
 
     sides: dict[str, Callable[[int], int]] = {
@@ -87,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         fn(args.repeats)  # warm-up, with a seed the timed runs do not use
     for repeat in range(args.repeats):
         for name, fn in sides.items():
-            seconds, tokens = timed(fn, repeat)
+            seconds, tokens = timed(fn, repeat, device)
             runs[name].append({"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds})
     summary = {name: statistics.median(r["tokens_per_s"] for r in rs) for name, rs in runs.items()}
     result = {
@@ -96,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         "transformers": transformers.__version__,
         "platform": platform.platform(),
         "threads": args.threads,
-        "recipe": args.recipe,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "dtype": args.dtype,
+        "model": args.model_config or args.recipe,
         "batch_size": args.batch_size,
         "new_tokens": args.new_tokens,
         "runs": runs,

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU tier on a machine with a CUDA GPU and the project installed: the `gpu`-marked tests, then the
+# CUDA benchmarks (our rollout engine vs HF generate, our GRPO step vs TRL's, our vLLM engine vs our HF
+# engine when vLLM is installed). Each part runs even when an earlier one failed; the exit status is the
+# tests'. Results and logs go to RESULTS_DIR.
+#
+#   bash scripts/gpu_checks.sh [RESULTS_DIR] [MODEL_CONFIG_DIR]
+#
+# MODEL_CONFIG_DIR (optional): a checkpoint folder whose config.json and tokenizer give a real architecture
+# for the speed benchmarks (its weights are not read: they are randomly initialised), e.g. SmolLM2-135M's.
+# Extra pytest arguments (e.g. which test files to collect) come from $GPU_PYTEST_ARGS.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-outputs/gpu}
+config=${2:-}
+mkdir -p "$out"
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+python=${PYTHON:-python3}
+
+if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "error: no CUDA device is visible to torch" >&2
+  exit 1
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt" 2>&1
+"$python" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" \
+  >>"$out/gpu.txt"
+cat "$out/gpu.txt"
+
+part() {  # part NAME COMMAND...: run one part, log it to $out/NAME.log, say how it ended
+  local name=$1
+  shift
+  echo "== $name: $*"
+  local start=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$out/$name.log"
+  echo "== $name: exit $rc after $((SECONDS - start)) s"
+  return $rc
+}
+
+# shellcheck disable=SC2086  # GPU_PYTEST_ARGS is a list of arguments
+part pytest_gpu "$python" -m pytest -m gpu -v -rA --timeout 600 -p no:cacheprovider ${GPU_PYTEST_ARGS:-tests}
+tests_rc=$?
+
+part rollout_tiny "$python" benchmarks/bench_rollout.py --device cuda --dtype fp32 --batch-size 64 --new-tokens 16 \
+  --out "$out/rollout_hf_cuda_tiny.json"
+if [ -n "$config" ]; then
+  part rollout_real_arch "$python" benchmarks/bench_rollout.py --device cuda --dtype bf16 --model-config "$config" \
+    --batch-size 256 --new-tokens 128 --out "$out/rollout_hf_cuda.json"
+  checkpoint="$out/random-checkpoint"
+  part random_checkpoint "$python" - "$config" "$checkpoint" <<'EOF'
+import sys
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from posttrain.models.loading import load_tokenizer
+
+config_dir, target = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(config_dir)).save_pretrained(target)
+load_tokenizer(config_dir).save_pretrained(target)
+EOF
+  part grpo_vs_trl "$python" benchmarks/bench_grpo_vs_trl.py --device cuda --precision bf16 --model-dir "$checkpoint" \
+    --prompts 32 --group 8 --micro-batch 64 --max-new-tokens 128 --steps 4 --warmup 1 --repeats 2 --keep-going \
+    --out "$out/grpo_vs_trl_cuda.json"
+fi
+if "$python" -c "import vllm" 2>/dev/null; then
+  part vllm_rollout "$python" benchmarks/bench_vllm_rollout.py --out "$out/vllm_rollout_cuda.json"
+else
+  echo "== vllm_rollout: skipped, vllm is not installed (pip install -e '.[gpu]')"
+fi
+exit $tests_rc
