@@ -4,6 +4,11 @@
   ``tokenizer`` that made those ids (hf, diffusion, vLLM and the OpenAI-compatible HTTP client).
 - ``RolloutEngine``: a generation engine the trainer can push new policy weights into
   (``update_weights``): hf, diffusion, vLLM.
+- ``SamplingParams.json_schema``: structured output. The completion must be one JSON document valid under
+  the schema; the hf engine masks every step's logits with an xgrammar token bitmask
+  (``rollout/grammar.py``), vLLM uses its structured outputs, the HTTP client sends the schema as
+  ``response_format``; an engine that cannot constrain decoding (the diffusion sampler) raises
+  ``SamplingParamsError`` naming itself (``refuse_json_schema``), never ignores it.
 - ``ScoringEngine``: ``score(sequences) -> list[TokenScores]`` (per-token log-probs, entropies, the DMAP
   mass above the observed token, full distributions where the engine has them; see
   ``posttrain.rollout.scores``): exact on the HF engine, top-k approximations on vLLM and HTTP.
@@ -16,6 +21,7 @@ score text prepend the BOS token themselves so that the first real token is scor
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -25,10 +31,33 @@ import torch
 from posttrain.rollout.scores import TokenScores
 
 
+class SamplingParamsError(ValueError):
+    """An engine cannot honour these sampling params (a JSON-schema constraint it cannot apply, or a schema
+    its grammar compiler rejects); the message names the engine. The reward server answers it with 400."""
+
+
+def check_json_schema(text: str) -> None:
+    """``ValueError`` naming ``json_schema`` unless ``text`` is a JSON Schema document: valid JSON, an
+    object, and valid under its metaschema (``jsonschema``)."""
+    try:
+        schema = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as err:
+        raise ValueError(f"json_schema is not valid JSON ({err})") from None
+    if not isinstance(schema, dict):  # a bad value of the string, a ValueError like every SamplingParams check
+        raise ValueError(f"json_schema must be a JSON object (a JSON Schema), got a {type(schema).__name__}")  # noqa: TRY004
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as err:
+        where = "/".join(str(p) for p in err.absolute_path) or "(root)"
+        raise ValueError(f"json_schema is not a valid JSON Schema at {where}: {err.message}") from None
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to sample completions. Sampling log-probs are those of the *processed* distribution
-    (after temperature, top-k and top-p), which is what the importance ratio needs."""
+    (after the JSON-schema mask, temperature, top-k and top-p), which is what the importance ratio needs."""
 
     max_new_tokens: int = 32
     temperature: float = 1.0
@@ -36,6 +65,9 @@ class SamplingParams:
     top_k: int = 0  # 0 disables top-k
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = ()  # besides the tokenizer's eos
+    # A JSON Schema (as text, so the params stay hashable) the completion must satisfy: decoding is
+    # constrained to one JSON document valid under it, ended by a stop token; None = free text.
+    json_schema: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -46,6 +78,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.json_schema is not None:
+            check_json_schema(self.json_schema)
 
 
 @dataclass
@@ -92,6 +126,14 @@ class ScoringEngine(Protocol):
 
     def score(self, sequences: list[list[int]], *, entropy: bool = True, mass_above: bool = False,
               full: bool = False) -> list[TokenScores]: ...
+
+
+def refuse_json_schema(params: SamplingParams, engine: str) -> None:
+    """For engines that cannot constrain decoding: ``SamplingParamsError`` naming ``engine`` when
+    ``params`` asks for a JSON schema."""
+    if params.json_schema is not None:
+        raise SamplingParamsError(f"{engine} cannot constrain decoding to a JSON schema (SamplingParams.json_schema); "
+                                  "use the hf, vllm or HTTP engine")
 
 
 def sample_seed(seed: int, index: int) -> int:

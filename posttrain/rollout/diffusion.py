@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from posttrain.models.diffusion import diffusion_logits, diffusion_mask_token_id, resolve_mask_token_id
-from posttrain.rollout.base import Rollouts, SamplingParams, start_generation
+from posttrain.rollout.base import Rollouts, SamplingParams, refuse_json_schema, start_generation
 from posttrain.rollout.weights import WeightReceiver
 
 
@@ -147,7 +147,9 @@ class DiffusionRolloutEngine:
 
     @torch.inference_mode()
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
-        """One completion per prompt, in input order."""
+        """One completion per prompt, in input order. A JSON schema is refused: the sampler unmasks tokens
+        in any order, which no left-to-right grammar can constrain."""
+        refuse_json_schema(params, "the diffusion sampler (DiffusionRolloutEngine)")
         self._weights.check_complete()
         generator = start_generation(prompt_ids, params, self.device)
         stop = sorted({self.eos_token_id, *map(int, params.stop_token_ids)})

@@ -7,12 +7,17 @@ under exactly the distribution it was drawn from, and drive all randomness from 
 Conventions (shared with ``posttrain.models.likelihood.causal_token_logprobs``, so rollout and training
 log-probs agree): prompts are left-padded, positions are ``cumsum(attention_mask) - 1``.
 
-- Processed distribution: ``logits / T``, then top-k, then top-p (nucleus, the most likely token is
-  always kept); the recorded log-prob is that of the sampled token under it, in float32.
+- Processed distribution: with ``SamplingParams.json_schema``, first the tokens the row's JSON grammar
+  forbids are masked to ``-inf`` (``rollout/grammar.py``: xgrammar, compiled once per call, one matcher
+  per row); then ``logits / T``, top-k, top-p (nucleus, the most likely token is always kept); the
+  recorded log-prob is that of the sampled token under it, in float32.
 - ``temperature == 0`` is greedy decoding; its recorded log-prob is that of the argmax token under the
-  *unscaled* model distribution (``log_softmax(logits)``), since the processed one is a point mass.
+  *unscaled* model distribution (``log_softmax(logits)``, after the grammar's mask when there is one),
+  since the processed one is a point mass.
 - A row stops at the tokenizer's eos or any ``SamplingParams.stop_token_ids`` (the stop token is kept in
-  ``completion_ids``; finish reason ``"stop"``), otherwise after ``max_new_tokens`` (``"length"``).
+  ``completion_ids``; finish reason ``"stop"``), otherwise after ``max_new_tokens`` (``"length"``). Under
+  a JSON schema the grammar allows a stop token only after a complete document, and the row stops when its
+  matcher terminates (on that stop token).
   Finished rows stay in the batch and are fed pad tokens with attention mask 0; the loop ends when all
   rows are done.
 - Scoring (``score``, the ``ScoringEngine`` protocol) is exact: ``posttrain.rollout.hf_scoring``.
@@ -36,6 +41,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.padding import left_pad, left_padded_positions
 from posttrain.rollout.base import Rollouts, SamplingParams, check_score_inputs, start_generation
+from posttrain.rollout.grammar import RowGrammars, SchemaCompiler
 from posttrain.rollout.hf_scoring import score_causal_lm
 from posttrain.rollout.scores import TokenScores
 from posttrain.rollout.weights import WeightReceiver
@@ -114,6 +120,7 @@ class HFRolloutEngine:
         self._logits_to_keep = "logits_to_keep" in forward_params
         # transformers >= 5.2x renamed ``past_key_values`` to ``cache`` (the old name warns, then goes).
         self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+        self._schema_compiler: SchemaCompiler | None = None  # built at the first JSON-schema call
 
     @classmethod
     def from_pretrained(
@@ -138,10 +145,16 @@ class HFRolloutEngine:
         """One completion per prompt, in input order, generated ``max_batch_size`` prompts at a time."""
         self._weights.check_complete()
         generator = start_generation(prompt_ids, params, self.device)
+        grammar = None
+        if params.json_schema is not None:
+            if self._schema_compiler is None:
+                self._schema_compiler = SchemaCompiler(self.tokenizer, int(self.model.config.vocab_size))
+            grammar = self._schema_compiler.compile(params.json_schema, type(self).__name__)
         completions: list[_Completion] = []
         for start in range(0, len(prompt_ids), self.max_batch_size):
             chunk = prompt_ids[start : start + self.max_batch_size]
-            completions.extend(self._generate_batch(chunk, params, generator))
+            rows = None if grammar is None else grammar.rows(len(chunk), self._stop_ids(params).tolist())
+            completions.extend(self._generate_batch(chunk, params, generator, rows))
         return Rollouts(
             prompt_ids=[list(p) for p in prompt_ids],
             completion_ids=[c.ids for c in completions],
@@ -158,7 +171,8 @@ class HFRolloutEngine:
         return torch.tensor(sorted(ids), dtype=torch.long, device=self.device)
 
     def _generate_batch(
-        self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator
+        self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator,
+        grammars: RowGrammars | None = None,
     ) -> list[_Completion]:
         batch = len(prompts)
         input_ids, mask = left_pad(prompts, self.pad_token_id)
@@ -181,11 +195,17 @@ class HFRolloutEngine:
         steps_tokens: list[torch.Tensor] = []
         steps_logprobs: list[torch.Tensor] = []
         for step in range(params.max_new_tokens):
+            if grammars is not None:
+                unfinished = (~done).tolist()
+                logits = grammars.mask_(logits, unfinished)
             tokens, logprobs = sample_tokens(logits, params, generator)
             tokens = tokens.masked_fill(done, self.pad_token_id)
             steps_tokens.append(tokens)
             steps_logprobs.append(logprobs)
             stopped = ~done & torch.isin(tokens, stop_ids)
+            if grammars is not None:
+                grammars.accept(tokens.tolist(), unfinished)
+                stopped = stopped | (~done & torch.tensor(grammars.terminated(), device=self.device))
             lengths = torch.where(stopped, step + 1, lengths)
             done = done | stopped
             if step + 1 == params.max_new_tokens or bool(done.all()):

@@ -12,6 +12,11 @@ Seeds: OpenAI-style servers seed each request on its own, so the same seed on G 
 would give G identical samples. With ``SamplingParams.seed = s`` prompt ``i`` is sent with the seed
 ``base.sample_seed(s, i)`` (distinct per prompt, repeatable per call); with no seed none is sent.
 
+Structured output: ``SamplingParams.json_schema`` goes out as OpenAI's ``response_format`` (``{"type":
+"json_schema", "json_schema": {"name": ..., "schema": ...}}``), which ``vllm serve`` (its structured
+outputs) and ``posttrain serve`` (the engine behind it) both honour; a server that rejects the schema
+answers 400, raised like any other refused request.
+
 Scoring (``score``) sends ``echo=true, max_tokens=1, logprobs=k`` and reads the prompt's log-probs:
 top-k only (k <= 20 on a default vLLM server), so entropies and mass-above are the approximations of
 ``posttrain.rollout.topk`` and ``TokenScores.exact`` is False.
@@ -23,6 +28,7 @@ retried. Every error names the URL and, where there is one, the server's message
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +48,11 @@ def completions_url(base_url: str) -> str:
     """``/v1/completions`` under ``base_url`` (which may or may not end in ``/v1``)."""
     base = base_url.rstrip("/")
     return f"{base}/completions" if base.endswith("/v1") else f"{base}/v1/completions"
+
+
+def response_format(json_schema: str) -> dict[str, Any]:
+    """OpenAI's ``response_format`` asking for a JSON document valid under ``json_schema`` (text)."""
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": json.loads(json_schema)}}
 
 
 class OpenAIHTTPEngine:
@@ -137,6 +148,8 @@ class OpenAIHTTPEngine:
                 body["seed"] = sample_seed(params.seed, index)
             if params.stop_token_ids:
                 body["stop_token_ids"] = list(params.stop_token_ids)
+            if params.json_schema is not None:
+                body["response_format"] = response_format(params.json_schema)
             choice = self._choice(self._post(body))
             ids = choice.get("token_ids")
             if ids is None:

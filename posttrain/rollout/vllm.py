@@ -2,7 +2,8 @@
 
 The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot tell them apart:
 
-- Token-id prompts in (``TokensPrompt``; vLLM never tokenises, ``skip_tokenizer_init``); out: token ids
+- Token-id prompts in (``TokensPrompt``; vLLM never tokenises them, nor detokenises its outputs: it loads
+  the checkpoint's tokenizer only for the grammars of structured outputs); out: token ids
   (the stop token kept, finish reason ``"stop"``; else ``"length"``), texts decoded by *our* tokenizer
   (``models.loading.load_tokenizer``, which keeps the tiny char tokenizers' whitespace), and the
   log-prob of each sampled token under the distribution it was drawn from: vLLM's
@@ -12,6 +13,10 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
   remote workers get too), so G copies of one prompt differ and the same seed repeats; ``seed=None`` leaves vLLM's sampling unseeded. vLLM's
   random streams are not ours, so a vLLM sample never equals an HF sample with the same seed.
 - Stops: the tokenizer's eos and ``SamplingParams.stop_token_ids``; ``max_new_tokens``.
+- ``SamplingParams.json_schema``: vLLM's structured outputs (``StructuredOutputsParams(json=...)``; its
+  xgrammar backend unless the schema needs another), which mask the logits before the sampler, so the
+  recorded log-probs are those of the masked distribution, as in the HF engine. A schema vLLM rejects
+  raises ``SamplingParamsError``.
 - Scoring (``score``, the ``ScoringEngine`` protocol): vLLM's ``prompt_logprobs`` give the top
   ``score_top_k`` log-probs of each position (at most the engine's ``max_logprobs``, 20 by default), so
   entropies and mass-above are the top-k approximations of ``rollout.topk`` (``TokenScores.exact`` False).
@@ -39,7 +44,14 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seed
+from posttrain.rollout.base import (
+    Rollouts,
+    SamplingParams,
+    SamplingParamsError,
+    check_prompts,
+    check_score_inputs,
+    sample_seed,
+)
 from posttrain.rollout.scores import TokenScores
 from posttrain.rollout.topk import scores_from_topk
 
@@ -185,7 +197,7 @@ class VLLMRolloutEngine:
 
         cuda = _on_cuda()
         options: dict[str, Any] = {
-            "model": path, "skip_tokenizer_init": True, "dtype": dtype, "seed": seed, "max_model_len": max_model_len,
+            "model": path, "skip_tokenizer_init": False, "dtype": dtype, "seed": seed, "max_model_len": max_model_len,
             "max_num_seqs": max_num_seqs, "logprobs_mode": "processed_logprobs", "trust_remote_code": trust_remote_code,
             "weight_transfer_config": WeightTransferConfig(backend=GLOO_BACKEND),
             "enforce_eager": not cuda,  # CPU: no graph compilation (tens of seconds per start, no gain here)
@@ -207,12 +219,15 @@ class VLLMRolloutEngine:
 
     def _vllm_params(self, params: SamplingParams, count: int) -> list[Any]:
         from vllm import SamplingParams as VLLMSamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
 
         stop_ids = self._stop_ids(params)
         greedy = params.temperature == 0
         common = {"max_tokens": params.max_new_tokens, "temperature": params.temperature,
                   "top_p": 1.0 if greedy else params.top_p, "top_k": 0 if greedy else params.top_k,
                   "stop_token_ids": stop_ids, "logprobs": 0, "detokenize": False}
+        if params.json_schema is not None:
+            common["structured_outputs"] = StructuredOutputsParams(json=params.json_schema)
         if params.seed is None or greedy:
             return [VLLMSamplingParams(**common)] * count
         return [VLLMSamplingParams(**common, seed=sample_seed(params.seed, i)) for i in range(count)]
@@ -224,8 +239,15 @@ class VLLMRolloutEngine:
         check_prompts(prompt_ids)
         if self._asleep:
             raise RuntimeError("the vLLM engine is asleep; call wake_up() before generate()")
+        from vllm.exceptions import VLLMValidationError
+
         prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in prompt_ids]
-        outputs = self.llm.generate(prompts, self._vllm_params(params, len(prompts)), use_tqdm=False)
+        try:
+            outputs = self.llm.generate(prompts, self._vllm_params(params, len(prompts)), use_tqdm=False)
+        except VLLMValidationError as err:
+            if params.json_schema is None:
+                raise
+            raise SamplingParamsError(f"{type(self).__name__}: vLLM rejects json_schema ({err})") from None
         completions = [out.outputs[0] for out in outputs]
         ids = [list(c.token_ids) for c in completions]
         logprobs = [[float(step[token].logprob) for step, token in zip(c.logprobs, c.token_ids)] for c in completions]

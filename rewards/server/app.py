@@ -7,7 +7,9 @@ Endpoints
 - ``POST /v1/span_feedback`` and ``POST /v1/span_feedback/batch``: Text2Grad span feedback (critique plus
   quoted good / poor spans; ``span_feedback``, which holds those routes).
 - ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``: OpenAI-compatible
-  (non-streaming); works with the official ``openai`` client.
+  (non-streaming); works with the official ``openai`` client. ``response_format`` (``json_object``,
+  ``json_schema``) constrains decoding through the engine; a bad schema, or one the engine cannot apply
+  (``SamplingParamsError``), is a 400 naming the field.
 - ``GET /health`` (never needs the token) and ``GET /metrics`` (Prometheus text; ``?format=json``).
 
 Robustness: every error is JSON ``{"error": {"message", "type", "code"}}`` (OpenAI's shape) with a 4xx
@@ -34,7 +36,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from posttrain.models.chat import has_chat_template, render_chat
-from posttrain.rollout.base import SamplingParams
+from posttrain.rollout.base import SamplingParams, SamplingParamsError
 from rewards.mr3.scoring import aggregate, plan_samples
 from rewards.mr3.templates import COMPACT_VERDICT_TOKENS, THINK_CLOSE, EvalItem
 from rewards.server.backends import ServedModel
@@ -43,6 +45,7 @@ from rewards.server.guard import STATUS_TYPES, APIError, Guard, Metrics, ServerS
 from rewards.server.schemas import (
     ChatCompletionRequest,
     CompletionRequest,
+    ResponseFormat,
     RubricScoreBatchRequest,
     RubricScoreRequest,
     RubricScoreResponse,
@@ -141,14 +144,18 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
         except TimeoutError:
             raise APIError(504, f"generation did not finish within {settings.timeout_s:g} s (--timeout)",
                            "timeout") from None
+        except SamplingParamsError as err:  # e.g. a schema the engine cannot compile: the request's fault
+            raise APIError(400, str(err)) from None
 
     def sampling(max_tokens: int, temperature: float | None, top_p: float | None, top_k: int | None,
-                 seed: int | None, default_t: float = 1.0, default_p: float = 1.0, default_k: int = 0) -> SamplingParams:
+                 seed: int | None, default_t: float = 1.0, default_p: float = 1.0, default_k: int = 0,
+                 response_format: ResponseFormat | None = None) -> SamplingParams:
         try:
             return SamplingParams(max_new_tokens=max_tokens,
                                   temperature=default_t if temperature is None else temperature,
                                   top_p=default_p if top_p is None else top_p,
-                                  top_k=default_k if top_k is None else max(0, top_k), seed=seed)
+                                  top_k=default_k if top_k is None else max(0, top_k), seed=seed,
+                                  json_schema=response_format.schema_text() if response_format else None)
         except ValueError as err:
             raise APIError(400, str(err)) from None
 
@@ -228,7 +235,8 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
             if any((not isinstance(t, int)) or t < 0 or t >= vocab for t in ids):
                 raise APIError(400, f"prompt {i} has token ids outside the vocabulary [0, {vocab})")
             check_context(ids, max_tokens, i)
-        params = sampling(max_tokens, req.temperature, req.top_p, req.top_k, req.seed)
+        params = sampling(max_tokens, req.temperature, req.top_p, req.top_k, req.seed,
+                          response_format=req.response_format)
         stop_ids = (req.model_extra or {}).get("stop_token_ids")  # vLLM's extension (OpenAIHTTPEngine sends it)
         if stop_ids:
             if not isinstance(stop_ids, list) or not all(isinstance(t, int) and 0 <= t < vocab for t in stop_ids):
@@ -282,7 +290,8 @@ def create_app(served: ServedModel, settings: ServerSettings | None = None) -> F
         if not explicit:  # the default budget shrinks to what the context leaves
             max_tokens = max(1, min(max_tokens, served.max_context - len(ids)))
         check_context(ids, max_tokens, 0)
-        params = sampling(max_tokens, req.temperature, req.top_p, req.top_k, req.seed)
+        params = sampling(max_tokens, req.temperature, req.top_p, req.top_k, req.seed,
+                          response_format=req.response_format)
         outs = await generate([ids] * req.n, sample_params(params, req.n))
         choices = []
         for index, out in enumerate(outs):

@@ -9,6 +9,9 @@
   for a batch to fill while the model is idle; while the model is busy, new prompts simply accumulate.
   ``max_batch_size=1`` (or ``enabled=False``) turns batching off: one prompt per call.
 - Generation runs in one background thread, so the event loop keeps accepting and rejecting requests.
+- A batch the engine refuses for its sampling params (``SamplingParamsError``, e.g. a JSON schema it
+  cannot compile) fails those requests only; it is not counted as a generation failure. A batch never
+  mixes params, so other requests are not affected.
 - A request that times out (``wait``'s ``timeout``) is cancelled: its prompts still queued are dropped
   before they reach the model.
 - Each prompt may carry its own ``SamplingParams`` (``sample_params``: the samples of a seeded request
@@ -25,7 +28,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from posttrain.rollout.base import GenerationEngine, SamplingParams, sample_seed
+from posttrain.rollout.base import GenerationEngine, SamplingParams, SamplingParamsError, sample_seed
 
 logger = logging.getLogger(__name__)
 
@@ -195,6 +198,11 @@ class Batcher:
                                                  [j.prompt_ids for j in batch], params)
             except asyncio.CancelledError:
                 raise
+            except SamplingParamsError as err:  # the requests' params (e.g. a schema), not a failing engine
+                for job in batch:
+                    if not job.future.done():
+                        job.future.set_exception(err)
+                continue
             except Exception as err:
                 logger.exception("generate failed for a batch of %d", len(batch))
                 self.stats.failures += 1

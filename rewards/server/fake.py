@@ -15,7 +15,7 @@ import threading
 import time
 
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts
+from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, refuse_json_schema
 
 
 class FakeEngine:
@@ -52,7 +52,9 @@ class FakeEngine:
         return " echo: " + prompt[-40:]
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
-        """The canned answer of every prompt, cut at ``max_new_tokens`` (else ended by the eos token)."""
+        """The canned answer of every prompt, cut at ``max_new_tokens`` (else ended by the eos token); a
+        JSON schema is refused (canned answers follow none)."""
+        refuse_json_schema(params, "the fake engine (--backend fake)")
         check_prompts(prompt_ids)
         with self._lock:
             self.calls.append(len(prompt_ids))

@@ -1,17 +1,20 @@
 """Request and response bodies of the reward server (pydantic v2).
 
 The OpenAI-compatible bodies accept (and ignore) fields this server does not use, as vLLM's server
-does, so the official ``openai`` client works unchanged; fields that would change the meaning of the
+does, so the official ``openai`` client works unchanged; ``response_format`` (``json_object`` /
+``json_schema``) constrains decoding through the engine (``SamplingParams.json_schema``); fields that would change the meaning of the
 answer and are not supported (``stream=True``, ``best_of``, ``echo``, ``suffix``) are refused with 400.
 The rubric-scoring body is strict (unknown fields are 422) so typos do not pass silently.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from posttrain.rollout.base import check_json_schema
 from rewards.mr3.official import get_format
 
 Mode = Literal["pointwise", "pairwise", "binary"]
@@ -85,6 +88,42 @@ class RubricScoreResponse(BaseModel):
     usage: dict[str, int]
 
 
+class JsonSchemaFormat(BaseModel):
+    """``response_format.json_schema``: OpenAI's named schema (``schema`` is the JSON Schema itself)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str = "output"
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """``response_format`` (OpenAI's, which vLLM's server also takes on ``/v1/completions``): ``text``,
+    ``json_object`` (any JSON object) or ``json_schema`` (a document valid under ``json_schema.schema``)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    def schema_text(self) -> str | None:
+        """The JSON Schema to constrain decoding to, as text (None for free text); ``ValueError`` naming
+        the field when it is missing or not a valid JSON Schema."""
+        if self.type == "text":
+            return None
+        if self.type == "json_object":
+            return '{"type": "object"}'
+        if self.json_schema is None or self.json_schema.schema_ is None:
+            raise ValueError("response_format.json_schema.schema is required when response_format.type is "
+                             "'json_schema'")
+        text = json.dumps(self.json_schema.schema_)
+        try:
+            check_json_schema(text)
+        except ValueError as err:
+            raise ValueError(f"response_format.json_schema.schema: {err}") from None
+        return text
+
+
 class _OpenAIBase(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -97,6 +136,7 @@ class _OpenAIBase(BaseModel):
     seed: int | None = None
     stop: str | list[str] | None = None
     stream: bool | None = False
+    response_format: ResponseFormat | None = None
 
 
 class CompletionRequest(_OpenAIBase):

@@ -1,7 +1,7 @@
 """One engine protocol, three ways to the same model: the HF engine, the reward server over HTTP (with the
 HF engine, and with the vLLM engine behind it, ``--backend vllm``) and the vLLM engine in-process (vLLM's
-CPU build) give the same greedy tokens for the same prompts; vLLM's top-k scores match the HF engine's
-exact ones where top-k is exact."""
+CPU build) give the same greedy tokens for the same prompts, also under a JSON schema; vLLM's top-k
+scores match the HF engine's exact ones where top-k is exact."""
 
 from __future__ import annotations
 
@@ -40,19 +40,41 @@ def prompts(hf_served) -> list[list[int]]:
     return [[tok.bos_token_id] + tok(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
 
 
-def test_same_greedy_tokens_everywhere(hf_served, vllm_served, prompts):
-    greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
-    want = hf_served.engine.generate(prompts, greedy)
-    assert vllm_served.max_context == 256 and vllm_served.tokenizer.decode(prompts[2][1:]) == "a b\nc"
-    got = {"vllm": vllm_served.engine.generate(prompts, greedy)}
+def _other_ways(hf_served, vllm_served, prompts, params) -> dict:
+    """The rollouts of vLLM in-process and of the server (over the HF and the vLLM engine) through the
+    HTTP client."""
+    got = {"vllm": vllm_served.engine.generate(prompts, params)}
     settings = ServerSettings(max_batch_size=8, max_tokens_cap=64)
     for label, served in (("server+hf", hf_served), ("server+vllm", vllm_served)):
         with serve_in_thread(create_app(served, settings)) as url, \
                 OpenAIHTTPEngine(url, served.tokenizer, model=served.model_name) as client:
-            got[label] = client.generate(prompts, greedy)
-    for label, out in got.items():
+            got[label] = client.generate(prompts, params)
+    return got
+
+
+def test_same_greedy_tokens_everywhere(hf_served, vllm_served, prompts):
+    greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
+    want = hf_served.engine.generate(prompts, greedy)
+    assert vllm_served.max_context == 256 and vllm_served.tokenizer.decode(prompts[2][1:]) == "a b\nc"
+    for label, out in _other_ways(hf_served, vllm_served, prompts, greedy).items():
         assert out.completion_ids == want.completion_ids, label
         assert out.texts == want.texts and out.finish_reasons == want.finish_reasons, label
+        for a, b in zip(out.logprobs, want.logprobs):
+            assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-3), label
+
+
+def test_same_json_schema_tokens_everywhere(hf_served, vllm_served, prompts):
+    """Constrained greedy decoding (our xgrammar mask, vLLM's structured outputs, and either behind the
+    server's ``response_format``) gives the same valid documents."""
+    import json
+
+    schema = {"type": "integer", "minimum": 0, "maximum": 99999}  # no whitespace: ends within the budget
+    params = SamplingParams(max_new_tokens=12, temperature=0.0, json_schema=json.dumps(schema))
+    want = hf_served.engine.generate(prompts, params)
+    assert all(isinstance(json.loads(text), int) and reason == "stop"
+               for text, reason in zip(want.texts, want.finish_reasons))
+    for label, out in _other_ways(hf_served, vllm_served, prompts, params).items():
+        assert out.completion_ids == want.completion_ids and out.texts == want.texts, label
         for a, b in zip(out.logprobs, want.logprobs):
             assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-3), label
 

@@ -171,6 +171,13 @@ def test_malformed_rubric_requests(client, content, status, needle):
     ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, 422, "role"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "text"),
     ("/v1/rubric_score/batch", {"requests": []}, 422, "requests"),
+    ("/v1/completions", {"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {
+        "name": "o", "schema": {"type": "integr"}}}}, 400, "response_format.json_schema.schema: json_schema is not"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {
+        "type": "json_schema"}}, 400, "response_format.json_schema.schema is required"),
+    ("/v1/completions", {"prompt": "x", "response_format": {"type": "xml"}}, 422, "response_format.type"),
+    ("/v1/completions", {"prompt": "x", "response_format": {"type": "json_object"}}, 400,
+     "the fake engine (--backend fake) cannot constrain decoding"),
 ])
 def test_malformed_openai_requests(client, path, body, status, needle):
     assert_error(client.post(path, json=body), status, needle)

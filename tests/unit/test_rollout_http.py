@@ -1,5 +1,5 @@
-"""OpenAIHTTPEngine: generation through our own server on loopback equals the HF engine's, per-prompt
-seeds, top-k scoring against a stand-in server (exact when k = |V|), retries, timeouts and errors."""
+"""OpenAIHTTPEngine: generation through our own server on loopback equals the HF engine's (also under a JSON
+schema, sent as ``response_format``), per-prompt seeds, top-k scoring against a stand-in server (exact when k = |V|), retries, timeouts and errors."""
 
 from __future__ import annotations
 
@@ -80,6 +80,29 @@ def test_generation_through_our_server_equals_the_hf_engine(tiny, our_server):
         seed = sample_seed(sample_seed(3, 2), 0)
         one = local.generate([prompts[1]], dataclasses.replace(sampled, seed=seed))
         assert first.completion_ids[2] == one.completion_ids[0]
+
+
+def test_json_schema_through_our_server_equals_the_hf_engine(tiny, our_server):
+    """The schema travels as ``response_format``; the server's engine decodes under it, as the local one."""
+    import json
+
+    model, tok = tiny
+    url, served = our_server
+    prompts = _ids(tok, ["12+7=", "registry of", "a"])
+    schema = json.dumps({"enum": ["north", "south", "east", "west"]})
+    for params in (SamplingParams(max_new_tokens=10, temperature=0.0, json_schema=schema),
+                   SamplingParams(max_new_tokens=10, temperature=1.0, seed=1, json_schema=schema)):
+        with OpenAIHTTPEngine(url, tok, model=served.model_name, concurrency=1) as remote:
+            got = remote.generate(prompts, params)
+        # prompt i went out with seed sample_seed(1, i), which the server reseeds its sample 0 from
+        want = [HFRolloutEngine(model, tok).generate([p], dataclasses.replace(
+            params, seed=None if params.seed is None else sample_seed(sample_seed(1, i), 0))) for i, p in
+            enumerate(prompts)]
+        assert got.completion_ids == [w.completion_ids[0] for w in want]
+        assert all(json.loads(text) in ("north", "south", "east", "west") for text in got.texts)
+    bad = SamplingParams(max_new_tokens=4, json_schema='{"type": "integer", "minimum": 5, "maximum": 1}')
+    with pytest.raises(RuntimeError, match="HTTP 400: .*HFRolloutEngine: xgrammar cannot compile json_schema"):
+        OpenAIHTTPEngine(url, tok, model=served.model_name).generate(prompts[:1], bad)
 
 
 def test_refused_requests_name_the_url_and_are_not_retried(tiny, our_server):
@@ -166,7 +189,10 @@ def test_topk_scores_retries_and_seeds(tiny):
         assert out.weight_version == 4 and out.finish_reasons == ["length"] * 3
         assert sorted(b["seed"] for b in app.state.bodies) == sorted(sample_seed(7, i) for i in range(3))
         assert all(b["top_k"] == 3 and b["stop_token_ids"] == [9] and b["return_token_ids"]
-                   for b in app.state.bodies)
+                   and "response_format" not in b for b in app.state.bodies)
+        OpenAIHTTPEngine(url, tok).generate([[1, 2]], dataclasses.replace(params, json_schema='{"type": "integer"}'))
+        assert app.state.bodies[-1]["response_format"] == {  # OpenAI's form, which vLLM's server takes too
+            "type": "json_schema", "json_schema": {"name": "output", "schema": {"type": "integer"}}}
 
 
 def test_dead_and_slow_servers_fail_after_retries(tiny):

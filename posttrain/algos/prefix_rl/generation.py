@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
+from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams, refuse_json_schema
 
 
 def target_params(params: SamplingParams, max_new_tokens: int, temperature: float) -> SamplingParams:
@@ -75,7 +75,9 @@ class PrefixThenTarget:
         self.target_temperature = target_temperature
 
     def generate_parts(self, prompt_ids: list[list[int]], params: SamplingParams) -> tuple[Rollouts, Rollouts]:
-        """The adapter's prefixes (exactly ``prefix_tokens`` each, fewer only at EOS) and their whole answers."""
+        """The adapter's prefixes (exactly ``prefix_tokens`` each, fewer only at EOS) and their whole answers.
+        A JSON schema is refused: one grammar cannot span the two engines' calls."""
+        refuse_json_schema(params, "Prefix-RL's prefix-then-target engine")
         prefix = self.adapter.generate(prompt_ids, dataclasses.replace(params, max_new_tokens=self.prefix_tokens,
                                                                       stop_token_ids=()))
         continuation = continue_with_target(self.target, prefix, target_params(
