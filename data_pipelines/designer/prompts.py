@@ -1,5 +1,6 @@
 """DESIGNER's prompts (annotation, design-logic extraction, logic-guided and exemplar-guided generation,
-long-CoT response), each with the assistant-turn prefix that starts the structured reply.
+long-CoT response), each with the assistant-turn prefix that starts the structured reply, and the JSON
+Schemas of the two JSON replies (annotation, generation), which the engine decodes under.
 
 Paraphrased from the stage descriptions of DESIGNER (Liu et al., 2025); the paper's exact prompts are
 not public. Each prompt opens with one worked example exchange (a one-shot demonstration, as the paper's
@@ -37,6 +38,26 @@ def annotate_messages(question: str, disciplines: tuple[str, ...]) -> tuple[list
     example = _annotate_text(_ANNOTATE_EXAMPLE[0], disciplines)
     return ([{"role": "user", "content": example}, {"role": "assistant", "content": _ANNOTATE_EXAMPLE[1]},
              {"role": "user", "content": text}], '{"discipline": "')
+
+
+def annotate_schema(disciplines: tuple[str, ...]) -> str:
+    """The annotation reply: one of the allowed values for each of the three labels."""
+    return _object_schema({"discipline": {"enum": list(disciplines)}, "difficulty": {"enum": list(DIFFICULTIES)},
+                           "question_type": {"enum": list(QUESTION_TYPES)}})
+
+
+def generate_schema(candidate_ids: list[str], max_new_tokens: int) -> str:
+    """The generation reply: a selected id among the candidates', a question of at most 2 characters per
+    token of the budget and an answer of at most 1 (about 3/4 of the budget at ~4 characters a token), so
+    that the document closes within it."""
+    return _object_schema({"selected_id": {"enum": list(candidate_ids)},
+                           "question": {"type": "string", "minLength": 1, "maxLength": 2 * max_new_tokens},
+                           "reference_answer": {"type": "string", "minLength": 1, "maxLength": max_new_tokens}})
+
+
+def _object_schema(properties: dict) -> str:
+    return json.dumps({"type": "object", "properties": properties, "required": list(properties),
+                       "additionalProperties": False})
 
 
 def _annotate_text(question: str, disciplines: tuple[str, ...]) -> str:

@@ -76,6 +76,8 @@ def add_designer_args(parser) -> None:
     a("--ngram", type=int, default=13, help="n of the decontamination n-grams (paper: 13)")
     a("--embedder", default=None, help="sentence-transformers path, 'hashing', or the packaged MiniLM (default)")
     a("--retries", type=int, default=2, help="extra attempts after an invalid structured output")
+    a("--no-structured-output", action="store_true", help="ask for the JSON replies (annotation, generation) as "
+      "free text after a prefilled first key instead of decoding them under their schema: the ablation")
     a("--annotate-tokens", type=int, default=40, help="max new tokens of an annotation")
     a("--extract-tokens", type=int, default=120, help="max new tokens of a design logic")
     a("--generate-tokens", type=int, default=200, help="max new tokens of a question + answer")
@@ -155,16 +157,19 @@ def run_pipeline(args, engine, embedder) -> dict:
     disciplines = tuple(d.strip() for d in args.disciplines.split(",") if d.strip())
     bank, sources = _inputs(args)
     model = args.model if isinstance(engine, str) else type(engine).__name__
+    structured = not args.no_structured_output
     base = {"model": model, "seed": args.seed, "retries": args.retries}
-    def call(tokens: int) -> CallSettings:
-        return CallSettings(tokens, retries=args.retries, seed=args.seed)
 
-    report: dict = {"mode": args.mode, "model": model, "embedder": getattr(embedder, "name", "?"), "stages": {}}
+    def call(tokens: int) -> CallSettings:
+        return CallSettings(tokens, retries=args.retries, seed=args.seed, structured=structured)
+
+    report: dict = {"mode": args.mode, "model": model, "structured_output": structured,
+                    "embedder": getattr(embedder, "name", "?"), "stages": {}}
 
     annotated = _stage(args, out, "1-annotate", partial(make_annotate_stage, engine, call(args.annotate_tokens),
                        disciplines, device=args.device), bank,
                        {**base, "prompt_version": PROMPT_VERSIONS["annotate"], "disciplines": disciplines,
-                        "tokens": args.annotate_tokens}, "annotate")
+                        "tokens": args.annotate_tokens, "structured": structured}, "annotate")
     report["stages"]["annotate"] = _count(len(bank), annotated, out / "1-annotate")
     gold = [r for r in annotated if "gold_discipline" in r]
     if gold:
@@ -200,7 +205,7 @@ def run_pipeline(args, engine, embedder) -> dict:
     generated = _stage(args, out, "7-generate", partial(make_generate_stage, engine, call(args.generate_tokens),
                        args.mode, device=args.device), retrieved,
                        {**base, "prompt_version": PROMPT_VERSIONS["generate"], "tokens": args.generate_tokens,
-                        "mode": args.mode},
+                        "mode": args.mode, "structured": structured},
                        "generate")
     report["stages"]["generate"] = _count(len(retrieved), generated, out / "7-generate")
     filtered = run_once(out / "8-filtered.jsonl", lambda: _filter(out, args, generated))

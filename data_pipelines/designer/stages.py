@@ -3,8 +3,8 @@ retrieve-then-generate's generation step, and long-CoT responses.
 
 DESIGNER (Liu et al., 2025). Each ``make_*_stage(engine, ...)`` takes an engine (a ``GenerationEngine``
 or a ``load_backend`` spec, loaded once per process) and returns ``process(records) -> list[dict |
-Reject]``: one structured call per record (``structured.generate_structured``: validated, retried
-``retries`` times), a record whose every attempt fails is a ``Reject`` naming the reason. Outputs carry
+Reject]``: one structured call per record (``structured.generate_structured``: JSON replies decoded
+under their schema unless ``CallSettings.structured`` is off, validated, retried ``retries`` times), a record whose every attempt fails is a ``Reject`` naming the reason. Outputs carry
 ``attempts``. The paper uses Qwen3-30B-A3B (annotation), DeepSeek-R1 (extraction, generation) and a
 Qwen3-235B thinking model (responses); here one engine of the user's choice does all four.
 """
@@ -32,12 +32,18 @@ from posttrain.rollout.base import GenerationEngine, SamplingParams
 
 @dataclass(frozen=True)
 class CallSettings:
-    """Sampling of one stage: new-token cap, first-attempt temperature (0 = greedy), retries, seed."""
+    """Sampling of one stage: new-token cap, first-attempt temperature (0 = greedy), retries, seed, and
+    whether JSON replies are decoded under their schema (else free text after a prefix: the ablation)."""
 
     max_new_tokens: int
     temperature: float = 0.0
     retries: int = 2
     seed: int = 0
+    structured: bool = True
+
+    def schema(self, json_schema: str) -> str | None:
+        """``json_schema`` when replies are schema-constrained, else None."""
+        return json_schema if self.structured else None
 
     def params(self) -> SamplingParams:
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature)
@@ -78,7 +84,9 @@ def make_annotate_stage(engine: GenerationEngine | str, call: CallSettings, disc
 
     def process(batch: list[dict]) -> list[dict | Reject]:
         llm = resolve_engine(engine, device)
-        requests = [Request(*prompts.annotate_messages(r[question_field], disciplines), validate) for r in batch]
+        schema = call.schema(prompts.annotate_schema(disciplines))
+        requests = [Request(*prompts.annotate_messages(r[question_field], disciplines), validate, schema)
+                    for r in batch]
         return _run(llm, requests, call, batch, lambda r, v: {**r, **v})
     return process
 
@@ -144,8 +152,9 @@ def make_generate_stage(engine: GenerationEngine | str, call: CallSettings, mode
         requests = []
         for r in batch:
             listing = [(c["id"], c["text"]) for c in r["candidates"]]
+            schema = call.schema(prompts.generate_schema([c["id"] for c in r["candidates"]], call.max_new_tokens))
             requests.append(Request(*prompts.generate_messages(r["segment"], r["discipline"], listing, mode),
-                                    generation_validator(r["candidates"])))
+                                    generation_validator(r["candidates"]), schema))
         return _run(llm, requests, call, batch, build)
     return process
 

@@ -1,12 +1,17 @@
-"""Structured (JSON) output from any ``GenerationEngine``: prefilled prompts, validation, bounded retries.
+"""Structured output from any ``GenerationEngine``: schema-constrained JSON or prefilled prompts, then
+validation and bounded retries.
 
 DESIGNER (Liu et al., 2025) asks its annotator and generator for fields (discipline, difficulty, type;
 selected logic id, question, reference answer). Here every such call renders the chat with
-``posttrain.models.chat.render_chat``, opens the assistant turn with a prefix (``{"discipline": "`` or a
-flowchart header) so that even a small model starts in the right form, parses and validates the reply,
-and retries a failed record up to ``retries`` more times with a fresh sampling seed. A record that fails
-every attempt becomes an ``Outcome`` without a value, carrying the last reason; callers turn it into a counted reject.
-The paper's models are large enough to answer in JSON; the prefix is this implementation's addition.
+``posttrain.models.chat.render_chat``. A request with a ``json_schema`` has the engine decode only JSON
+documents valid under it (``SamplingParams.json_schema``); one without (a Mermaid flowchart, or the
+free-text ablation of a JSON step) opens the assistant turn with a prefix (``{"discipline": "`` or a
+flowchart header) so that even a small model starts in the right form. Every reply is parsed and
+validated (the backstop: a budget can cut a document short, and the validators check what a schema
+cannot), and a failed record is retried up to ``retries`` more times with a fresh sampling seed. A record
+that fails every attempt becomes an ``Outcome`` without a value, carrying the last reason; callers turn it
+into a counted reject. The paper's models are large enough to answer in JSON; the schema and the prefix
+are this implementation's additions.
 """
 
 from __future__ import annotations
@@ -42,11 +47,22 @@ class Outcome:
 @dataclass
 class Request:
     """One structured call: chat ``messages``, the assistant-turn ``prefix`` and ``validate(reply)``
-    (``prefix + completion``) returning the parsed value or raising ``InvalidOutput``."""
+    returning the parsed value or raising ``InvalidOutput``. With ``json_schema`` (JSON Schema text) the
+    completion is decoded under it and the reply is the completion alone; without, the reply is
+    ``prefix + completion``."""
 
     messages: list[dict[str, str]]
     prefix: str
     validate: Callable[[str], Any]
+    json_schema: str | None = None
+
+    def prompt(self, tokenizer: Any) -> str:
+        """The rendered chat, opened with ``prefix`` unless decoding is schema-constrained."""
+        return render_chat(tokenizer, self.messages) + ("" if self.json_schema else self.prefix)
+
+    def reply(self, completion: str) -> str:
+        """What ``validate`` sees."""
+        return completion if self.json_schema else self.prefix + completion
 
 
 def parse_json_object(text: str) -> dict:
@@ -81,28 +97,32 @@ def generate_structured(engine: GenerationEngine, requests: list[Request], param
                         retries: int = 2, seed: int = 0, retry_temperature: float = 0.7) -> list[Outcome]:
     """One ``Outcome`` per request. Attempt ``a`` samples with seed ``seed + a``: attempt 0 with ``params``
     as given (e.g. greedy), retries at ``retry_temperature`` when ``params`` is greedy, so that a retry can
-    differ. The requests still pending are batched per attempt."""
+    differ. The requests still pending are batched per attempt, one ``generate`` call per distinct schema."""
     if retries < 0:
         raise ValueError(f"retries must be >= 0, got {retries}")
     outcomes: list[Outcome | None] = [None] * len(requests)
     reasons: dict[int, str] = {}
     pending = list(range(len(requests)))
-    prompts = [render_chat(engine.tokenizer, r.messages) + r.prefix for r in requests]
+    prompts = [r.prompt(engine.tokenizer) for r in requests]
     for attempt in range(retries + 1):
         if not pending:
             break
         temperature = params.temperature if attempt == 0 or params.temperature > 0 else retry_temperature
-        attempt_params = replace(params, seed=seed + attempt, temperature=temperature)
-        ids = [engine.tokenizer(prompts[i], add_special_tokens=False)["input_ids"] for i in pending]
-        rollouts = engine.generate(ids, attempt_params)
+        by_schema: dict[str | None, list[int]] = {}
+        for i in pending:
+            by_schema.setdefault(requests[i].json_schema, []).append(i)
         still: list[int] = []
-        for i, text in zip(pending, rollouts.texts, strict=True):
-            try:
-                outcomes[i] = Outcome(requests[i].validate(requests[i].prefix + text), attempt + 1)
-            except InvalidOutput as err:
-                reasons[i] = str(err)
-                still.append(i)
-        pending = still
+        for schema, group in by_schema.items():
+            attempt_params = replace(params, seed=seed + attempt, temperature=temperature, json_schema=schema)
+            ids = [engine.tokenizer(prompts[i], add_special_tokens=False)["input_ids"] for i in group]
+            rollouts = engine.generate(ids, attempt_params)
+            for i, text in zip(group, rollouts.texts, strict=True):
+                try:
+                    outcomes[i] = Outcome(requests[i].validate(requests[i].reply(text)), attempt + 1)
+                except InvalidOutput as err:
+                    reasons[i] = str(err)
+                    still.append(i)
+        pending = sorted(still)
     for i in pending:
         outcomes[i] = Outcome(None, retries + 1, reasons[i])
     return outcomes  # type: ignore[return-value]

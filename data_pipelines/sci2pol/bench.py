@@ -10,8 +10,10 @@ and left out of that task's mean, never scored as zero.
 
 Deviation: tasks 11-14 read the paper from the record's ``paper`` field, else from the query's
 ``Scientific Research Paper:`` block (the release's ``Eval.py`` looks it up in ``task16.jsonl`` by id).
-The judge's answer is prefilled with ``{"<first criterion>":`` so that small judges start the JSON object the
-rubric asks for (an aid the paper's judge did not need).
+The judge is asked for schema-constrained JSON (``judge.rubric_schema`` as ``SamplingParams.json_schema``:
+the engine decodes only documents with the rubric's keys and value ranges), an aid the paper's judge did
+not need; ``structured=False`` (``--no-structured-output``) is the ablation: free text whose answer is
+prefilled with ``{"<first criterion>":`` so that small judges start the JSON object the rubric asks for.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from pathlib import Path
 import numpy as np
 
 from data_pipelines.common.runner import Process, Reject
-from data_pipelines.sci2pol.judge import RUBRICS, judge_calls, judge_prompt, parse_judgement, task_score
+from data_pipelines.sci2pol.judge import (
+    RUBRICS,
+    judge_calls,
+    judge_prompt,
+    parse_judgement,
+    rubric_schema,
+    task_score,
+)
 from data_pipelines.sci2pol.scoring import bootstrap_se, extract_label, micro_f1
 
 STAGES = {"autocompletion": [1, 2, 3, 4], "understanding": [5, 6], "summarization": [7, 8, 9, 10],
@@ -177,9 +186,10 @@ def _judge_sources(row: dict, rubric_name: str) -> dict:
 
 
 def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str, max_new_tokens: int,
-                     retries: int) -> Process:
+                     retries: int, structured: bool = True) -> Process:
     """Stage: generated rows -> rows with ``judgements``, ``judge_attempts`` and ``score`` (None plus
-    ``judge_error`` when the judge output stayed invalid after ``retries`` retries)."""
+    ``judge_error`` when the judge output stayed invalid after ``retries`` retries). ``structured``: the
+    judge decodes under the rubric's JSON Schema; else free text after a prefilled first key."""
     from posttrain.rollout.base import SamplingParams
 
     engine = engine_factory()
@@ -187,18 +197,20 @@ def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str,
 
     def judge_one(row: dict, rubric_name: str) -> dict:
         prompt = judge_prompt(rubric_name, **_judge_sources(row, rubric_name))
-        prefill = '{"' + next(iter(RUBRICS[rubric_name].criteria)) + '":'
-        key = ResultCache.key(rubric_name, row["id"], judge_name,
-                              f"max_new_tokens={max_new_tokens} retries={retries}\n{prompt}")
+        schema = rubric_schema(rubric_name) if structured else None
+        prefill = None if structured else '{"' + next(iter(RUBRICS[rubric_name].criteria)) + '":'
+        key = ResultCache.key(rubric_name, row["id"], judge_name, f"max_new_tokens={max_new_tokens} "
+                              f"retries={retries} structured={structured}\n{prompt}")
         hit = cache.get(key)
         if hit is not None:
             return hit
         ids, _ = _encode(engine, prompt, prefill, max_new_tokens)
         errors = []
         for attempt in range(retries + 1):
-            params = (SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0) if attempt == 0 else
-                      SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, seed=attempt))
-            text = prefill + engine.generate([ids], params).texts[0]
+            params = (SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, json_schema=schema)
+                      if attempt == 0 else SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7,
+                                                          seed=attempt, json_schema=schema))
+            text = (prefill or "") + engine.generate([ids], params).texts[0]
             try:
                 value = {"values": parse_judgement(text, rubric_name), "attempts": attempt + 1, "raw": text}
                 break

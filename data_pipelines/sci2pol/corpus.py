@@ -3,7 +3,8 @@ Evaluating and Fine-tuning LLMs on Scientific-to-Policy Brief Generation", arXiv
 
 1. ``candidate_pairs``: policy documents citing at most ``max_citations`` papers (paper: 3), one pair per
    cited paper found in the paper table; the rest are rejects with the reason.
-2. Coarse judge: the paper's abstract and the document -> ``{"relevant": true|false}``.
+2. Coarse judge: the paper's abstract and the document -> ``{"relevant": true|false}`` (decoded under
+   ``RELEVANCE_SCHEMA``; ``structured=False``, the ablation: free text after a prefilled ``{"relevant":``).
 3. Long documents (over ``long_chars`` characters; the paper: 10 pages): the executive summary becomes
    the pseudo-brief and the remainder the pseudo-paper; a long document with no executive summary is
    rejected.
@@ -19,6 +20,7 @@ brief_polished, filter_verdicts, models}``. Judges here are any project engine (
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 
@@ -28,6 +30,9 @@ from data_pipelines.sci2pol.bench import _encode
 
 _EXEC = re.compile(r"executive summary\s*\n(.*?)(?:\n\s*\n|$)(.*)", re.IGNORECASE | re.DOTALL)
 SFT_INSTRUCTION = "Write a policy brief for policy makers based on this scientific paper.\n\n"
+RELEVANCE_SCHEMA = json.dumps({"type": "object", "properties": {"relevant": {"type": "boolean"}},
+                               "required": ["relevant"], "additionalProperties": False})
+RELEVANCE_TOKENS = 24  # '{"relevant": false}' and its stop token even one character a token, with room for whitespace
 
 
 def candidate_pairs(documents: list[dict], papers: dict[str, dict], max_citations: int) -> tuple[list[dict], list[dict]]:
@@ -88,25 +93,27 @@ def polish_prompt(document: str, examples: list[tuple[str, str]]) -> str:
 
 
 def _generate(engine, prompt: str, prefill: str | None, max_new_tokens: int, temperature: float = 0.0,
-              seed: int | None = None) -> str:
+              seed: int | None = None, json_schema: str | None = None) -> str:
     from posttrain.rollout.base import SamplingParams
 
     ids, _ = _encode(engine, prompt, prefill, max_new_tokens)
     text = engine.generate([ids], SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
-                                                 seed=seed)).texts[0]
+                                                 seed=seed, json_schema=json_schema)).texts[0]
     return (prefill or "") + text
 
 
 def make_judge_stage(engine_factory: Callable, judge_name: str, which: str, retries: int,
-                     long_chars: int = 0, max_split_similarity: float = 1.0) -> Process:
+                     long_chars: int = 0, max_split_similarity: float = 1.0, structured: bool = True) -> Process:
     """Stage 2 (``which="coarse"``: abstract vs. document) or stage 4 (``"fine"``: full texts, after the
-    split of step 3 and its similarity check)."""
+    split of step 3 and its similarity check). ``structured``: verdicts decoded under
+    ``RELEVANCE_SCHEMA``; else free text after a prefilled ``{"relevant":``."""
     engine = engine_factory()
+    schema, prefill = (RELEVANCE_SCHEMA, None) if structured else (None, '{"relevant":')
 
     def verdict(paper: str, document: str) -> tuple[bool | None, int]:
         for attempt in range(retries + 1):
-            text = _generate(engine, relevance_prompt(paper, document), '{"relevant":', 8,
-                             0.0 if attempt == 0 else 0.7, attempt or None)
+            text = _generate(engine, relevance_prompt(paper, document), prefill, RELEVANCE_TOKENS,
+                             0.0 if attempt == 0 else 0.7, attempt or None, schema)
             try:
                 return parse_relevance(text), attempt + 1
             except ValueError:

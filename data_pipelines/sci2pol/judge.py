@@ -10,8 +10,11 @@ Rubrics and formulas follow the paper's evaluation (Wu et al., 2025, arXiv 2509.
 * task 14: four criteria 0-1, score = sum / 4 x 100;
 * task 15 (sees the expert brief): four criteria 0-5, score = sum x 5.
 
-``parse_judgement`` strips code fences, tries single-quote JSON, and validates keys and ranges; a failure
-is an error message (the caller retries a bounded number of times and counts what still fails).
+``rubric_schema`` is the JSON Schema of a rubric's answer, which the judge stage asks the engine to
+constrain decoding to (``SamplingParams.json_schema``). ``parse_judgement`` strips code fences, tries
+single-quote JSON, and validates keys and ranges (the backstop for free-text judges and truncated
+replies); a failure is an error message (the caller retries a bounded number of times and counts what
+still fails).
 """
 
 from __future__ import annotations
@@ -62,6 +65,15 @@ def judge_calls(task: str) -> list[str]:
     if task == "task11":
         return ["task11_importance", "task11_quality"]
     return [task] if task in RUBRICS else []
+
+
+def rubric_schema(rubric_name: str) -> str:
+    """The JSON Schema (as text) of a judge answer to ``rubric_name``: exactly the rubric's keys, each an
+    integer or number within the rubric's range."""
+    rubric = RUBRICS[rubric_name]
+    value = {"type": "integer" if rubric.integer else "number", "minimum": rubric.low, "maximum": rubric.high}
+    return json.dumps({"type": "object", "properties": dict.fromkeys(rubric.criteria, value),
+                       "required": list(rubric.criteria), "additionalProperties": False})
 
 
 def judge_prompt(rubric_name: str, *, source: str, candidate: str | None, reference: str | None = None) -> str:

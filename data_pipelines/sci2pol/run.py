@@ -35,6 +35,8 @@ def _common(p) -> None:
     p.add_argument("--tokenizer", default=None, help="tokenizer of an HTTP engine (http://host:port/v1#model)")
     p.add_argument("--chunk-size", type=int, default=16, help="records per resumable chunk")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--no-structured-output", action="store_true", help="ask the judges for free text (their first "
+                   "key prefilled) instead of JSON decoded under the answer's schema: the ablation")
     add_backbone_args(p)
 
 
@@ -109,12 +111,15 @@ def run_bench(args) -> int:
     config = {"model": args.model, "bench": args.bench_dir, "max_new_tokens": args.max_new_tokens,
               "open_tokens": args.open_tokens}
     generated = _stage(out, "generate", gen, rows, args, config)
+    structured = not args.no_structured_output
     judge = functools.partial(make_judge_stage, engine_factory(args.judge, args.device, args.batch_size,
                                                                args.tokenizer), args.judge,
-                              str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries)
+                              str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries, structured)
     judged = _stage(out, "judge", judge, generated, args,
-                    {**config, "judge": args.judge, "judge_tokens": args.judge_tokens, "retries": args.judge_retries})
-    report = {"model": args.model, "judge": args.judge, "bench_dir": args.bench_dir or "built-in",
+                    {**config, "judge": args.judge, "judge_tokens": args.judge_tokens, "retries": args.judge_retries,
+                     "structured": structured})
+    report = {"model": args.model, "judge": args.judge, "structured_output": structured,
+              "bench_dir": args.bench_dir or "built-in",
               **score_tasks(judged, args.bootstrap), "seconds": round(time.perf_counter() - started, 1)}
     atomic_write_jsonl(out / "responses.jsonl", judged)
     atomic_write_text(out / "results.json", json.dumps(report, indent=2) + "\n")
@@ -154,13 +159,14 @@ def run_corpus(args) -> int:
     pairs, rejects = candidate_pairs(docs, table, args.max_citations)
     print(f"candidates: {len(pairs)} pairs from {len(docs)} documents, {len(rejects)} documents rejected")
     judge = engine_factory(args.judge, args.device, args.batch_size, args.tokenizer)
-    base = {"judge": args.judge, "retries": args.judge_retries}
+    structured = not args.no_structured_output
+    base = {"judge": args.judge, "retries": args.judge_retries, "structured": structured}
     coarse = _stage(out, "coarse", functools.partial(make_judge_stage, judge, args.judge, "coarse",
-                                                        args.judge_retries),
+                                                        args.judge_retries, structured=structured),
                     pairs, args, base)
     fine = _stage(out, "fine", functools.partial(make_judge_stage, judge, args.judge, "fine", args.judge_retries,
-                                                 args.long_chars, args.max_split_similarity), coarse, args,
-                  {**base, "long_chars": args.long_chars, "max_split_similarity": args.max_split_similarity})
+                                                 args.long_chars, args.max_split_similarity, structured), coarse,
+                  args, {**base, "long_chars": args.long_chars, "max_split_similarity": args.max_split_similarity})
     polisher = args.polisher or args.judge
     polish = functools.partial(make_polish_stage, engine_factory(polisher, args.device, args.batch_size,
                                                                  args.tokenizer), polisher,

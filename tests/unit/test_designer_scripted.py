@@ -1,5 +1,6 @@
 """DESIGNER's LLM stages and whole pipeline with a scripted engine: structured-output validation and retry
-counting, retrieval top-5, and the output loading in the dataset task."""
+counting, the JSON steps' schemas (and the free-text ablation), retrieval top-5, and the output loading in
+the dataset task."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from data_pipelines.designer.stages import CallSettings, make_annotate_stage, ma
 from data_pipelines.designer.steps import retrieve_step
 from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
-from tests.unit.ray_session import ray_session  # noqa: F401 - session fixture
+from tests.unit.ray_session import ray_session_fixture  # noqa: F401 - the `ray_session` fixture
 
 KEYWORDS = {"Physics": ("force", "mass", "orbit", "capacitor", "wire", "ball", "skater"),
             "Chemistry": ("mole", "buffer", "equilibrium constant", "bond", "product", "reaction"),
@@ -25,7 +26,9 @@ class ScriptedDesignerEngine:
     """A generation engine (protocol only) answering each DESIGNER prompt by rule. ``bad_first``: the
     first ``bad_first`` calls of every prompt get an unparsable reply (to exercise retries); ``pick``: the
     id every generation reply selects (default: the first candidate); ``delay``: seconds every call of the
-    generation stage sleeps (to be killed inside it)."""
+    generation stage sleeps (to be killed inside it). JSON replies are whole documents when the call asks
+    for a schema, else what follows the prompt's prefilled ``{"<first key>": "``; ``schemas`` records the
+    schema of every call."""
 
     def __init__(self, bad_first: int = 0, delay: float = 0.0, pick: str | None = None) -> None:
         self.tokenizer = build_tokenizer()
@@ -33,6 +36,7 @@ class ScriptedDesignerEngine:
         self.delay = delay
         self.pick = pick
         self.seen: dict[str, int] = {}
+        self.schemas: list[str | None] = []
 
     def reply(self, prompt: str) -> str:
         if "Label this exam question." in prompt:
@@ -41,7 +45,7 @@ class ScriptedDesignerEngine:
                               "Economics")
             level = "Very Hard" if len(question) > 110 else "Hard" if len(question) > 70 else "Medium"
             qtype = "multiple-choice" if " A) " in question.upper() else "calculation"
-            return f'{discipline}", "difficulty": "{level}", "question_type": "{qtype}"}}'
+            return f'{{"discipline": "{discipline}", "difficulty": "{level}", "question_type": "{qtype}"}}'
         if "Mermaid flowchart" in prompt:
             topic = re.findall(r"Question: (\w+ \w+)", prompt)[-1]
             return f"Set goal: {topic}] --> B[Pick a law] --> C[Ask for a quantity]\n```\nDone."
@@ -50,20 +54,24 @@ class ScriptedDesignerEngine:
             first_id = self.pick or re.search(r"\[([LE]-q\d+)\]", last_turn).group(1)
             segment = last_turn.split("\n\n")[0]
             words = " ".join(segment.split()[:12])
-            return (f'{first_id}", "question": "Using the passage ({words}), A) derive B) compute the result?", '
-                    '"reference_answer": "A"}')
+            return (f'{{"selected_id": "{first_id}", "question": "Using the passage ({words}), A) derive B) compute '
+                    'the result?", "reference_answer": "A"}')
         return "Step one. Step two gives 4.\nFinal answer: 4"
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         import time
 
         texts = []
+        self.schemas.append(params.json_schema)
         for ids in prompt_ids:
             prompt = self.tokenizer.decode(ids, skip_special_tokens=True)
             if "Source text:" in prompt:
                 time.sleep(self.delay)
             count = self.seen[prompt] = self.seen.get(prompt, 0) + 1
-            texts.append("not json at all" if count <= self.bad_first else self.reply(prompt))
+            reply = self.reply(prompt)
+            if reply.startswith("{") and params.json_schema is None:
+                reply = reply.split('": "', 1)[1]  # the prompt ends with '{"<first key>": "'
+            texts.append("not json at all" if count <= self.bad_first else reply)
         ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         return Rollouts(prompt_ids=prompt_ids, completion_ids=ids, texts=texts,
                         logprobs=[[0.0] * len(i) for i in ids], finish_reasons=["stop"] * len(ids))
@@ -100,6 +108,27 @@ def test_generation_rejects_a_logic_id_outside_the_candidates() -> None:
     record["candidates"][0]["id"] = "L-q001"
     [out] = make_generate_stage(engine, CallSettings(100, retries=0), "logic")([record])
     assert out["logic_id"] == "L-q001" and out["candidate_ids"] == ["L-q001"]
+
+
+def test_json_steps_ask_for_their_schemas_and_the_ablation_prefills() -> None:
+    from data_pipelines.designer.prompts import annotate_schema
+
+    batch = [{"question": "A cart of mass 3 kg accelerates. What force acts?"}]
+    disciplines = ("Physics", "Economics")
+    for structured in (True, False):
+        engine = ScriptedDesignerEngine()
+        [record] = make_annotate_stage(engine, CallSettings(40, structured=structured), disciplines)(batch)
+        assert record["discipline"] == "Physics" and record["attempts"] == 1
+        assert engine.schemas == [annotate_schema(disciplines) if structured else None]
+    records = [{"segment_id": f"s#{n}", "source_id": "s", "discipline": "Physics", "segment": "Forces move carts.",
+                "candidates": [{"id": cid, "text": "flowchart TD\n A[x] --> B[y]", "question_type": "calculation",
+                                "difficulty": "Hard"}]} for n, cid in enumerate(("L-q001", "L-q002"))]
+    engine = ScriptedDesignerEngine()
+    outs = make_generate_stage(engine, CallSettings(100, retries=0), "logic")(records)
+    assert [o["logic_id"] for o in outs] == ["L-q001", "L-q002"]
+    # one call per distinct schema: each record's selected id is constrained to its own candidates
+    assert [json.loads(s)["properties"]["selected_id"] for s in engine.schemas] == [{"enum": ["L-q001"]},
+                                                                                    {"enum": ["L-q002"]}]
 
 
 def test_retrieval_returns_top5_of_the_segment_discipline() -> None:

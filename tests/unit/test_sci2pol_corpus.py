@@ -2,6 +2,7 @@
 
 from data_pipelines.common.runner import Reject
 from data_pipelines.sci2pol.corpus import (
+    RELEVANCE_SCHEMA,
     candidate_pairs,
     jaccard,
     make_judge_stage,
@@ -42,14 +43,19 @@ def test_judge_passes_and_polish_with_a_scripted_engine():
     pairs, _ = _pairs()
     assert parse_relevance('{"relevant": true}') and not parse_relevance("{'relevant': False}")
     # coarse: D0 relevant, D1 unparsable twice (retries=1), D4 not relevant, D5 relevant
-    coarse = make_judge_stage(lambda: ScriptedEngine([" true}", " maybe", " perhaps", " false}", " true}"]),
-                              "scripted", "coarse", retries=1)(pairs)
+    judge = ScriptedEngine(['{"relevant": true}', "maybe", "perhaps", '{"relevant": false}', '{"relevant": true}'])
+    coarse = make_judge_stage(lambda: judge, "scripted", "coarse", retries=1)(pairs)
     assert coarse[0]["filter_verdicts"] == {"coarse": {"relevant": True, "attempts": 1}}
     assert coarse[1].reason == "coarse judge output unparsable after 2 attempts"
     assert coarse[2].reason == "coarse judge: document is not about the paper"
-    fine = make_judge_stage(lambda: ScriptedEngine([" true}"]), "scripted", "fine", retries=0, long_chars=3000,
-                            max_split_similarity=0.5)([coarse[0], coarse[3]])
+    assert {p.json_schema for p in judge.params} == {RELEVANCE_SCHEMA}
+    fine = make_judge_stage(lambda: ScriptedEngine(['{"relevant": true}']), "scripted", "fine", retries=0,
+                            long_chars=3000, max_split_similarity=0.5)([coarse[0], coarse[3]])
     assert "without an executive summary" in fine[1].reason
+    free = ScriptedEngine([" true}"])  # the ablation: free text after a prefilled '{"relevant":'
+    assert make_judge_stage(lambda: free, "scripted", "coarse", retries=0, structured=False)(pairs[:1])[0][
+        "filter_verdicts"]["coarse"]["relevant"]
+    assert free.params[0].json_schema is None and free.prompts[0].endswith('{"relevant":')
     polished = make_polish_stage(lambda: ScriptedEngine(["Policy problem: bills."]), "scripted",
                                  STYLE_EXAMPLES, 16)([fine[0]])[0]
     assert polished["answer"] == polished["brief_polished"] == "Policy problem: bills."

@@ -1,11 +1,12 @@
-"""Sci2Pol judge: score formulas by hand, JSON validation, bounded retries counted, release-folder loading."""
+"""Sci2Pol judge: score formulas by hand, the rubric schemas, JSON validation, bounded retries counted (schema-
+constrained and free-text judges), release-folder loading."""
 
 import json
 
 import pytest
 
 from data_pipelines.sci2pol.bench import load_bench, make_generate_stage, make_judge_stage, paper_of
-from data_pipelines.sci2pol.judge import TASK11_COMPONENTS, parse_judgement, task_score
+from data_pipelines.sci2pol.judge import TASK11_COMPONENTS, parse_judgement, rubric_schema, task_score
 from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import Rollouts, SamplingParams
 
@@ -17,9 +18,13 @@ class ScriptedEngine:
         self.tokenizer = build_tokenizer()
         self.outputs = iter(outputs)
         self.calls = 0
+        self.params: list[SamplingParams] = []
+        self.prompts: list[str] = []
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         self.calls += len(prompt_ids)
+        self.params.append(params)
+        self.prompts += self.tokenizer.batch_decode(prompt_ids)
         texts = [next(self.outputs) for _ in prompt_ids]
         ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         return Rollouts(prompt_ids=prompt_ids, completion_ids=ids, texts=texts,
@@ -57,15 +62,38 @@ def _row(task, item_id):
 
 
 def test_judge_retries_are_bounded_and_failures_counted(tmp_path):
-    ok = ' 5, "accuracy": 5, "coverage": 4, "overall": 4}'  # the stage prefills '{"clarity":'
-    engine = ScriptedEngine(["oops", ok, "bad", "bad", "bad"])
+    ok = '{"clarity": 5, "accuracy": 5, "coverage": 4, "overall": 4}'
+    engine = ScriptedEngine(['{"clarity": 5', ok, "bad", "bad", "bad"])
     stage = make_judge_stage(lambda: engine, "scripted", str(tmp_path / "j.jsonl"), 32, retries=2)
     first, second = stage([_row("task7", "a"), _row("task7", "b")])
     assert first["score"] == 90 and first["judge_attempts"] == 2 and first["judge_error"] is None
     assert second["score"] is None and second["judge_attempts"] == 3 and "no JSON" in second["judge_error"]
     assert engine.calls == 5
+    # every attempt asks for the rubric's schema; nothing is prefilled
+    assert {p.json_schema for p in engine.params} == {rubric_schema("task7")}
+    assert not any(p.rstrip().endswith('{"clarity":') for p in engine.prompts)
     again = make_judge_stage(lambda: ScriptedEngine([]), "scripted", str(tmp_path / "j.jsonl"), 32, retries=2)
     assert again([_row("task7", "a"), _row("task7", "b")]) == [first, second]  # cached: no model call
+
+
+def test_free_text_judge_ablation_prefills_the_first_key(tmp_path):
+    engine = ScriptedEngine([' 5, "accuracy": 5, "coverage": 4, "overall": 4}'])
+    stage = make_judge_stage(lambda: engine, "scripted", str(tmp_path / "j.jsonl"), 32, retries=0, structured=False)
+    assert stage([_row("task7", "a")])[0]["score"] == 90
+    assert engine.params[0].json_schema is None and engine.prompts[0].endswith('{"clarity":')
+
+
+def test_rubric_schema_accepts_exactly_the_valid_judgements():
+    import jsonschema
+
+    schema = json.loads(rubric_schema("task12"))
+    good = dict.fromkeys(("completeness", "importance", "accuracy", "summarization", "specification"), 0.5)
+    jsonschema.validate(good, schema)
+    for bad in ({**good, "accuracy": 1.5}, {**good, "extra": 1}, {k: v for k, v in good.items() if k != "importance"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    assert json.loads(rubric_schema("task15"))["properties"]["readability"] == {"type": "integer", "minimum": 0,
+                                                                              "maximum": 5}
 
 
 def test_generation_cache_by_task_id_model_prompt(tmp_path):
