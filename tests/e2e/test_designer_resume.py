@@ -10,7 +10,10 @@ from pathlib import Path
 
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.designer.run import run_pipeline
-from tests.unit.ray_session import kill_when_parts, ray_session  # noqa: F401 - session fixture
+from tests.unit.ray_session import (
+    kill_when_parts,
+    ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
+)
 from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_args
 
 REPO = Path(__file__).resolve().parents[2]

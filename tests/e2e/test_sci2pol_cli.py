@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
-from tests.unit.ray_session import kill_when_parts, ray_session  # noqa: F401 - session fixture
+from tests.unit.ray_session import (
+    kill_when_parts,
+    ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = ("import argparse, sys\nfrom data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol\n"

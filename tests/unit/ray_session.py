@@ -1,5 +1,5 @@
-"""One local Ray per test session for the data-backbone tests: import ``ray_session_fixture`` (or
-``ray_session``) into a test module and ask for ``ray_session``.
+"""One local Ray per test session for the data-backbone tests: import ``ray_session_fixture`` into a
+test module and ask for ``ray_session``.
 
 The fixture starts Ray through the runner's own ``init_ray`` (once: later runners in the same process
 reuse it) and returns the cluster's GCS address, so a test's subprocess joins the same Ray instead of
@@ -24,9 +24,6 @@ def ray_session_fixture() -> str:
 
     init_ray(None, num_cpus=2)
     return ray.get_runtime_context().gcs_address
-
-
-ray_session = ray_session_fixture  # the same fixture under its own name, for ``from ... import ray_session``
 
 
 def kill_when_parts(cmd: list[str], parts_dir: Path, at_least: int, env: dict, timeout: float = 60) -> int:
