@@ -7,10 +7,14 @@ scans the vocabulary) and compiles a schema once per ``generate`` call; ``RowGra
 the row's grammar forbids to ``-inf`` (before temperature, top-k and top-p, so the recorded log-probs are
 those of the masked distribution), then ``accept``s the sampled tokens.
 
-The grammar is the one vLLM's xgrammar backend compiles, so constrained greedy decoding agrees across the
-engines: ``compile_json_schema`` with ``any_whitespace=True`` and strict mode (no properties beyond
-those the schema names unless it allows them), and the matcher's stop tokens are the engine's (the eos and
+The grammar is the one vLLM's xgrammar backend compiles for our vLLM engine (started with
+``disable_any_whitespace``), so constrained greedy decoding agrees across the engines:
+``compile_json_schema`` with ``any_whitespace=False`` and strict mode (no properties beyond those the schema
+names unless it allows them), and the matcher's stop tokens are the engine's (the eos and
 ``SamplingParams.stop_token_ids``), which the grammar allows only once the JSON document is complete.
+Compact JSON (no whitespace between tokens) because a small model under a grammar that allows whitespace
+can spend its whole budget on it: a random tiny model loops on spaces, and SmolLM2-135M writes each value
+on its own indented line, so that a five-key judge answer no longer fits in 48 tokens.
 
 xgrammar is imported lazily: it is the ``structured`` extra (``pip install -e ".[structured]"``; vLLM
 installs it too), because on x86-64 Linux it pulls triton.
@@ -50,7 +54,7 @@ class SchemaCompiler:
         """The grammar of ``schema``; ``SamplingParamsError`` naming ``engine`` when xgrammar cannot
         compile it."""
         try:
-            compiled = self._compiler.compile_json_schema(schema, any_whitespace=True)
+            compiled = self._compiler.compile_json_schema(schema, any_whitespace=False)
         except RuntimeError as err:
             raise SamplingParamsError(f"{engine}: xgrammar cannot compile json_schema ({str(err).strip()})") from None
         return JsonGrammar(self.xgr, compiled, self.vocab_size)

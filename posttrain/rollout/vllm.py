@@ -13,10 +13,11 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
   remote workers get too), so G copies of one prompt differ and the same seed repeats; ``seed=None`` leaves vLLM's sampling unseeded. vLLM's
   random streams are not ours, so a vLLM sample never equals an HF sample with the same seed.
 - Stops: the tokenizer's eos and ``SamplingParams.stop_token_ids``; ``max_new_tokens``.
-- ``SamplingParams.json_schema``: vLLM's structured outputs (``StructuredOutputsParams(json=...)``; its
-  xgrammar backend unless the schema needs another), which mask the logits before the sampler, so the
-  recorded log-probs are those of the masked distribution, as in the HF engine. A schema vLLM rejects
-  raises ``SamplingParamsError``.
+- ``SamplingParams.json_schema``: vLLM's structured outputs (``StructuredOutputsParams(json=...)``),
+  which mask the logits before the sampler, so the recorded log-probs are those of the masked
+  distribution, as in the HF engine. The engine starts with the grammar the HF engine compiles
+  (``rollout/grammar.py``): the xgrammar backend with ``disable_any_whitespace`` (compact JSON). A schema
+  xgrammar cannot compile raises ``SamplingParamsError``.
 - Scoring (``score``, the ``ScoringEngine`` protocol): vLLM's ``prompt_logprobs`` give the top
   ``score_top_k`` log-probs of each position (at most the engine's ``max_logprobs``, 20 by default), so
   entropies and mass-above are the top-k approximations of ``rollout.topk`` (``TokenScores.exact`` False).
@@ -201,6 +202,7 @@ class VLLMRolloutEngine:
             "max_num_seqs": max_num_seqs, "logprobs_mode": "processed_logprobs", "trust_remote_code": trust_remote_code,
             "weight_transfer_config": WeightTransferConfig(backend=GLOO_BACKEND),
             "enforce_eager": not cuda,  # CPU: no graph compilation (tens of seconds per start, no gain here)
+            "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
         }
         if cuda:
             options.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_mode)

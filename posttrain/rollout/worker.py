@@ -15,6 +15,8 @@ command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind
 - ``--logprobs-mode processed_logprobs``: completions report the log-probs of the distribution actually
   sampled (after temperature / top-k / top-p), which the importance ratio needs.
 - ``--served-model-name default``: the name ``RemoteVLLMEngine`` asks for.
+- ``--structured-outputs-config``: xgrammar with ``disable_any_whitespace``, the grammar of the colocated
+  engine and the HF engine for ``SamplingParams.json_schema`` (compact JSON).
 - On CPU: ``--enforce-eager`` and ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache, default 1 here instead
   of vLLM's share of the machine's memory), set only where the user has not set them.
 
@@ -48,7 +50,8 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", host,
                "--port", str(port), "--served-model-name", SERVED_MODEL_NAME, "--dtype", dtype, "--seed", str(seed),
                "--logprobs-mode", "processed_logprobs", "--worker-extension-cls", WORKER_EXTENSION,
-               "--weight-transfer-config", json.dumps({"backend": "nccl" if cuda else GLOO_BACKEND})]
+               "--weight-transfer-config", json.dumps({"backend": "nccl" if cuda else GLOO_BACKEND}),
+               "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
     if max_model_len:
         command += ["--max-model-len", str(max_model_len)]
     if not cuda:

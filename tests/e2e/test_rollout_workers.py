@@ -1,6 +1,6 @@
 """Remote rollout workers for real: two `posttrain rollout-worker` vLLM servers on loopback, started once for
 the module and always torn down, driven by ``RemoteVLLMEngine`` and by `posttrain/train.py --rollout
-vllm-remote`: greedy output equals the HF engine's, both workers are synced after a training step, a sync
+vllm-remote`: greedy output equals the HF engine's (also under a JSON schema), both workers are synced after a training step, a sync
 resets their prefix caches, two ZeRO-3 ranks leave them on the trainer's weights, a worker on another weight
 version, a silent worker and a killed worker each give an error naming it.
 
@@ -84,6 +84,11 @@ def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vll
     urls = [url for url, _ in workers]
     engine = RemoteVLLMEngine(urls, tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
     assert _greedy(engine, prompts) == _greedy(hf, prompts)
+    # a JSON schema travels as response_format; the workers decode under the HF engine's grammar
+    constrained = SamplingParams(max_new_tokens=8, temperature=0.0, json_schema='{"type": "integer", "maximum": 999}')
+    remote = engine.generate(prompts, constrained)
+    assert remote.completion_ids == hf.generate(prompts, constrained).completion_ids
+    assert all(isinstance(json.loads(text), int) for text in remote.texts)
     # one optimizer step on a real loss, then the push every worker must take
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
     batch = torch.tensor([prompts[0] + prompts[1]])

@@ -254,7 +254,7 @@ def test_smollm2_json_schema_greedy_equals_the_hf_engine(smollm2_hf, smollm2_eng
     import jsonschema
 
     schema = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5},
-                                               "reason": {"type": "string", "maxLength": 40}},
+                                               "reason": {"type": "string", "maxLength": 16}},
               "required": ["score", "reason"], "additionalProperties": False}
     prompts = _chat_prompts(smollm2_hf.tokenizer, ("Rate 'The cat sat.' from 1 to 5, as JSON.",
                                                    "Is Paris in France? Answer in JSON."))

@@ -16,10 +16,13 @@ from posttrain.rollout.hf import HFRolloutEngine, process_logits
 
 pytest.importorskip("xgrammar")
 
-# Schemas without objects or strings: a random model cannot pad them with whitespace, so every completion
-# ends within the budget (objects are tested on SmolLM2, tests/unit/test_rollout_vllm.py).
+# No free-form strings: a random model could write one until the budget runs out (strings are tested on
+# SmolLM2, tests/unit/test_rollout_vllm.py). The grammar is compact JSON, so nothing else can run on.
 COLOURS = {"enum": ["red", "green", "blue", "yellow"]}
 NUMBER = {"type": "integer", "minimum": 0, "maximum": 999}
+RECORD = {"type": "object", "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 99},
+                                           "ok": {"type": "boolean"}, "colour": COLOURS},
+          "required": ["answer", "ok", "colour"], "additionalProperties": False}
 PROMPTS = ["12+7=", "a", "hello there", "x*y"]
 
 
@@ -55,16 +58,16 @@ def test_the_schema_is_checked_at_construction() -> None:
     assert SamplingParams().json_schema is None
 
 
-@pytest.mark.parametrize("schema", [COLOURS, NUMBER], ids=["enum", "integer"])
+@pytest.mark.parametrize("schema", [COLOURS, NUMBER, RECORD], ids=["enum", "integer", "object"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_every_completion_is_a_valid_document(engine, prompt_ids, schema, temperature) -> None:
-    params = SamplingParams(max_new_tokens=16, temperature=temperature, seed=4, json_schema=json.dumps(schema))
+    params = SamplingParams(max_new_tokens=48, temperature=temperature, seed=4, json_schema=json.dumps(schema))
     out = engine.generate(prompt_ids * 2, params)  # 8 rows in chunks of 3: a fresh matcher per row per chunk
     eos = engine.tokenizer.eos_token_id
     for ids, text, reason in zip(out.completion_ids, out.texts, out.finish_reasons):
         jsonschema.validate(json.loads(text), schema)
         assert reason == "stop" and ids[-1] == eos and eos not in ids[:-1]
-    free = engine.generate(prompt_ids, SamplingParams(max_new_tokens=16, temperature=temperature, seed=4))
+    free = engine.generate(prompt_ids, SamplingParams(max_new_tokens=48, temperature=temperature, seed=4))
     assert not all(_valid(text, schema) for text in free.texts)  # the mask is what made them valid
 
 
