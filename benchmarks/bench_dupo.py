@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
 
 ARMS: dict[str, list[str]] = {
     "dupo": ["--algo", "dupo"],
@@ -40,21 +40,7 @@ COMMON = ["--prompts_per_step", "8", "--group_size", "8", "--micro_batch_size", 
 DUPO_ONLY = ["--dual_max_new_tokens", "4", "--dual_refresh_every", "5"]
 
 
-def run_arm(arm: str, seed: int, output_dir: Path, extra: list[str]) -> None:
-    metrics = output_dir / "metrics.jsonl"
-    if any(output_dir.glob("checkpoints/step_*/COMPLETE")) and metrics.exists():
-        return
-    flags = ARMS[arm] + COMMON + (DUPO_ONLY if arm.startswith("dupo") else [])
-    cmd = [sys.executable, str(REPO / "posttrain" / "train.py"), *flags, "--seed", str(seed),
-           "--output_dir", str(output_dir), *extra]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    subprocess.run(cmd, cwd=REPO, check=True, env=env)
-
-
-def curves(output_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    rows = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
-    keys = ("eval/accuracy", "train/accuracy", "reward/mean", "dupo/selection_pass_rate", "dupo/dual_accuracy")
-    return {k: [(r["step"], r[k]) for r in rows if k in r] for k in keys}
+CURVES = ("eval/accuracy", "train/accuracy", "reward/mean", "dupo/selection_pass_rate", "dupo/dual_accuracy")
 
 
 def rerank_table(ns: list[int], k: int, examples: int, seeds: list[int]) -> dict[str, dict[str, float]]:
@@ -90,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     for arm in args.arms:
         for seed in args.seeds:
             out = args.runs / arm / f"seed{seed}"
-            run_arm(arm, seed, out, args.extra)
-            runs.setdefault(arm, {})[seed] = curves(out)
+            run_training(ARMS[arm] + COMMON + (DUPO_ONLY if arm.startswith("dupo") else []), seed, out, args.extra)
+            runs.setdefault(arm, {})[seed] = metric_curves(out, CURVES)
     summary = {}
     for arm, per_seed in runs.items():
         start = [c["eval/accuracy"][0][1] for c in per_seed.values()]
@@ -105,32 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerank_n:
         report["rerank"] = rerank_table(args.rerank_n, args.rerank_k, args.rerank_examples, args.seeds)
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
-    plot(runs, args.out.with_suffix(".png"))
+    plot_seed_curves({arm: [c["eval/accuracy"] for c in per_seed.values()] for arm, per_seed in runs.items()},
+                     args.out.with_suffix(".png"), "DuPO vs oracle GRPO on word-arithmetic (tiny model)",
+                     label="{arm} (mean of {n} seeds)")
     print(json.dumps({k: report[k] for k in ("summary", "rerank") if k in report}, indent=2))
     return 0
-
-
-def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for color, (arm, per_seed) in zip(("C0", "C1", "C2"), runs.items()):
-        series = [c["eval/accuracy"] for c in per_seed.values()]
-        for curve in series:
-            ax.plot(*zip(*curve), color=color, alpha=0.25)
-        steps = [s for s, _ in series[0]]
-        mean = [statistics.mean(c[i][1] for c in series) for i in range(len(steps))]
-        ax.plot(steps, mean, color=color, marker="o", label=f"{arm} (mean of {len(series)} seeds)")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("held-out greedy accuracy")
-    ax.set_title("DuPO vs oracle GRPO on word-arithmetic (tiny model)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
+
 PREFIX_KS = (1, 2, 4, 8, 16)
 COMMON = ["--steps", "40", "--prompts_per_step", "16", "--group_size", "8", "--micro_batch_size", "128",
           "--eval_every", "10", "--eval_examples", "128", "--pass_k", "1", "--save_every", "0", "--lr", "1e-3",
@@ -57,15 +59,6 @@ ARMS: dict[str, list[str]] = {
 }
 
 
-def run_arm(arm: str, seed: int, output_dir: Path, extra: list[str]) -> None:
-    if (output_dir / "metrics.jsonl").exists() and any(output_dir.glob("checkpoints/step_*/COMPLETE")):
-        return
-    cmd = [sys.executable, str(REPO / "posttrain" / "train.py"), *COMMON, *ARMS[arm], "--seed", str(seed),
-           "--output_dir", str(output_dir), *extra]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    subprocess.run(cmd, cwd=REPO, check=True, env=env)
-
-
 def run_clustering(seed: int, path: Path) -> dict:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,10 +69,7 @@ def run_clustering(seed: int, path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def curves(output_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    rows = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
-    keys = ("eval/accuracy", "train/accuracy", "reward/mean")
-    return {k: [(r["step"], r[k]) for r in rows if k in r] for k in keys}
+CURVES = ("eval/accuracy", "train/accuracy", "reward/mean")
 
 
 def parameter_counts(model: str, lora_r: int) -> tuple[int, int]:
@@ -146,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for arm in args.arms:
             out = args.runs / arm / f"seed{seed}"
-            run_arm(arm, seed, out, args.extra)
-            runs.setdefault(arm, {})[seed] = curves(out)
+            run_training(COMMON + ARMS[arm], seed, out, args.extra)
+            runs.setdefault(arm, {})[seed] = metric_curves(out, CURVES)
     summary = {arm: summarise([c["eval/accuracy"] for c in per_seed.values()]) for arm, per_seed in runs.items()}
     for arm, numbers in summary.items():
         numbers.update(training_flops(arm))
@@ -183,30 +173,16 @@ def summarise(series: list[list[tuple[int, float]]]) -> dict:
 
 
 def plot(runs: dict[str, dict[int, dict]], clustering: dict | None, path: Path) -> None:
-    import matplotlib
+    """Held-out accuracy per arm (``seed_curves.plot_seed_curves``) with Prefix Clustering's two levels."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def clustering_lines(ax) -> None:
+        if clustering:
+            ax.axhline(clustering["with_prefix"], color="k", linestyle="--", label="Prefix Clustering")
+            ax.axhline(clustering["target_alone"], color="grey", linestyle=":", label="target alone")
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for i, (arm, per_seed) in enumerate(runs.items()):
-        color = f"C{i}"
-        series = [c["eval/accuracy"] for c in per_seed.values()]
-        for curve in series:
-            ax.plot(*zip(*curve), color=color, alpha=0.2)
-        steps = [s for s, _ in series[0]]
-        mean = [statistics.mean(c[j][1] for c in series) for j in range(len(steps))]
-        ax.plot(steps, mean, color=color, marker="o", label=f"{arm} ({len(series)} seeds)")
-    if clustering:
-        ax.axhline(clustering["with_prefix"], color="k", linestyle="--", label="Prefix Clustering")
-        ax.axhline(clustering["target_alone"], color="grey", linestyle=":", label="target alone")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("held-out greedy accuracy")
-    ax.set_title("Prefix-RL vs full and LoRA RL on answer-format (tiny models)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    plot_seed_curves({arm: [c["eval/accuracy"] for c in per_seed.values()] for arm, per_seed in runs.items()}, path,
+                     "Prefix-RL vs full and LoRA RL on answer-format (tiny models)", figsize=(7.5, 4.5), alpha=0.2,
+                     legend={"fontsize": 7, "ncol": 2}, decorate=clustering_lines)
 
 
 if __name__ == "__main__":
