@@ -225,6 +225,10 @@ _declare(TinyRecipe(name="causal-step-arithmetic", kind="causal", task="step-ari
 _declare(TinyRecipe(name="reward-text2grad", kind="reward", task="step-arithmetic-feedback",
                     warm_start="rewards.text2grad.tiny:warm_start", warm_start_steps=700,
                     **{**_POLICY, "batch_size": 16}))
+# Text2Grad's "spans without critique" ablation: the same model, data and warm start with the critique field
+# removed from every target, so the model marks spans without writing its analysis first.
+_declare(dataclasses.replace(RECIPES.get("reward-text2grad"), name="reward-text2grad-nocritique",
+                             task="step-arithmetic-feedback-nocritique"))
 _declare(TinyRecipe(name="corpus-lm", kind="corpus", task=None,
                     warm_start="data_pipelines.common.corpus:warm_start", warm_start_steps=200, **_POLICY))
 

@@ -16,7 +16,9 @@ step solutions, and its distractor (the systematic error ``TinyRecipe.target_noi
 the result of one step (which step depends on the operands) and carries the wrong value on, so RL has
 localised errors to fix. ``step-arithmetic-feedback`` is the span reward model's SFT data (recipe
 ``reward-text2grad``, ``rewards.text2grad.tiny``): compact reward-model prompts over responses with
-injected step errors (``noisy_response``), targets the program's feedback as compact JSON.
+injected step errors (``noisy_response``), targets the program's feedback as compact JSON;
+``step-arithmetic-feedback-nocritique`` is the same data with the critique field removed (recipe
+``reward-text2grad-nocritique``, the paper's "spans without critique" ablation).
 """
 
 from __future__ import annotations
@@ -195,12 +197,13 @@ class StepArithmeticSFTTask(StepArithmeticTask):
         return solution(example.prompt, {(first + sum(x for _, x in ops)) % len(ops): 1})
 
 
-def feedback_example(prompt: str, response: str) -> Example:
-    """One span reward model SFT example: the compact request and the program's compact JSON feedback."""
+def feedback_example(prompt: str, response: str, critique: bool = True) -> Example:
+    """One span reward model SFT example: the compact request and the program's compact JSON feedback (without
+    its critique field when ``critique`` is False)."""
     from rewards.text2grad.templates import compact_request, feedback_json
 
     return Example(prompt=compact_request("spans", prompt, response),
-                   answer=feedback_json(program_feedback(prompt, response), compact=True),
+                   answer=feedback_json(program_feedback(prompt, response), compact=True, critique=critique),
                    columns={"problem": prompt, "response": response})
 
 
@@ -210,6 +213,8 @@ class StepArithmeticFeedbackTask:
     ``step-arithmetic``'s own splits, so held-out feedback is on held-out problems."""
 
     name = "step-arithmetic-feedback"
+    critique = True
+    """Whether the targets carry the critique (``textual_feedback``) before the spans."""
 
     def __init__(self, test_size: int = 256, seed: int = 1234, train_size: int = 20000) -> None:
         self.base = StepArithmeticTask(test_size, seed)
@@ -220,7 +225,7 @@ class StepArithmeticFeedbackTask:
         if name == "train":
             problems = problems[:self.train_size]
         rng = random.Random(f"{self.seed}-{name}")
-        return [feedback_example(e.prompt, noisy_response(e.prompt, rng)) for e in problems]
+        return [feedback_example(e.prompt, noisy_response(e.prompt, rng), self.critique) for e in problems]
 
     def reward(self, prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
         """1.0 for a completion that is exactly the program's feedback JSON, else 0.0."""
@@ -228,3 +233,13 @@ class StepArithmeticFeedbackTask:
 
     def is_correct(self, completion: str, example: Example) -> bool:
         return completion.strip() == example.answer
+
+
+@TASKS.register("step-arithmetic-feedback-nocritique")
+class StepArithmeticSpansOnlyTask(StepArithmeticFeedbackTask):
+    """``step-arithmetic-feedback`` with the critique field removed from every target (the same problems,
+    responses and spans): the data of Text2Grad's "spans without critique" ablation (recipe
+    ``reward-text2grad-nocritique``)."""
+
+    name = "step-arithmetic-feedback-nocritique"
+    critique = False

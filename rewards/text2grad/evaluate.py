@@ -11,9 +11,11 @@ on held-out problems with injected step errors) and, for each kind (``poor``, ``
   (precision), a gold span is found when a predicted span overlaps it (recall).
 
 Unparsable outputs count as predicting nothing (they lower recall) and are reported as ``parse_rate``;
-``exact_match`` is the share of outputs whose parsed feedback equals the program's. ``posttrain
-text2grad-eval`` runs it on the embedded ``reward-text2grad`` model (or ``--model DIR``) and writes
-``benchmarks/results/text2grad_span_rm.json``.
+``exact_match`` is the share of outputs whose parsed feedback equals the label (the program's feedback as the
+model's training task writes it: without the critique for a spans-only model). ``posttrain text2grad-eval``
+runs it on an embedded span reward model (``--recipe``: ``reward-text2grad``, or the spans-only
+``reward-text2grad-nocritique``) or on ``--model DIR``, and writes the JSON summary (``--output``; the
+benchmarks keep ``benchmarks/results/text2grad_span_rm*.json``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from rewards.text2grad.alignment import match_span
 from rewards.text2grad.feedback import SpanFeedback
+from rewards.text2grad.tiny import SPAN_RM_RECIPES
 
 KINDS = ("poor", "good")
 
@@ -74,20 +77,22 @@ def span_metrics(predicted: Sequence[SpanFeedback | None], gold: Sequence[SpanFe
     return out
 
 
-def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64) -> dict[str, Any]:
+def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64,
+                   task: str = "step-arithmetic-feedback") -> dict[str, Any]:
     """``span_metrics`` of the compact-style span reward model at ``model_dir`` on ``n`` held-out examples of
-    ``step-arithmetic-feedback`` (greedy decoding through ``HFRolloutEngine``)."""
+    ``task`` (``step-arithmetic-feedback`` or its ``-nocritique`` twin; greedy decoding through
+    ``HFRolloutEngine``); the labels are the examples' own targets, parsed."""
     import torch
 
     from posttrain.models.loading import load_causal_lm, load_tokenizer
     from posttrain.rollout.base import SamplingParams
     from posttrain.rollout.hf import HFRolloutEngine
     from posttrain.tasks import TASKS
-    from posttrain.tasks.step_arithmetic import program_feedback
+    from rewards.text2grad.feedback import parse_feedback
     from rewards.text2grad.scorer import SpanRewardModel
 
     torch.set_num_threads(1)
-    examples = TASKS.get("step-arithmetic-feedback")().split("test")[:n]
+    examples = TASKS.get(task)().split("test")[:n]
     engine = HFRolloutEngine(load_causal_lm(model_dir), load_tokenizer(model_dir), max_batch_size=max_batch_size)
     rm = SpanRewardModel(engine, "spans", sampling=SamplingParams(max_new_tokens=160, temperature=0.0),
                          style="compact", max_prompt_tokens=128)
@@ -95,7 +100,7 @@ def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64) -> di
     responses = [e.columns["response"] for e in examples]
     parsed = rm.feedback(problems, responses)
     predicted = [p if isinstance(p, SpanFeedback) else None for p in parsed]
-    gold = [program_feedback(p, r) for p, r in zip(problems, responses)]
+    gold = [parse_feedback(e.answer, "spans") for e in examples]
     return span_metrics(predicted, gold, responses)
 
 
@@ -104,10 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="posttrain text2grad-eval", formatter_class=HelpFormatter,
                                      description="Span precision / recall of a Text2Grad span reward model against "
-                                     "the step-arithmetic program's labels, on held-out problems.\nWith no --model: the "
-                                     "embedded tiny span reward model (recipe reward-text2grad, built on first use).")
-    parser.add_argument("--model", default=None, help="A span reward model folder (compact style); default: the "
-                        "embedded reward-text2grad recipe.")
+                                     "the step-arithmetic program's labels, on held-out problems.\nWith no --model: an "
+                                     "embedded tiny span reward model (--recipe, built on first use).")
+    parser.add_argument("--model", default=None, help="A span reward model folder (compact style, trained on "
+                        "--recipe's task); default: the embedded --recipe.")
+    parser.add_argument("--recipe", default=SPAN_RM_RECIPES[0], choices=list(SPAN_RM_RECIPES),
+                        help="The embedded span reward model: reward-text2grad (critique, then spans) or "
+                        "reward-text2grad-nocritique (spans only); its task gives the held-out labels.")
     parser.add_argument("--n", type=int, default=256, help="Held-out examples.")
     parser.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
     return parser
@@ -125,16 +133,18 @@ def text2grad_eval_main(argv: list[str] | None = None) -> int:
         from posttrain.models.tiny import RECIPES, build_tiny
 
         started = time.time()
-        model = args.model or str(build_tiny("reward-text2grad"))
+        recipe = RECIPES.get(args.recipe)
+        model = args.model or str(build_tiny(recipe.name))
         summary: dict[str, Any] = {"command": "posttrain text2grad-eval" + (f" --model {args.model}" if args.model else "")
+                                   + (f" --recipe {args.recipe}" if args.recipe != SPAN_RM_RECIPES[0] else "")
                                    + (f" --n {args.n}" if args.n != 256 else ""), "model": model}
         if args.model is None:
-            recipe = RECIPES.get("reward-text2grad")
-            summary["recipe"] = {k: getattr(recipe, k) for k in ("warm_start_steps", "batch_size", "lr", "hidden_size",
-                                                                  "num_layers")}
-        summary["held_out"] = ("step-arithmetic-feedback test split: problems disjoint from the warm start's, one "
-                               "response each with injected step errors (35% right)")
-        summary.update(evaluate_model(model, args.n))
+            summary["recipe"] = {"name": recipe.name, "task": recipe.task,
+                                 **{k: getattr(recipe, k) for k in ("warm_start_steps", "batch_size", "lr",
+                                                                     "hidden_size", "num_layers")}}
+        summary["held_out"] = (f"{recipe.task} test split: problems disjoint from the warm start's, one response "
+                               "each with injected step errors (35% right)")
+        summary.update(evaluate_model(model, args.n, task=recipe.task))
         summary["wall_s"] = round(time.time() - started, 1)
         return summary
 

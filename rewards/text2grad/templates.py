@@ -80,17 +80,17 @@ def render_request(form: str, prompt: str, response: str, style: str = "full",
     raise ValueError(f"unknown template style {style!r}; choose one of {', '.join(STYLES)}")
 
 
-def feedback_json(feedback: SpanFeedback, compact: bool = False) -> str:
+def feedback_json(feedback: SpanFeedback, compact: bool = False, critique: bool = True) -> str:
     """The SFT target of ``feedback``: its form's JSON with the paper's key names (critique first, so the
-    model writes its analysis before the spans it supports)."""
+    model writes its analysis before the spans it supports). ``critique=False`` leaves the critique field out:
+    the target of the paper's "spans without critique" ablation, a reward model that only marks spans."""
+    critique_key = "code_feedback" if feedback.form == "code" else "textual_feedback"
+    body: dict = {critique_key: feedback.critique} if critique else {}
     if feedback.form == "spans":
-        body: dict = {"textual_feedback": feedback.critique, "good_spans": list(feedback.good),
-                      "poor_spans": list(feedback.poor)}
+        body.update(good_spans=list(feedback.good), poor_spans=list(feedback.poor))
     elif feedback.form == "code":
-        body = {"code_feedback": feedback.critique, "wrong_code": list(feedback.wrong),
-                "improvement_code": list(feedback.improvable)}
+        body.update(wrong_code=list(feedback.wrong), improvement_code=list(feedback.improvable))
     else:
-        body = {"textual_feedback": feedback.critique,
-                "word_score_list": [[w, s] for w, s in feedback.word_scores]}
+        body["word_score_list"] = [[w, s] for w, s in feedback.word_scores]
     separators = (",", ":") if compact else (", ", ": ")
     return json.dumps(body, ensure_ascii=False, separators=separators)

@@ -6,7 +6,9 @@ A character-level model of the policies' size and tokenizer, warm-started by pla
 feedback as compact JSON of the "spans" form (critique, good steps, poor steps). The loop is the shared
 ``posttrain.models.tiny.sft_warm_start`` (prompts through the chat template, loss on the JSON and EOS),
 so the recipe's model reads its input exactly as ``scorer.SpanRewardModel(style="compact")`` renders it
-and as ``--algo sft --task dataset`` trains on the output of ``rewards.text2grad.data``.
+and as ``--algo sft --task dataset`` trains on the output of ``rewards.text2grad.data``. The recipe
+``reward-text2grad-nocritique`` runs the same warm start on ``step-arithmetic-feedback-nocritique`` (the same
+targets without the critique field): the paper's "spans without critique" ablation.
 
 Deviation from the paper: Text2Grad fine-tunes Llama-3.1-8B with LoRA on GPT-4o annotations; here a
 program writes the annotations (it knows which step is wrong) and the model is a 3-layer character
@@ -20,10 +22,15 @@ from typing import Any
 
 import torch
 
+SPAN_RM_RECIPES = ("reward-text2grad", "reward-text2grad-nocritique")
+"""The embedded span reward models (``posttrain.models.tiny`` recipes): critique then spans (the paper's),
+and spans only (its ablation); the first is the default."""
+
 
 def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generator) -> None:
-    """``recipe.warm_start_steps`` SFT steps on ``recipe.task`` (``step-arithmetic-feedback``), in place, with one intra-op
-    thread (restored afterwards): on a shared 2-core machine a tiny model trains faster single-threaded."""
+    """``recipe.warm_start_steps`` SFT steps on ``recipe.task`` (``step-arithmetic-feedback`` or its
+    ``-nocritique`` twin), in place, with one intra-op thread (restored afterwards): on a shared 2-core machine
+    a tiny model trains faster single-threaded."""
     from posttrain.models.tiny import sft_warm_start
 
     threads = torch.get_num_threads()

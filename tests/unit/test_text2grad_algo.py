@@ -135,3 +135,15 @@ def test_the_oracle_writes_the_same_token_rewards_as_a_model_copying_it() -> Non
 def test_the_oracle_needs_the_task_with_a_program() -> None:
     bad = Text2GradConfig(span_oracle=True, task="arithmetic").incompatibilities()
     assert any(name == "span_oracle" and "step-arithmetic" in why for name, _, why in bad)
+
+
+def test_span_recipe_picks_the_embedded_reward_model() -> None:
+    from posttrain.algos.roles import check_roles
+
+    def span_role(**overrides):
+        return check_roles(_algo(**overrides).roles())[SPAN_RM]
+
+    assert span_role().recipe == "reward-text2grad"
+    assert span_role(span_recipe="reward-text2grad-nocritique").recipe == "reward-text2grad-nocritique"
+    chosen = span_role(span_model="some/rm", span_recipe="reward-text2grad-nocritique")
+    assert (chosen.checkpoint, chosen.recipe) == ("some/rm", None)  # a named model wins over the recipe

@@ -1,6 +1,9 @@
-"""Text2Grad span feedback: the parser's forms, fences, junk and errors, and the SFT target round trip."""
+"""Text2Grad span feedback: the parser's forms, fences, junk and errors, the SFT target round trip (with and
+without the critique), and the spans-only reward model's data and recipe."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -66,6 +69,22 @@ def test_sft_target_round_trips(form):
     for compact in (False, True):
         assert parse_feedback(feedback_json(fb, compact=compact), form) == fb
     assert '"textual_feedback":"c"' in feedback_json(fb, compact=True) or form == "code"
+    spans_only = feedback_json(fb, compact=True, critique=False)  # the "spans without critique" ablation's target
+    assert '"c"' not in spans_only and parse_feedback(spans_only, form) == dataclasses.replace(fb, critique="")
+
+
+def test_the_nocritique_reward_model_learns_the_same_feedback_without_its_critique():
+    from posttrain.models.tiny import RECIPES
+    from posttrain.tasks import TASKS
+
+    full, spans_only = (TASKS.get(name)().split("test")[:20] for name in ("step-arithmetic-feedback",
+                                                                          "step-arithmetic-feedback-nocritique"))
+    for a, b in zip(full, spans_only, strict=True):
+        assert a.prompt == b.prompt and a.columns == b.columns  # the same problems and responses
+        assert parse_feedback(b.answer, "spans") == dataclasses.replace(parse_feedback(a.answer, "spans"), critique="")
+        assert "textual_feedback" in a.answer and "textual_feedback" not in b.answer
+    recipe, ablation = RECIPES.get("reward-text2grad"), RECIPES.get("reward-text2grad-nocritique")
+    assert dataclasses.replace(ablation, name=recipe.name, task=recipe.task) == recipe  # nothing else differs
 
 
 def test_templates_quote_the_rules():

@@ -13,7 +13,9 @@ A completion whose feedback cannot be parsed is masked out of both losses and co
 the reward model's scalar verdict" baseline: the same feedback reduced to +1 (no poor span located) or -1 on
 the last token, no dense part. The embedded default is the ``step-arithmetic`` task, whose reward model
 (recipe ``reward-text2grad``) learned program-written feedback on which steps are wrong; the task's verifier
-(the final answer) is only logged (``train/accuracy``), never trained on.
+(the final answer) is only logged (``train/accuracy``), never trained on. ``--span_recipe
+reward-text2grad-nocritique`` swaps in the same model trained on the same feedback without its critique (the
+paper's "spans without critique" ablation).
 
 Deviations from the paper's code: the reward model is a separate engine, not an HF ``pipeline`` inside the
 loop, and unparsable samples stay in the batch masked (the code dropped them, so batch sizes varied).
@@ -32,11 +34,10 @@ from posttrain.algos.roles import CHECKPOINT, ModelRole
 from posttrain.config import opt
 from posttrain.rollout.base import Rollouts, SamplingParams
 from posttrain.tasks.base import Example
+from rewards.text2grad.tiny import SPAN_RM_RECIPES
 
 SPAN_RM = "span_rm"
 """The span reward model's role name (``ctx.engines["span_rm"]``)."""
-SPAN_RM_RECIPE = "reward-text2grad"
-"""The embedded tiny span reward model (``rewards.text2grad.tiny``)."""
 SPAN_REWARDS = ("dense", "verdict")
 ORACLE_TASK = "step-arithmetic"
 """The built-in task whose program writes span feedback (``span_oracle``)."""
@@ -50,8 +51,12 @@ class Text2GradConfig(PPOConfig):
     task: str = opt("step-arithmetic", "Built-in task or 'dataset'; text2grad's default is step-arithmetic, whose "
                                        "embedded reward model marks the wrong steps.")
     span_model: str | None = opt(None, "The span reward model: path, hub id or alias; unset = the embedded tiny "
-                                       f"one (recipe {SPAN_RM_RECIPE}). It may use its own tokenizer (it reads and "
-                                       "writes text).")
+                                       "one (--span_recipe). It may use its own tokenizer (it reads and writes "
+                                       "text).")
+    span_recipe: str = opt(SPAN_RM_RECIPES[0], "The embedded span reward model when --span_model is unset: "
+                                               "reward-text2grad writes a critique, then the spans (the paper's); "
+                                               "reward-text2grad-nocritique writes the spans only (the paper's "
+                                               "'spans without critique' ablation).", SPAN_RM_RECIPES)
     span_url: str | None = opt(None, "Ask a reward server instead (`posttrain serve --model SPAN_RM`, its "
                                      "/v1/span_feedback route, rewards.text2grad.remote): its URL; then no "
                                      "span reward model is loaded here and --span_model is ignored.")
@@ -119,7 +124,7 @@ class Text2Grad(PPO):
         if cfg.span_url or cfg.span_oracle:
             return super().roles()
         span_rm = ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,
-                            recipe=None if cfg.span_model else SPAN_RM_RECIPE, config_field="span_model",
+                            recipe=None if cfg.span_model else cfg.span_recipe, config_field="span_model",
                             shares_tokenizer=False)
         return super().roles() + (span_rm,)
 
