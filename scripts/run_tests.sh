@@ -2,7 +2,10 @@
 # Run the CPU test suite. pytest's exit code 5 ("no tests collected") is a failure here, never a pass.
 set -uo pipefail
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-python -m pytest -m "not gpu" --timeout 900 "$@"
+# Two pytest workers (pytest-xdist; $POSTTRAIN_TEST_WORKERS sets how many, 0 runs in this process). Each
+# module runs whole on one worker (--dist loadscope), so a module's fixtures (a vLLM engine, rollout-worker
+# servers, a Ray session) start once; tests use free ports, never fixed ones, so two can run at once.
+python -m pytest -m "not gpu" --timeout 900 -n "${POSTTRAIN_TEST_WORKERS:-2}" --dist loadscope "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "error: pytest collected no tests" >&2

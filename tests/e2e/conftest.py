@@ -31,6 +31,14 @@ def tiny_diffusion(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_recipe(recipe, cache_dir=tmp_path_factory.mktemp("tiny-diffusion-cache"))
 
 
+def deepspeed_launcher(ranks: int) -> list[str]:
+    """``deepspeed`` on ``ranks`` ranks with an explicit free port: other jobs (a parallel test worker, a user's
+    run) may hold the launcher's default 29500."""
+    from posttrain.rollout.weight_transfer import free_port
+
+    return ["deepspeed", "--num_gpus", str(ranks), "--master_port", str(free_port())]
+
+
 def run_entry(args: list[str], launcher: list[str] | None = None, timeout: float = 600,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``posttrain/train.py`` as a user would: under the deepspeed launcher or plain python."""

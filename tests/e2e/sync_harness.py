@@ -20,13 +20,6 @@ SHORT = ["--algo", "grpo", "--reward", "tests.e2e.rewards:digit_fraction", "--pr
 """A short GRPO run (add ``--rollout``, ``--model`` and ``--output_dir``)."""
 
 
-def deepspeed_launcher(ranks: int) -> list[str]:
-    """``deepspeed`` on ``ranks`` CPU ranks with an explicit free port (other jobs may hold its default 29500)."""
-    from posttrain.rollout.weight_transfer import free_port
-
-    return ["deepspeed", "--num_gpus", str(ranks), "--master_port", str(free_port())]
-
-
 def run_sync_check(model: Path, out: Path, launcher: list[str], extra: list[str]) -> list[dict]:
     """Train 2 steps through ``vllm_sync_check.py`` (the real Trainer) and return each rank's comparison."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.e2e.conftest import run_entry
+from tests.e2e.conftest import deepspeed_launcher, run_entry
 from tests.e2e.resume import assert_same_end, kill_and_resume
 
 
@@ -31,7 +31,7 @@ def _dataset(tmp_path: Path) -> Path:
 def test_async_grpo_under_deepspeed_keeps_the_staleness_bound(tiny_arithmetic: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = _args(tiny_arithmetic, out, _dataset(tmp_path)) + ["--max_staleness", "2", "--eval_every", "0"]
-    result = run_entry(args, launcher=["deepspeed", "--num_gpus", "1"], env={"OMP_NUM_THREADS": "1"})
+    result = run_entry(args, launcher=deepspeed_launcher(1), env={"OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-4000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     # depth 2: steps 1-3 were all launched on the initial weights, step 4 on step 1's

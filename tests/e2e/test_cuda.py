@@ -20,13 +20,12 @@ from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.rollout.base import SamplingParams
 from posttrain.rollout.hf import HFRolloutEngine
-from tests.e2e.conftest import run_entry
+from tests.e2e.conftest import deepspeed_launcher, run_entry
 from tests.e2e.test_train import SMALL, check_run, weights_changed
 
 pytestmark = pytest.mark.gpu
 
 PROMPTS = ["12+7=", "a", "hello there", "x*y", "99-3=", "The cat"]
-DEEPSPEED_ONE_GPU = ["deepspeed", "--num_gpus", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +99,7 @@ def test_diffusion_sampler_on_cuda(tiny_diffusion: Path):
 def test_grpo_trains_on_cuda(tiny_arithmetic: Path, tmp_path: Path, extra: list[str]):
     out = tmp_path / "run"
     result = run_entry(["--algo", "grpo", "--model", str(tiny_arithmetic), "--output_dir", str(out), *SMALL, *extra],
-                       launcher=DEEPSPEED_ONE_GPU)
+                       launcher=deepspeed_launcher(1))
     rows = check_run(result, out)
     assert weights_changed(tiny_arithmetic, out, 2)
     assert all(r["perf/peak_memory_mb"] > 0 for r in rows if r["step"] > 0)
@@ -109,7 +108,7 @@ def test_grpo_trains_on_cuda(tiny_arithmetic: Path, tmp_path: Path, extra: list[
 def test_ppo_with_critic_trains_on_cuda(tiny_arithmetic: Path, tmp_path: Path):
     out = tmp_path / "ppo"
     result = run_entry(["--algo", "ppo", "--model", str(tiny_arithmetic), "--output_dir", str(out), *SMALL],
-                       launcher=DEEPSPEED_ONE_GPU)
+                       launcher=deepspeed_launcher(1))
     check_run(result, out)
     assert (out / "checkpoints" / "step_2" / "ds_critic").is_dir()
     assert weights_changed(tiny_arithmetic, out, 2)
@@ -121,7 +120,7 @@ def test_espo_trains_on_cuda(tiny_diffusion: Path, tmp_path: Path):
                         "--reward", "tests.e2e.rewards:digit_fraction", "--steps", "2", "--prompts_per_step", "2",
                         "--group_size", "4", "--micro_batch_size", "4", "--max_new_tokens", "20", "--block_length",
                         "10", "--eval_every", "2", "--eval_examples", "8", "--progress", "false"],
-                       launcher=DEEPSPEED_ONE_GPU)
+                       launcher=deepspeed_launcher(1))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["step"] == 2 and all(torch.isfinite(torch.tensor(r["train/loss"])) for r in rows if r["step"] > 0)

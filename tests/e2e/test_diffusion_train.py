@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from posttrain.algos import ALGORITHM_MODULES
-from tests.e2e.conftest import run_entry
+from tests.e2e.conftest import deepspeed_launcher, run_entry
 
 pytestmark = pytest.mark.skipif(  # the entry point (a subprocess) only knows the algorithms listed there
     "posttrain.algos.espo" not in ALGORITHM_MODULES,
@@ -56,7 +56,7 @@ def _is_diffusion_checkpoint(out: Path, step: int) -> bool:
 def test_espo_two_ranks_zero2(tiny_diffusion: Path, tmp_path: Path) -> None:
     out = tmp_path / "espo"
     result = run_entry(["--algo", "espo", "--model", str(tiny_diffusion), "--output_dir", str(out), *SMALL,
-                        "--zero_stage", "2"], launcher=["deepspeed", "--num_gpus", "2"])
+                        "--zero_stage", "2"], launcher=deepspeed_launcher(2))
     assert result.returncode == 0, result.stderr[-3000:]
     rows = _rows(out)
     assert [r["step"] for r in rows] == [0, 1, 2]

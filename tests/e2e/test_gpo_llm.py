@@ -16,7 +16,7 @@ import pytest
 
 from posttrain.algos.gpo.llm import GPO, GPOConfig
 from posttrain.tasks.base import Example
-from tests.e2e.conftest import REPO, run_entry
+from tests.e2e.conftest import REPO, deepspeed_launcher, run_entry
 
 ARGS = ["--reward", "tests.e2e.rewards:digit_fraction", "--steps", "2", "--prompts_per_step", "2", "--group_size", "4",
         "--micro_batch_size", "8", "--eval_every", "2", "--eval_examples", "8", "--pass_k", "1", "--max_new_tokens", "6",
@@ -56,7 +56,7 @@ def test_default_gpo_run_learns(tmp_path: Path) -> None:
     and its learner fell from 0.234 to 0.039 over the 200 steps."""
     out = tmp_path / "gpo"
     result = run_entry(["--algo", "gpo", "--output_dir", str(out), "--steps", "25", "--eval_every", "25",
-                        "--pass_k", "1", "--progress", "false"], launcher=["deepspeed", "--num_gpus", "1"], timeout=1500)
+                        "--pass_k", "1", "--progress", "false"], launcher=deepspeed_launcher(1), timeout=1500)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     start, end = rows[0]["eval/accuracy"], rows[-1]["eval/accuracy"]

@@ -23,8 +23,8 @@ import httpx
 import pytest
 import torch
 
-from tests.e2e.conftest import run_entry
-from tests.e2e.sync_harness import assert_synced, deepspeed_launcher, run_sync_check
+from tests.e2e.conftest import deepspeed_launcher, run_entry
+from tests.e2e.sync_harness import assert_synced, run_sync_check
 
 pytest.importorskip("vllm")
 

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from tests.e2e.conftest import run_entry
+from tests.e2e.conftest import deepspeed_launcher, run_entry
 
 SMALL = ["--reward", "tests.e2e.rewards:digit_fraction", "--steps", "2", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "8",
          "--eval_every", "2", "--eval_examples", "16", "--pass_k", "2", "--max_new_tokens", "8", "--progress", "false"]
@@ -46,7 +46,7 @@ def weights_changed(model_dir: Path, output_dir: Path, steps: int) -> bool:
 def test_grpo_one_rank_deepspeed_launcher(tiny_arithmetic: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = run_entry(["--algo", "grpo", "--model", str(tiny_arithmetic), "--output_dir", str(out), *SMALL],
-                       launcher=["deepspeed", "--num_gpus", "1"])
+                       launcher=deepspeed_launcher(1))
     check_run(result, out)
     assert weights_changed(tiny_arithmetic, out, 2)
 
@@ -56,7 +56,7 @@ def test_grpo_two_ranks_zero3(tiny_arithmetic: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = run_entry(["--algo", "grpo", "--model", str(tiny_arithmetic), "--output_dir", str(out),
                         "--zero_stage", "3", "--kl_coef", "0.05", *SMALL],
-                       launcher=["deepspeed", "--num_gpus", "2"])
+                       launcher=deepspeed_launcher(2))
     rows = check_run(result, out)
     assert "train/kl" in rows[1]
     assert weights_changed(tiny_arithmetic, out, 2)

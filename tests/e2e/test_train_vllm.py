@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.e2e.conftest import run_entry
+from tests.e2e.conftest import deepspeed_launcher, run_entry
 from tests.e2e.resume import assert_same_end, kill_and_resume
 from tests.e2e.sync_harness import SHORT as GRPO_SHORT
-from tests.e2e.sync_harness import assert_synced, deepspeed_launcher, run_sync_check
+from tests.e2e.sync_harness import assert_synced, run_sync_check
 
 pytest.importorskip("vllm")
 
