@@ -53,19 +53,40 @@ def engine_label(engine: ScoringEngine) -> str:
     return f"{type(engine).__name__}({getattr(engine.tokenizer, 'name_or_path', '') or 'in-memory'})"
 
 
-def _http_engine(spec: str, top_k: int, tokenizer: str | None, api_key: str | None) -> ScoringEngine:
-    from posttrain.rollout.http import OpenAIHTTPEngine
-
-    url, _, model = spec.partition("#")
-    name = tokenizer or model
+def _http_tokenizer(spec: str, tokenizer: str | None) -> Any:
+    """The tokenizer an HTTP backend sends ids of: ``--tokenizer``, else the model named after '#'."""
+    name = tokenizer or spec.partition("#")[2]
     if not name:
         raise ValueError(f"{spec}: an HTTP backend needs the served model's tokenizer: pass --tokenizer "
                          "(a folder, hub id or alias) or name the model after '#' (http://HOST:PORT/v1#MODEL)")
     try:
-        tok = load_tokenizer(resolve_model_name(name))
+        return load_tokenizer(resolve_model_name(name))
     except (OSError, ValueError) as err:
         raise ValueError(f"{spec}: cannot load the tokenizer {name!r} ({err}); pass --tokenizer") from err
-    return OpenAIHTTPEngine(url, tok, model=model or "default", api_key=api_key, top_k=min(top_k, 20))
+
+
+def _http_engine(spec: str, top_k: int, tokenizer: str | None, api_key: str | None) -> ScoringEngine:
+    from posttrain.rollout.http import OpenAIHTTPEngine
+
+    url, _, model = spec.partition("#")
+    return OpenAIHTTPEngine(url, _http_tokenizer(spec, tokenizer), model=model or "default", api_key=api_key,
+                            top_k=min(top_k, 20))
+
+
+def load_backend_tokenizer(spec: str | None, *, tokenizer: str | None = None, cache_dir: str | None = None) -> Any:
+    """The tokenizer of the engine ``load_backend(spec, tokenizer=..., cache_dir=...)`` returns, without loading
+    any weights: what a driver needs to check its input before its Ray actors load the engine."""
+    from posttrain.models.tiny import build_tiny, build_tokenizer
+
+    if spec in EMBEDDED_SPECS:
+        return load_tokenizer(str(build_tiny("corpus-lm", cache_dir=cache_dir)))
+    if spec == "cachelm":
+        return build_tokenizer()
+    if spec.startswith("vllm:"):
+        return load_tokenizer(spec[len("vllm:"):])
+    if spec.startswith(("http://", "https://")):
+        return _http_tokenizer(spec, tokenizer)
+    return load_tokenizer(resolve_model_name(spec, cache_dir=cache_dir))
 
 
 def load_backend(spec: str | None, *, device: str = "cpu", batch_size: int = 16, top_k: int = 20,

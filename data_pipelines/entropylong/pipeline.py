@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -100,6 +101,19 @@ def _doc_seed(seed: int, doc_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()[:8], "little")
 
 
+def check_representable(tokenizer: Any, scorer: str, text: str, what: str) -> None:
+    """Refuse ``text`` if the scorer's tokenizer does not give it back exactly (e.g. a character tokenizer
+    turning non-ASCII characters into ``<unk>``): its scores would be of another text. ``scorer`` names the
+    scorer in the error, ``what`` the text."""
+    back = tokenizer.decode(tokenize(tokenizer, text))
+    if back != text:
+        where = next((i for i, (x, y) in enumerate(zip(text, back)) if x != y), min(len(text), len(back)))
+        raise ValueError(
+            f"{what}: the scorer {scorer!r} cannot represent this text exactly "
+            f"(from character {where}: {text[where:where + 12]!r} comes back as {back[where:where + 12]!r}); "
+            "use a scorer whose tokenizer covers it (e.g. --model smollm2-135m)")
+
+
 class EntropyLong:
     """The pipeline over one backend, one retriever and a chunked retrieval corpus.
 
@@ -125,15 +139,8 @@ class EntropyLong:
         self.reuse_counts: dict[str, int] = {}
 
     def check_representable(self, text: str, what: str) -> None:
-        """Refuse ``text`` if the scorer's tokenizer does not give it back exactly (e.g. a character
-        tokenizer turning non-ASCII characters into ``<unk>``): its scores would be of another text."""
-        back = self.backend.tokenizer.decode(tokenize(self.backend.tokenizer, text))
-        if back != text:
-            where = next((i for i, (x, y) in enumerate(zip(text, back)) if x != y), min(len(text), len(back)))
-            raise ValueError(
-                f"{what}: the scorer {engine_label(self.backend)!r} cannot represent this text exactly "
-                f"(from character {where}: {text[where:where + 12]!r} comes back as {back[where:where + 12]!r}); "
-                "use a scorer whose tokenizer covers it (e.g. --model smollm2-135m)")
+        """``check_representable`` under this pipeline's scorer."""
+        check_representable(self.backend.tokenizer, engine_label(self.backend), text, what)
 
     def count_reuse(self, outputs) -> None:
         """Set ``reuse_counts`` from finished output records (their ``contexts``), e.g. on resume."""

@@ -26,7 +26,13 @@ from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
 from data_pipelines.common.runner import add_backbone_args, runner_options
-from data_pipelines.entropylong.pipeline import EntropyLong, EntropyLongConfig, build_chunks, evaluate
+from data_pipelines.entropylong.pipeline import (
+    EntropyLong,
+    EntropyLongConfig,
+    build_chunks,
+    check_representable,
+    evaluate,
+)
 
 DEFAULT_SCORER = "smollm2-135m"
 
@@ -86,6 +92,33 @@ def _records(spec) -> list[dict]:
     return [r for r in source.chunk(0, len(source)) if isinstance(r, dict)]
 
 
+def _config(args) -> EntropyLongConfig:
+    return EntropyLongConfig(**{f.name: getattr(args, f.name) for f in fields(EntropyLongConfig)})
+
+
+def _chunks(args, roots: list[dict]) -> list[dict]:
+    """The retrieval corpus (``--corpus``, else the input documents) cut into chunks."""
+    corpus_records = _records(args.corpus) if args.corpus else roots
+    return build_chunks(corpus_records, args.text_field, args.id_field, args.chunk_chars)
+
+
+def check_inputs(args, roots: list[dict]) -> None:
+    """Refuse, naming the record, any input text, retrieval chunk or separator the scorer's tokenizer cannot
+    represent exactly: in the driver, with the tokenizer alone, before any actor loads the scorer."""
+    from data_pipelines.common.backends import load_backend_tokenizer
+    from posttrain.models.pretrained import resolve_model_name
+
+    tokenizer = load_backend_tokenizer(resolve_model_name(args.model), tokenizer=args.tokenizer)
+    scorer = f"{args.model} ({getattr(tokenizer, 'name_or_path', '') or 'in-memory'} tokenizer)"
+    for n, r in enumerate(roots):
+        if isinstance(r.get(args.text_field), str):
+            check_representable(tokenizer, scorer, r[args.text_field],
+                                f"record {r.get(args.id_field, n)!r} (field {args.text_field!r})")
+    for c in _chunks(args, roots):
+        check_representable(tokenizer, scorer, c["text"], f"retrieval chunk {c['chunk_id']!r} of document {c['doc_id']!r}")
+    check_representable(tokenizer, scorer, args.separator, "the separator")
+
+
 def build_pipeline(args, roots: list[dict]):
     from data_pipelines.common.backends import load_backend
     from data_pipelines.common.embed import load_embedder
@@ -94,12 +127,10 @@ def build_pipeline(args, roots: list[dict]):
 
     backend = load_backend(resolve_model_name(args.model), device=args.device, batch_size=args.batch_size,
                            tokenizer=args.tokenizer)
-    corpus_records = _records(args.corpus) if args.corpus else roots
-    chunks = build_chunks(corpus_records, args.text_field, args.id_field, args.chunk_chars)
+    chunks = _chunks(args, roots)
     texts = [c["text"] for c in chunks]
     retriever = BM25Retriever(texts) if args.retriever == "bm25" else FaissRetriever(load_embedder(args.embedder), texts)
-    config = EntropyLongConfig(**{f.name: getattr(args, f.name) for f in fields(EntropyLongConfig)})
-    return EntropyLong(backend, retriever, chunks, config, progress=not args.no_progress), config
+    return EntropyLong(backend, retriever, chunks, _config(args), progress=not args.no_progress)
 
 
 def make_entropylong_stage(args, roots: list[dict], parts_dir: Path):
@@ -108,7 +139,7 @@ def make_entropylong_stage(args, roots: list[dict], parts_dir: Path):
     actor started; one actor then sees the remaining blocks in input order)."""
     from data_pipelines.common.runner import Reject, StageRunner
 
-    pipeline, _ = build_pipeline(args, roots)
+    pipeline = build_pipeline(args, roots)
     pipeline.count_reuse(StageRunner(parts_dir, None).iter_outputs())
 
     def process(batch: list[dict]):
@@ -130,7 +161,6 @@ def _validate(text_field: str, record: dict) -> str | None:
 
 
 def run_entropylong(args) -> int:
-    from data_pipelines.common.backends import engine_label
     from data_pipelines.common.runner import ActorStage, StageRunner
 
     builtin = args.input is None
@@ -149,13 +179,10 @@ def run_entropylong(args) -> int:
         roots = _records(args.input)
     started = time.perf_counter()
     try:
-        pipeline, config = build_pipeline(args, roots)
-        for n, r in enumerate(roots):
-            if isinstance(r.get(args.text_field), str):
-                pipeline.check_representable(r[args.text_field],
-                                             f"record {r.get(args.id_field, n)!r} (field {args.text_field!r})")
+        check_inputs(args, roots)
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
+    config = _config(args)
 
     validate = functools.partial(_validate, args.text_field)
     out = Path(args.output)
@@ -172,7 +199,8 @@ def run_entropylong(args) -> int:
     print(f"wrote {n} sequences to {out / 'sequences.jsonl'} ({time.perf_counter() - started:.1f}s)")
     if corpus_obj is not None:
         outputs = list(runner.iter_outputs())
-        report = {"config": asdict(config), "model": args.model, "scorer": engine_label(pipeline.backend),
+        report = {"config": asdict(config), "model": args.model,
+                  "scorer": outputs[0]["scorer"] if outputs else None,
                   "corpus": {"style": args.corpus_style, "num_entities": args.num_entities,
                              "num_misc": args.num_misc, "seed": args.corpus_seed},
                   "seconds": round(time.perf_counter() - started, 1),

@@ -102,7 +102,7 @@ def test_entropylong_input_text_is_kept_byte_exact(smollm2, tmp_path):
             {"id": "ja-3", "text": "東京の印章は K2PQZ です。 A courier showed the seal K2PQZ."}]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
-    with pytest.raises(SystemExit, match=r"document 'fr-1'.*'é de Velnor"):
+    with pytest.raises(SystemExit, match=r"record 'fr-1' \(field 'text'\).*'é de Velnor"):
         data_main(["entropylong", "--model", "cachelm", "--input", str(src), "--output", str(tmp_path / "c"),
                    "--retriever", "bm25", "--no-progress"])
     out = tmp_path / "s"

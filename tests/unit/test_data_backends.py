@@ -10,7 +10,13 @@ import math
 import pytest
 import torch
 
-from data_pipelines.common.backends import encode_text, engine_label, load_backend, tokenize
+from data_pipelines.common.backends import (
+    encode_text,
+    engine_label,
+    load_backend,
+    load_backend_tokenizer,
+    tokenize,
+)
 from data_pipelines.common.cachelm import CacheLMScorer
 from posttrain.rollout.base import GenerationEngine, SamplingParams, ScoringEngine
 from posttrain.rollout.hf import HFRolloutEngine
@@ -120,3 +126,14 @@ def test_load_backend_http_needs_a_tokenizer(tiny_dir):
         load_backend("http://127.0.0.1:1/v1")
     with pytest.raises(ValueError, match="cannot load the tokenizer 'no-such-model'"):
         load_backend("http://127.0.0.1:1/v1#no-such-model")
+
+
+@pytest.mark.parametrize("spec", ["tiny_dir", "smollm2-135m", "cachelm", "http://127.0.0.1:1/v1#tiny_dir", None])
+def test_load_backend_tokenizer_is_the_engines_without_its_weights(tiny_dir, smollm2, spec):
+    spec = spec.replace("tiny_dir", tiny_dir) if spec else spec
+    alone = load_backend_tokenizer(spec)
+    engine = load_backend(spec)
+    text = "The seal of Velnor is V7QXM."
+    assert alone.get_vocab() == engine.tokenizer.get_vocab()
+    assert tokenize(alone, text) == tokenize(engine.tokenizer, text)
+    assert type(alone) is type(engine.tokenizer)
