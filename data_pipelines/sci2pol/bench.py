@@ -37,6 +37,7 @@ from data_pipelines.sci2pol.judge import (
     task_score,
 )
 from data_pipelines.sci2pol.scoring import bootstrap_se, extract_label, micro_f1
+from posttrain.jsonl import iter_jsonl
 
 STAGES = {"autocompletion": [1, 2, 3, 4], "understanding": [5, 6], "summarization": [7, 8, 9, 10],
           "generation": [11, 12, 13, 14, 15], "verification": [16, 17, 18]}
@@ -45,7 +46,8 @@ _PAPER = re.compile(r"Scientific Research Paper:\s*(.*?)(?:\n\n\n|$)", re.DOTALL
 
 
 def load_bench(bench_dir: str | Path, tasks: list[str] | None = None) -> dict[str, list[dict]]:
-    """``taskN`` -> rows of ``bench_dir/taskN.jsonl``; a bad row raises naming file, line and field."""
+    """``taskN`` -> rows of ``bench_dir/taskN.jsonl``; a bad row raises naming file, line and field
+    (``posttrain.jsonl``)."""
     folder = Path(bench_dir)
     names = tasks or sorted((p.stem for p in folder.glob("task*.jsonl")), key=lambda s: int(s[4:]))
     if not names:
@@ -54,18 +56,11 @@ def load_bench(bench_dir: str | Path, tasks: list[str] | None = None) -> dict[st
     for name in names:
         path = folder / f"{name}.jsonl"
         rows = []
-        with open(path, encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}, line {line_no}: invalid JSON ({err.msg})") from None
-                for field in ("id", "query", "answer"):
-                    if field not in row:
-                        raise ValueError(f"{path}, line {line_no}: missing field {field!r}")
-                rows.append({**row, "task": name, "id": str(row["id"])})
+        for line_no, row in iter_jsonl(path):
+            missing = [field for field in ("id", "query", "answer") if field not in row]
+            if missing:
+                raise ValueError(f"{path}, line {line_no}: missing field {missing[0]!r}")
+            rows.append({**row, "task": name, "id": str(row["id"])})
         out[name] = rows
     return out
 

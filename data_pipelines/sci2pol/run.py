@@ -134,22 +134,19 @@ def run_bench(args) -> int:
     return 0
 
 
-def _read_jsonl(path: str) -> list[dict]:
-    from data_pipelines.common.io import open_source
-
-    source = open_source(path)
-    return [r for r in source.chunk(0, len(source)) if isinstance(r, dict)]
-
-
 def run_corpus(args) -> int:
     from data_pipelines.sci2pol.corpus import candidate_pairs, make_judge_stage, make_polish_stage
     from data_pipelines.sci2pol.embedded import STYLE_EXAMPLES, corpus_inputs
+    from posttrain.jsonl import read_jsonl
 
     started = time.perf_counter()
     if (args.documents is None) != (args.papers is None):
         raise SystemExit("error: pass both --documents and --papers, or neither (built-in inputs)")
-    docs, papers = corpus_inputs() if args.documents is None else (_read_jsonl(args.documents),
-                                                                   _read_jsonl(args.papers))
+    try:
+        docs, papers = corpus_inputs() if args.documents is None else (read_jsonl(args.documents),
+                                                                       read_jsonl(args.papers))
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"error: {err}") from None
     table = {}
     for n, p in enumerate(papers):
         if not isinstance(p.get("paper_id"), str) or not isinstance(p.get("text"), str):

@@ -1,7 +1,7 @@
 """A task from any JSONL file or Hugging Face dataset with a prompt column and an answer column.
 
-JSONL files (``.jsonl``/``.json`` with one object per line) are read here, so a malformed row is
-reported with the file, its 1-based line number and the field at fault. Anything else (a dataset
+JSONL files (``.jsonl``/``.json`` with one object per line) are read here (``posttrain.jsonl``), so a
+malformed row is reported with the file, its 1-based line number and the field at fault. Anything else (a dataset
 directory, a ``.csv``/``.parquet`` file, a hub id already in the local cache) goes through
 ``datasets.load_dataset``. The dataset's ``test`` split is used when it has one; otherwise a seeded
 ``test_fraction`` of the rows is held out. Other columns ride along for user reward functions.
@@ -13,12 +13,12 @@ are ``RawPromptExample``s, fed to the model without the chat template.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from posttrain.jsonl import JsonlError, iter_jsonl
 from posttrain.tasks.base import TASKS, Example
 from posttrain.tasks.prompts import RawPromptExample
 from rewards.verifiers import math_equal
@@ -30,8 +30,7 @@ class DatasetError(ValueError):
     """A malformed dataset row; the message names the source, the 1-based row and the field."""
 
 
-def _example(row: Any, source: str, row_number: int, prompt_column: str, answer_column: str) -> Example:
-    where = f"{source}, row {row_number}"
+def _example(row: Any, where: str, prompt_column: str, answer_column: str) -> Example:
     if not isinstance(row, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {type(row).__name__}")
     if prompt_column not in row:
@@ -47,25 +46,21 @@ def _example(row: Any, source: str, row_number: int, prompt_column: str, answer_
     return Example(prompt=prompt, answer=str(answer), columns=columns)
 
 
-def read_jsonl(path: Path, prompt_column: str, answer_column: str) -> list[Example]:
-    """Examples from a JSONL file (blank lines skipped); a bad line raises ``DatasetError``."""
-    examples = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DatasetError(f"{path}, row {line_number}: invalid JSON ({err.msg})") from None
-            examples.append(_example(row, str(path), line_number, prompt_column, answer_column))
+def read_examples(path: Path, prompt_column: str, answer_column: str) -> list[Example]:
+    """Examples from a JSONL file (``posttrain.jsonl``: blank lines skipped); a bad line raises
+    ``DatasetError`` naming it."""
+    try:
+        examples = [_example(row, f"{path}, line {line_number}", prompt_column, answer_column)
+                    for line_number, row in iter_jsonl(path, objects_only=False)]
+    except JsonlError as err:
+        raise DatasetError(str(err)) from None
     if not examples:
         raise DatasetError(f"{path}: no rows")
     return examples
 
 
 def _from_rows(rows: Iterable[Any], source: str, prompt_column: str, answer_column: str) -> list[Example]:
-    examples = [_example(row, source, i, prompt_column, answer_column) for i, row in enumerate(rows, start=1)]
+    examples = [_example(row, f"{source}, row {i}", prompt_column, answer_column) for i, row in enumerate(rows, start=1)]
     if not examples:
         raise DatasetError(f"{source}: no rows")
     return examples
@@ -97,7 +92,7 @@ class DatasetTask:
         self.source = path_or_id
         path = Path(path_or_id)
         if path.suffix.lower() in (".jsonl", ".json") and path.is_file():
-            splits = {"train": read_jsonl(path, prompt_column, answer_column)}
+            splits = {"train": read_examples(path, prompt_column, answer_column)}
         else:
             splits = load_hf_splits(path_or_id, prompt_column, answer_column)
         if "test" in splits:

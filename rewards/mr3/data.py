@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from posttrain.jsonl import JsonlError, iter_jsonl
 from rewards.mr3.official import FORMATS
 from rewards.mr3.templates import EvalItem, build_messages, format_verdict, render_prompt, stable_rng
 
@@ -89,21 +90,16 @@ def load_records(source: str, split: str = "train") -> Iterator[dict[str, Any]]:
     """Records from a JSONL / JSON file or a Hugging Face dataset id (loaded with ``datasets``)."""
     path = Path(source)
     if path.suffix in (".jsonl", ".json") or path.is_file():
-        with path.open() as handle:
-            if path.suffix == ".json":
+        if path.suffix == ".json":
+            with path.open() as handle:
                 data = json.load(handle)
-                yield from (data if isinstance(data, list) else data.get("data", []))
-                return
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise RecordError(f"{source}:{number}: not valid JSON ({err})") from None
-                if not isinstance(record, dict):
-                    raise RecordError(f"{source}:{number}: expected a JSON object, got {type(record).__name__}")
+            yield from (data if isinstance(data, list) else data.get("data", []))
+            return
+        try:
+            for _, record in iter_jsonl(path):
                 yield record
+        except JsonlError as err:
+            raise RecordError(str(err)) from None
         return
     import datasets
 

@@ -131,7 +131,7 @@ def test_cli_writes_sft_jsonl(tmp_path):
     assert rows[0]["prompt"].startswith("<bos><|system|>")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "q"}\nnot json\n')
-    with pytest.raises(RecordError, match="bad.jsonl:2"):
+    with pytest.raises(RecordError, match="bad.jsonl, line 2: invalid JSON"):
         list(load_records(str(bad)))
 
 

@@ -148,12 +148,12 @@ def test_dataset_jsonl_holds_out_seeded_fraction(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ('{"prompt": "1+1=", ', "row 2: invalid JSON"),
-    ('{"answer": "2"}', "row 2: missing prompt field 'prompt'"),
-    ('{"prompt": "1+1="}', "row 2: missing answer field 'answer'"),
-    ('{"prompt": 7, "answer": "2"}', "row 2: prompt field 'prompt' must be a non-empty string"),
-    ('{"prompt": "1+1=", "answer": [2]}', "row 2: answer field 'answer' must be a string or number"),
-    ('["1+1=", "2"]', "row 2: expected a JSON object"),
+    ('{"prompt": "1+1=", ', "line 2: invalid JSON"),
+    ('{"answer": "2"}', "line 2: missing prompt field 'prompt'"),
+    ('{"prompt": "1+1="}', "line 2: missing answer field 'answer'"),
+    ('{"prompt": 7, "answer": "2"}', "line 2: prompt field 'prompt' must be a non-empty string"),
+    ('{"prompt": "1+1=", "answer": [2]}', "line 2: answer field 'answer' must be a string or number"),
+    ('["1+1=", "2"]', "line 2: expected a JSON object"),
 ])
 def test_dataset_malformed_rows_name_file_row_field(tmp_path: Path, line: str, message: str) -> None:
     path = _write(tmp_path / "bad.jsonl", ['{"prompt": "0+1=", "answer": "1"}', line])
