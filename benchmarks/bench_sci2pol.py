@@ -1,12 +1,15 @@
 """Sci2Pol-Bench on the embedded miniature items: the tiny corpus LM vs SmolLM2-135M-Instruct, side by side,
-both judged by the same judge (SmolLM2-135M by default), with bootstrap SEs per task, stage and overall.
+both judged by the same judge (SmolLM2-135M by default), with bootstrap SEs per task, stage and overall,
+each under two judge arms: ``structured`` (the judge decodes under the rubric's JSON Schema, the default)
+and ``free_text`` (``--no-structured-output``: free text after a prefilled first key, the ablation).
 
-Each model runs ``posttrain data sci2pol bench`` (``data_pipelines.sci2pol.run``) into ``WORK/<model>``
-with one shared result cache ``WORK/cache`` (keyed by task, id, model and prompt hash, so a rerun of the
-script makes no model call). Reported besides the scores: the judge's JSON failure rate (invalid after
-the bounded retries) and its first-attempt failure rate, i.e. how reliable the judge is.
+Each model and arm runs ``posttrain data sci2pol bench`` (``data_pipelines.sci2pol.run``) into
+``WORK/<model>-<arm>`` with one shared result cache ``WORK/cache`` (keyed by task, id, model, prompt hash and
+the judge's decoding settings, so the arms share the generations and a rerun of the script makes no model
+call). Reported besides the scores: the judge's failure rate (items still invalid after the bounded retries)
+and its attempts per call, i.e. how reliable the judge is.
 
-    PYTHONPATH=. python benchmarks/bench_sci2pol.py --out benchmarks/results/sci2pol.json
+    PYTHONPATH=. python benchmarks/bench_sci2pol.py --models tiny,vllm:smollm2-135m --judge vllm:smollm2-135m
 """
 
 from __future__ import annotations
@@ -14,19 +17,22 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
 
+ARMS = {"structured": [], "free_text": ["--no-structured-output"]}
 
-def bench_model(model: str, judge: str, work: Path, per_task: int) -> dict:
+
+def bench_model(model: str, judge: str, work: Path, per_task: int, arm: str) -> dict:
     parser = argparse.ArgumentParser()
     add_sci2pol_args(parser)
-    out = work / model.replace("/", "_").replace(":", "_")
+    out = work / f"{model.replace('/', '_').replace(':', '_')}-{arm}"
     args = parser.parse_args(["bench", "--model", model, "--judge", judge, "--per-task", str(per_task),
-                              "--judge-tokens", "48", "--judge-retries", "1",
+                              "--judge-tokens", "48", "--judge-retries", "1", *ARMS[arm],
                               "--output", str(out), "--cache-dir", str(work / "cache"), "--no-progress"])
     run_sci2pol(args)
     report = json.loads((out / "results.json").read_text())
@@ -49,22 +55,25 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/sci2pol.json", help="results JSON")
     args = parser.parse_args()
     started = time.perf_counter()
-    reports = {m: bench_model(m, args.judge, Path(args.work_dir), args.per_task) for m in args.models.split(",")}
-    result = {"judge": args.judge, "per_task": args.per_task, "machine": platform.processor() or platform.machine(),
+    reports = {m: {arm: bench_model(m, args.judge, Path(args.work_dir), args.per_task, arm) for arm in ARMS}
+               for m in args.models.split(",")}
+    result = {"judge": args.judge, "per_task": args.per_task, "judge_tokens": 48, "judge_retries": 1,
+              "command": "PYTHONPATH=. python benchmarks/bench_sci2pol.py " + " ".join(sys.argv[1:]),
+              "machine": platform.processor() or platform.machine(),
               "seconds": round(time.perf_counter() - started, 1), "models": reports}
     atomic_write_text(Path(args.out), json.dumps(result, indent=2) + "\n")
-    names = list(reports)
-    print("task      " + "".join(f"{m:>26}" for m in names))
-    for task in reports[names[0]]["tasks"]:
+    columns = [(m, arm) for m in reports for arm in ARMS]
+    print("task      " + "".join(f"{m + ' ' + arm:>30}" for m, arm in columns))
+    for task in reports[columns[0][0]][columns[0][1]]["tasks"]:
         cells = []
-        for m in names:
-            t = reports[m]["tasks"][task]
+        for m, arm in columns:
+            t = reports[m][arm]["tasks"][task]
             score = "n/a" if t["score"] is None else f"{t['score']:.1f} +- {t['se']:.1f}"
             cells.append(f"{score:>16} ({'strict ' + format(t['strict'], '.0f') if 'strict' in t else 'fail ' + str(t['judge_failures'])})")
-        print(f"{task:<10}" + "".join(f"{c:>26}" for c in cells))
-    for m in names:
-        r = reports[m]
-        print(f"{m}: overall {r['overall']}, stages {r['stages']}, judge {r['judge_reliability']}")
+        print(f"{task:<10}" + "".join(f"{c:>30}" for c in cells))
+    for m, arm in columns:
+        r = reports[m][arm]
+        print(f"{m} [{arm}]: overall {r['overall']}, stages {r['stages']}, judge {r['judge_reliability']}")
 
 
 if __name__ == "__main__":

@@ -159,4 +159,3 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_jsonl(path: str | Path, records: Iterable[dict]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-
