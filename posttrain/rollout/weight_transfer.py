@@ -218,7 +218,8 @@ def repack_cpu_heads(model: torch.nn.Module) -> None:
 
 class WorkerExtension:
     """``worker_extension_cls`` for vLLM engines in another process: importing it registers
-    ``posttrain-gloo`` in that process (the class itself adds no methods)."""
+    ``posttrain-gloo`` in that process and asks for its AMX tile state (``_allow_amx``); the class itself
+    adds no methods."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -388,4 +389,19 @@ def _register() -> None:
         WeightTransferTrainerFactory.register_engine(GLOO_BACKEND, WeightSender)
 
 
+def _allow_amx() -> None:
+    """Ask Linux for this process's AMX tile state (``arch_prctl(ARCH_REQ_XCOMP_PERM)``, through torch) on
+    CPUs that have AMX.
+
+    vLLM's CPU attention runs bf16 on AMX tiles there (``cpu_attn._get_attn_isa``) but never asks for the
+    permission; oneDNN asks only when it happens to pick an AMX kernel for an earlier matmul. When it has
+    not (small layers), the worker process dies with SIGILL at its first attention call: we saw every
+    bf16 rollout worker of the tiny model die so on its first completion. Asking is idempotent and costs
+    nothing, so every process that imports this module (vLLM's workers, through ``WORKER_EXTENSION``; the
+    trainer, for a colocated engine) asks up front."""
+    if torch.cpu._is_amx_tile_supported():
+        torch.cpu._init_amx()
+
+
 _register()
+_allow_amx()
