@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from posttrain.models.likelihood import causal_token_logprobs
+from posttrain.models.padding import left_pad
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.rollout.base import SamplingParams
 from posttrain.rollout.hf import HFRolloutEngine
@@ -38,16 +39,6 @@ def prompt_ids(tokenizer) -> list[list[int]]:
     return [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
 
 
-def _left_pad(rows: list[list[int]], pad_id: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row):] = torch.tensor(row)
-        mask[i, width - len(row):] = 1
-    return ids.to(device), mask.to(device)
-
-
 @pytest.mark.parametrize("dtype,atol", [(torch.float32, 1e-3), (torch.bfloat16, 0.1)])
 def test_hf_engine_sampling_logprobs_equal_training_logprobs_on_cuda(tokenizer, prompt_ids, dtype, atol):
     model = build_model(RECIPES.get("causal-arithmetic"), tokenizer).to("cuda", dtype).eval()
@@ -55,7 +46,7 @@ def test_hf_engine_sampling_logprobs_equal_training_logprobs_on_cuda(tokenizer, 
     out = engine.generate(prompt_ids, SamplingParams(max_new_tokens=12, temperature=1.0, seed=3))
     assert out.completion_ids and all(out.completion_ids)
     rows = [p + c for p, c in zip(out.prompt_ids, out.completion_ids)]
-    ids, mask = _left_pad(rows, tokenizer.pad_token_id, "cuda")
+    ids, mask = (t.to("cuda") for t in left_pad(rows, tokenizer.pad_token_id))
     with torch.no_grad():
         train_logprobs, _ = causal_token_logprobs(model, ids, mask)
     width = ids.size(1)
@@ -69,7 +60,7 @@ def test_hf_engine_greedy_matches_generate_on_cuda(tokenizer, prompt_ids):
     model = build_model(RECIPES.get("causal-arithmetic"), tokenizer).to("cuda").eval()
     engine = HFRolloutEngine(copy.deepcopy(model), tokenizer, device="cuda")
     out = engine.generate(prompt_ids, SamplingParams(max_new_tokens=10, temperature=0.0))
-    ids, mask = _left_pad(prompt_ids, tokenizer.pad_token_id, "cuda")
+    ids, mask = (t.to("cuda") for t in left_pad(prompt_ids, tokenizer.pad_token_id))
     with torch.no_grad():
         reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=10, do_sample=False)
     for i, completion in enumerate(out.completion_ids):

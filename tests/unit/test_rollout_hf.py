@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from posttrain.models.likelihood import causal_token_logprobs
+from posttrain.models.padding import left_pad
 from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
 from posttrain.rollout.base import RolloutEngine, SamplingParams
 from posttrain.rollout.hf import HFRolloutEngine
@@ -50,22 +51,13 @@ def _engine(model: PreTrainedModel, tokenizer, **kwargs) -> HFRolloutEngine:
     return HFRolloutEngine(copy.deepcopy(model), tokenizer, **kwargs)
 
 
-def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row):] = torch.tensor(row)
-        mask[i, width - len(row):] = 1
-    return ids, mask
-
 
 @pytest.mark.parametrize("max_batch_size", [2, 64])
 def test_sampling_logprobs_equal_training_logprobs(model, tokenizer, prompt_ids, max_batch_size):
     engine = _engine(model, tokenizer, max_batch_size=max_batch_size)
     out = engine.generate(prompt_ids, SamplingParams(max_new_tokens=12, temperature=1.0, seed=3))
     rows = [p + c for p, c in zip(out.prompt_ids, out.completion_ids)]
-    ids, mask = _left_pad(rows, tokenizer.pad_token_id)
+    ids, mask = left_pad(rows, tokenizer.pad_token_id)
     with torch.no_grad():
         train_logprobs, _ = causal_token_logprobs(model, ids, mask)
     width = ids.size(1)
@@ -108,7 +100,7 @@ def test_processed_logprobs_match_hand_computation(model, tokenizer, prompt_ids,
 def test_greedy_matches_hf_generate(model, tokenizer, prompt_ids):
     new = 10
     out = _engine(model, tokenizer).generate(prompt_ids, SamplingParams(max_new_tokens=new, temperature=0.0))
-    ids, mask = _left_pad(prompt_ids, tokenizer.pad_token_id)
+    ids, mask = left_pad(prompt_ids, tokenizer.pad_token_id)
     with torch.no_grad():
         reference = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, do_sample=False)
     for i, completion in enumerate(out.completion_ids):
