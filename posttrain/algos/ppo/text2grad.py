@@ -79,6 +79,9 @@ class Text2GradConfig(PPOConfig):
     kl_estimator: str = opt("full", "Per-token KL(pi || ref): full (Text2Grad's exact full-vocabulary KL) or the "
                                     "k1/k2/k3 estimators.", ("full", "k1", "k2", "k3"))
     max_new_tokens: int = opt(32, "Maximum completion length in tokens.")
+    lam: float = opt(0.95, "GAE lambda (the paper's code: 0.95, which adds every later span's reward to a token's "
+                           "advantage); 0 = each token's own span reward plus the critic's one-step TD error, the "
+                           "paper's NL-gradient sum_t delta_t grad log pi (what benchmarks/text2grad.md trains with).")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
         bad = super().incompatibilities()
