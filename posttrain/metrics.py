@@ -157,7 +157,7 @@ class MetricsLogger:
                     continue
                 record = None
             if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-                raise ValueError(  # noqa: TRY004 (bad file content, not a bad argument type)
+                raise ValueError(
                     f"{self.path} line {number} is not a metrics record: {line[:80]!r}")
             if record["step"] <= step:
                 kept.append(line)

@@ -256,17 +256,18 @@ def score_tasks(rows: list[dict], resamples: int = 1000, seed: int = 42) -> dict
             for name, pred in (("strict", strict), ("robust", robust)):
                 p = np.array(pred, dtype=object)
                 entry[name] = 100 * micro_f1(gold, pred, labels)
-                entry[f"{name}_se"] = 100 * bootstrap_se(len(items), lambda ix: micro_f1(
+                entry[f"{name}_se"] = 100 * bootstrap_se(len(items), lambda ix, g=g, p=p, labels=labels: micro_f1(
                     list(g[ix]), list(p[ix]), labels), resamples, seed)
             entry["score"], entry["se"] = entry["robust"], entry["robust_se"]
         else:
             scores = np.array([r["score"] for r in items if r.get("score") is not None], dtype=float)
-            entry = {"n": len(items), "metric": "judge", "judged": int(len(scores)),
+            entry = {"n": len(items), "metric": "judge", "judged": len(scores),
                      "judge_failures": sum(1 for r in items if r.get("score") is None),
                      "judge_calls": sum(len(judge_calls(task)) for _ in items),
                      "judge_attempts": sum(r.get("judge_attempts", 0) for r in items),
                      "score": float(scores.mean()) if len(scores) else None,
-                     "se": bootstrap_se(len(scores), lambda ix: float(scores[ix].mean()), resamples, seed)}
+                     "se": bootstrap_se(len(scores), lambda ix, scores=scores: float(scores[ix].mean()), resamples,
+                                        seed)}
             if task == "task15":
                 entry["at_least_60"] = int((scores >= 60).sum())
                 entry["at_least_80"] = int((scores >= 80).sum())

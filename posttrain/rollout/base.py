@@ -43,8 +43,8 @@ def check_json_schema(text: str) -> None:
         schema = json.loads(text)
     except (TypeError, json.JSONDecodeError) as err:
         raise ValueError(f"json_schema is not valid JSON ({err})") from None
-    if not isinstance(schema, dict):  # a bad value of the string, a ValueError like every SamplingParams check
-        raise ValueError(f"json_schema must be a JSON object (a JSON Schema), got a {type(schema).__name__}")  # noqa: TRY004
+    if not isinstance(schema, dict):
+        raise ValueError(f"json_schema must be a JSON object (a JSON Schema), got a {type(schema).__name__}")
     import jsonschema
 
     try:
