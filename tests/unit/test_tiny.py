@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,29 @@ def test_load_tokenizer_falls_back_to_eos_for_padding(small_dir: Path, tmp_path:
     tok.save_pretrained(tmp_path)
     loaded = load_tokenizer(str(tmp_path))
     assert loaded.pad_token == "<eos>" and loaded.padding_side == "left"
+
+
+def test_warm_start_runs_on_one_thread_and_restores_the_callers(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cached model must not depend on the builder's thread count (reduction order)."""
+    seen: list[int] = []
+    real = tiny.resolve_warm_start
+
+    def recording(recipe: TinyRecipe) -> Callable[..., None]:
+        warm = real(recipe)
+
+        def run(*args: object) -> None:
+            seen.append(torch.get_num_threads())
+            warm(*args)
+
+        return run
+
+    monkeypatch.setattr(tiny, "resolve_warm_start", recording)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        build_recipe(dataclasses.replace(SMALL, name="test-threads", warm_start_steps=1), cache_dir=tmp_path)
+        assert seen == [1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
