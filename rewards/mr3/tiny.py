@@ -228,15 +228,8 @@ def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int
 def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generator) -> None:
     """The ``reward-mr3`` recipe's warm start: ``recipe.warm_start_steps`` SFT steps (in place).
 
-    Runs with one intra-op thread (restored afterwards): on a shared 2-core machine this tiny model
-    trains ~7x faster single-threaded than with threads fighting over the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        sft_steps(model, tokenizer, recipe.warm_start_steps, recipe.lr, recipe.batch_size, generator,
-                  name=recipe.name)
-    finally:
-        torch.set_num_threads(threads)
+    The tiny-model builder runs it on one intra-op thread, as every warm start."""
+    sft_steps(model, tokenizer, recipe.warm_start_steps, recipe.lr, recipe.batch_size, generator, name=recipe.name)
 
 
 def eval_items(n: int = 256, seed: int = 0, mode: str = "pairwise",
