@@ -8,7 +8,8 @@ and at least as many CPUs as this machine has; ``"auto"`` or ``"ray://host:port"
 (``ray.data.from_items``) and maps it with ``map_batches`` (``batch_size=1``, numpy batches): a plain
 ``Process`` as Ray tasks, an ``ActorStage`` as an actor pool whose actors call the factory once in their
 constructor. Each block's outputs and rejects travel back as JSON strings (one column each: Arrow
-cannot hold arbitrary nested records with lists and None reliably) and reach the driver in input order.
+cannot hold arbitrary nested records with lists and None reliably) and reach the driver in input order
+(the workers themselves may get them in any order).
 """
 
 from __future__ import annotations

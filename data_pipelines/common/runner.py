@@ -19,12 +19,16 @@ writer keeps kill-and-resume exact: a worker killed mid-block writes nothing (th
 recomputed), no two workers can race on one block's files, and a SIGKILL of the driver at any point
 leaves only finished blocks plus temporary files the next run deletes. The next run of the same command
 skips the done blocks, recomputes the rest, and ``merge`` writes a file byte-identical to an
-uninterrupted run's. Blocks reach the driver in input order (Ray Data ``preserve_order``), so a stage
-carrying state from block to block (EntropyLong's ``--max-reuse``) on one actor sees them in order too.
+uninterrupted run's. Blocks reach the driver in input order (Ray Data ``preserve_order``), but the
+workers get them in no guaranteed order, even a single actor (seen: block 1 before block 0), so a stage
+must not carry state from block to block: state that runs in input order over the whole dataset is a
+driver-side step between two stages (EntropyLong's ``--max-reuse`` counts, ``select_contexts``).
 
 Records are keyed by content: every output carries ``_id`` = the first 16 hex digits of
 sha256(canonical JSON of the *input* record + the stage's config hash) (``record_id``): stable across runs
 and machines, different for different content or config. ``_index`` (the input position) keeps order.
+A stage fed by an earlier stage's outputs may return its own ``_index`` and ``_id`` (those of the root
+record); they are kept.
 
 Determinism: ``process`` sees whole blocks (in ``batch_size`` batches); a stage whose randomness is seeded
 per record or per block (``chunk_seed``) gives the same output whether or not it was resumed.

@@ -25,8 +25,12 @@ Per root document D = x_1..x_n (scored after a BOS token):
 Deviations / gaps (also in the report): one sequence per root document (packing several units into one
 128K sequence is left to the loader); the anchor threshold and verification use exact entropies on the HF
 backend but top-k approximations on vLLM/HTTP backends; the cross-dataset reuse cap of a chunk is a flag
-(``max_reuse``, 0 = unlimited) counted in input order over the whole run: ``reuse_counts`` is rebuilt from
-the finished outputs on resume (``count_reuse``), so a resumed run equals an uninterrupted one.
+(``max_reuse``, 0 = unlimited) counted in input order over the whole run.
+
+The steps are separate methods so that a runner can spread them: ``verify_documents`` (steps 1-3, per
+batch, independent of other batches), ``select_contexts`` (the keep rule, the reuse cap, the budget and
+the shuffle: pure, cheap, applied in input order) and ``assemble_documents`` (the sequence and the final
+entropies, per batch). ``EntropyLong.process`` runs all three in process.
 """
 
 from __future__ import annotations
@@ -101,6 +105,37 @@ def _doc_seed(seed: int, doc_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()[:8], "little")
 
 
+def select_contexts(verified: dict, config: EntropyLongConfig, counts: dict[str, int]) -> dict:
+    """Which verified candidates go into the sequence, and in what order (step 4 before any text is built).
+
+    A candidate is kept when its statistic under ``config.verify_rule`` exceeds ``epsilon``, unless
+    ``max_reuse`` is set and ``counts`` (chunk id -> sequences that used it so far) has reached it
+    (``dropped="max_reuse"``). The kept contexts are sorted by ``max_delta`` and the lowest dropped until
+    their token cost fits ``context_budget`` (they stay ``kept``: they passed verification); the rest are
+    shuffled with the document's seed. ``counts`` gains one use per chosen context. Returns ``verified``
+    with ``kept``/``dropped`` on every candidate and ``order`` (chunk indices, in sequence order).
+
+    Pure and cheap: the runner applies it to the verified records of the whole run in input order, in the
+    driver, so the reuse counts never depend on which worker verified which block, or when.
+    """
+    field = RULE_FIELDS[config.verify_rule]
+    candidates, kept = [], []
+    for c in verified["candidates"]:
+        ok, dropped = c[field] > config.epsilon, None
+        if ok and config.max_reuse and counts.get(c["chunk_id"], 0) >= config.max_reuse:
+            ok, dropped = False, "max_reuse"
+        candidates.append({**c, "kept": ok, "dropped": dropped})
+        if ok:
+            kept.append(candidates[-1])
+    chosen = sorted(kept, key=lambda c: -c["max_delta"])  # the lowest dI leaves first
+    while chosen and sum(c["tokens"] for c in chosen) > verified["context_budget"]:
+        chosen.pop()
+    random.Random(_doc_seed(config.seed, verified["id"])).shuffle(chosen)
+    for c in chosen:
+        counts[c["chunk_id"]] = counts.get(c["chunk_id"], 0) + 1
+    return {**verified, "candidates": candidates, "order": [c["chunk_index"] for c in chosen]}
+
+
 def check_representable(tokenizer: Any, scorer: str, text: str, what: str) -> None:
     """Refuse ``text`` if the scorer's tokenizer does not give it back exactly (e.g. a character tokenizer
     turning non-ASCII characters into ``<unk>``): its scores would be of another text. ``scorer`` names the
@@ -118,9 +153,9 @@ class EntropyLong:
     """The pipeline over one backend, one retriever and a chunked retrieval corpus.
 
     ``chunks`` are dicts ``{"chunk_id", "doc_id", "doc_hash", "text"}`` (``build_chunks``);
-    ``retriever.search(queries, k)`` returns (chunk index, score) lists. ``reuse_counts`` maps a chunk id
-    to the number of sequences that used it so far (the ``max_reuse`` state; ``count_reuse`` rebuilds it
-    from finished outputs). ``progress`` shows a bar over the verification forwards.
+    ``retriever.search(queries, k)`` returns (chunk index, score) lists (``None``: a pipeline that only
+    assembles). ``reuse_counts`` maps a chunk id to the number of sequences that ``process`` built with it
+    so far (the ``max_reuse`` state of in-process use). ``progress`` shows a bar over the forwards.
     """
 
     def __init__(self, backend, retriever, chunks: list[dict], config: EntropyLongConfig | None = None,
@@ -141,14 +176,6 @@ class EntropyLong:
     def check_representable(self, text: str, what: str) -> None:
         """``check_representable`` under this pipeline's scorer."""
         check_representable(self.backend.tokenizer, engine_label(self.backend), text, what)
-
-    def count_reuse(self, outputs) -> None:
-        """Set ``reuse_counts`` from finished output records (their ``contexts``), e.g. on resume."""
-        counts: dict[str, int] = {}
-        for o in outputs:
-            for c in o["contexts"]:
-                counts[c["chunk_id"]] = counts.get(c["chunk_id"], 0) + 1
-        self.reuse_counts = counts
 
     # ------------------------------------------------------------------ stages
     def _root(self, text: str) -> list[int]:
@@ -241,31 +268,92 @@ class EntropyLong:
                 bar.update(len(seqs[start:start + step]))
         return scored
 
-    def keep(self, candidate: dict) -> bool:
-        return candidate[RULE_FIELDS[self.config.verify_rule]] > self.config.epsilon
-
-    def assemble(self, doc_id: str, doc: list[int], doc_text: str,
-                 kept: list[dict]) -> tuple[list[int], str, list[dict], int, int]:
-        """(token ids without BOS, text, layout of the contexts in order, token and character offsets of
-        D) within ``target_length``. The text is the contexts' and D's own text (D cut at a token
-        boundary when the budget truncates it), so it is byte-exact and tokenises to ``ids``."""
-        rng = random.Random(_doc_seed(self.config.seed, doc_id))
+    def verify_documents(self, records: list[dict], text_field: str = "text",
+                         id_field: str = "id") -> list[dict]:
+        """Steps 1-3 for a batch of root records: one JSON-ready *verified* record per root (see
+        ``data_pipelines.entropylong.selection``) with D's token ids, its anchors and their entropies, and
+        every candidate's dI statistics, token cost and chunk id. Nothing here depends on other batches."""
+        for r in records:
+            if not isinstance(r.get(text_field), str) or not r[text_field].strip():
+                raise ValueError(f"record {r.get(id_field)!r}: field {text_field!r} missing or empty")
+        doc_ids = [str(r.get(id_field)) for r in records]
+        for r, doc_id in zip(records, doc_ids):
+            self.check_representable(r[text_field], f"record {doc_id!r} (field {text_field!r})")
+        roots = [self._truncate(tokenize(self.backend.tokenizer, r[text_field]), r[text_field], self.config.max_doc_tokens)
+                 for r in records]
+        docs = [ids for ids, _ in roots]
+        scored = self.anchors(docs)
+        entropies = [e for e, _ in scored]
+        anchors = [a for _, a in scored]
+        candidates = self.retrieve(doc_ids, docs, anchors, [content_hash(r[text_field]) for r in records])
+        verified = self.verify(docs, entropies, candidates, doc_anchors=anchors)
         budget = self.config.target_length - len(self._prefix())
-        chosen = sorted(kept, key=lambda c: -c["max_delta"])  # drop the lowest dI first
-        doc, doc_text = self._truncate(doc, doc_text, budget)
-        while chosen and len(doc) + sum(len(self._chunk_ids[c["chunk_index"]]) + len(self._sep_ids)
-                                        for c in chosen) > budget:
-            chosen.pop()
-        rng.shuffle(chosen)
-        ids: list[int] = []
-        text = ""
-        layout = []
-        for c in chosen:
-            layout.append({**c, "offset": len(ids), "length": len(self._chunk_ids[c["chunk_index"]]),
-                           "char_offset": len(text)})
-            ids += self._chunk_ids[c["chunk_index"]] + self._sep_ids
-            text += self.chunks[c["chunk_index"]]["text"] + self.config.separator
-        return ids + doc, text + doc_text, layout, len(ids), len(text)
+        out = []
+        for d, doc_id in enumerate(doc_ids):
+            in_budget = len(self._truncate(docs[d], roots[d][1], budget)[0])
+            out.append({
+                "id": doc_id, "text": roots[d][1], "tokens": docs[d], "anchors": anchors[d],
+                "anchor_entropies": [entropies[d][t] for t in anchors[d]],
+                "entropy_mean": round(float(torch.tensor(entropies[d]).mean()), 5) if entropies[d] else None,
+                "context_budget": budget - in_budget,
+                "embedder": getattr(getattr(self.retriever, "embedder", None), "name", type(self.retriever).__name__),
+                "candidates": [{**c, "chunk_id": self.chunks[c["chunk_index"]]["chunk_id"],
+                                "tokens": len(self._chunk_ids[c["chunk_index"]]) + len(self._sep_ids)}
+                               for c in verified[d]],
+            })
+        return out
+
+    def assemble_documents(self, selected: list[dict]) -> list[dict]:
+        """Step 4 for a batch of *selected* records (``select_contexts``'s output): the sequence of each,
+        its text byte-exact (the contexts' and D's own text, D cut at a token boundary when the budget
+        truncates it), and the anchors' entropy with the chosen contexts in front (one forward each)."""
+        budget = self.config.target_length - len(self._prefix())
+        built = []
+        for rec in selected:
+            doc, doc_text = self._truncate(rec["tokens"], rec["text"], budget)
+            by_index = {c["chunk_index"]: c for c in rec["candidates"]}
+            ids: list[int] = []
+            text = ""
+            layout = []
+            for chunk_index in rec["order"]:
+                layout.append({**by_index[chunk_index], "offset": len(ids),
+                               "length": len(self._chunk_ids[chunk_index]), "char_offset": len(text)})
+                ids += self._chunk_ids[chunk_index] + self._sep_ids
+                text += self.chunks[chunk_index]["text"] + self.config.separator
+            built.append((ids + doc, text + doc_text, layout, len(ids), len(text)))
+        final_scores = iter(self._score([self._prefix() + ids for ids, _, layout, _, _ in built if layout],
+                                        "assembled"))
+        results = []
+        for rec, (ids, text, layout, d_offset, d_char_offset) in zip(selected, built):
+            after = next(final_scores).entropies if layout else None
+            anchor_rows = [{"pos": t, "token": self.backend.tokenizer.decode([rec["tokens"][t]]),
+                            "entropy": round(h, 5),
+                            "entropy_with_contexts": None if after is None or d_offset + t >= len(ids)
+                            else round(after[d_offset + t - 1 + len(self._prefix())], 5)}
+                           for t, h in zip(rec["anchors"], rec["anchor_entropies"])]
+            contexts = [{"chunk_id": c["chunk_id"], "doc_id": self.chunks[c["chunk_index"]]["doc_id"],
+                         "offset": c["offset"], "length": c["length"], "char_offset": c["char_offset"],
+                         "anchors": c["anchors"], "delta": c["delta"], "max_delta": round(c["max_delta"], 5)}
+                        for c in layout]
+            cands = [{"chunk_id": c["chunk_id"], "doc_id": self.chunks[c["chunk_index"]]["doc_id"],
+                      "anchors": c["anchors"], "delta": c["delta"], "max_delta": round(c["max_delta"], 5),
+                      "mean_delta": round(c["mean_delta"], 5), "doc_mean_delta": round(c["doc_mean_delta"], 5),
+                      "kept": c["kept"], "dropped": c["dropped"]} for c in rec["candidates"]]
+            results.append({
+                "id": rec["id"],
+                "text": text,
+                "num_tokens": len(ids),
+                "d_offset_tokens": d_offset,
+                "d_offset_chars": d_char_offset,
+                "contexts": contexts,
+                "anchors": anchor_rows,
+                "candidates": cands,
+                "entropy_mean": rec["entropy_mean"],
+                "params": asdict(self.config),
+                "scorer": engine_label(self.backend),
+                "embedder": rec["embedder"],
+            })
+        return results
 
     def _truncate(self, doc: list[int], doc_text: str, limit: int) -> tuple[list[int], str]:
         """The first ``limit`` tokens of D and their text: a prefix of ``doc_text`` (a cut inside a
@@ -280,75 +368,12 @@ class EntropyLong:
 
     # ------------------------------------------------------------------ one batch of root documents
     def process(self, records: list[dict], text_field: str = "text", id_field: str = "id") -> list[dict]:
-        for r in records:
-            if not isinstance(r.get(text_field), str) or not r[text_field].strip():
-                raise ValueError(f"record {r.get(id_field)!r}: field {text_field!r} missing or empty")
-        doc_ids = [str(r.get(id_field)) for r in records]
-        for r, doc_id in zip(records, doc_ids):
-            self.check_representable(r[text_field], f"record {doc_id!r} (field {text_field!r})")
-        roots = [self._truncate(tokenize(self.backend.tokenizer, r[text_field]), r[text_field], self.config.max_doc_tokens)
-                 for r in records]
-        docs = [ids for ids, _ in roots]
-        texts = [text for _, text in roots]
-        scored = self.anchors(docs)
-        entropies = [e for e, _ in scored]
-        anchors = [a for _, a in scored]
-        candidates = self.retrieve(doc_ids, docs, anchors, [content_hash(r[text_field]) for r in records])
-        verified = self.verify(docs, entropies, candidates, doc_anchors=anchors)
-        outputs, assembled = [], []
-        counts = dict(self.reuse_counts)  # committed only when the whole batch succeeds
-        for d, doc_id in enumerate(doc_ids):
-            kept = []
-            for c in verified[d]:
-                c["kept"] = self.keep(c)
-                chunk_id = self.chunks[c["chunk_index"]]["chunk_id"]
-                if c["kept"] and self.config.max_reuse and counts.get(chunk_id, 0) >= self.config.max_reuse:
-                    c["kept"], c["dropped"] = False, "max_reuse"
-                if c["kept"]:
-                    kept.append(c)
-            ids, text, layout, d_offset, d_char_offset = self.assemble(doc_id, docs[d], texts[d], kept)
-            for c in layout:
-                cid = self.chunks[c["chunk_index"]]["chunk_id"]
-                counts[cid] = counts.get(cid, 0) + 1
-            assembled.append((ids, d_offset))
-            outputs.append({"doc_id": doc_id, "layout": layout, "d_offset": d_offset, "text": text,
-                            "d_char_offset": d_char_offset})
-        # entropy at the anchors with all verified contexts in front (one forward per assembled sequence)
-        final_scores = iter(self._score([self._prefix() + assembled[i][0] for i, o in enumerate(outputs)
-                                         if o["layout"]], "assembled"))
-        results = []
-        for d, o in enumerate(outputs):
-            ids, d_offset = assembled[d]
-            after = next(final_scores).entropies if o["layout"] else None
-            anchor_rows = [{"pos": t, "token": self.backend.tokenizer.decode([docs[d][t]]),
-                            "entropy": round(entropies[d][t], 5),
-                            "entropy_with_contexts": None if after is None or d_offset + t >= len(ids)
-                            else round(after[d_offset + t - 1 + len(self._prefix())], 5)}
-                           for t in anchors[d]]
-            contexts = [{"chunk_id": self.chunks[c["chunk_index"]]["chunk_id"],
-                         "doc_id": self.chunks[c["chunk_index"]]["doc_id"],
-                         "offset": c["offset"], "length": c["length"], "char_offset": c["char_offset"],
-                         "anchors": c["anchors"],
-                         "delta": c["delta"], "max_delta": round(c["max_delta"], 5)} for c in o["layout"]]
-            cands = [{"chunk_id": self.chunks[c["chunk_index"]]["chunk_id"],
-                      "doc_id": self.chunks[c["chunk_index"]]["doc_id"], "anchors": c["anchors"],
-                      "delta": c["delta"], "max_delta": round(c["max_delta"], 5),
-                      "mean_delta": round(c["mean_delta"], 5), "doc_mean_delta": round(c["doc_mean_delta"], 5),
-                      "kept": c["kept"], "dropped": c.get("dropped")} for c in verified[d]]
-            results.append({
-                "id": o["doc_id"],
-                "text": o["text"],
-                "num_tokens": len(ids),
-                "d_offset_tokens": d_offset,
-                "d_offset_chars": o["d_char_offset"],
-                "contexts": contexts,
-                "anchors": anchor_rows,
-                "candidates": cands,
-                "entropy_mean": round(float(torch.tensor(entropies[d]).mean()), 5) if entropies[d] else None,
-                "params": asdict(self.config),
-                "scorer": engine_label(self.backend),
-                "embedder": getattr(getattr(self.retriever, "embedder", None), "name", type(self.retriever).__name__),
-            })
+        """All four steps over one batch, in process: verify, select (``reuse_counts`` carried over from
+        earlier calls of this object, committed only when the whole batch succeeds), assemble."""
+        counts = dict(self.reuse_counts)
+        selected = [select_contexts(v, self.config, counts)
+                    for v in self.verify_documents(records, text_field, id_field)]
+        results = self.assemble_documents(selected)
         self.reuse_counts = counts
         return results
 
@@ -369,43 +394,3 @@ def build_chunks(records: list[dict], text_field: str = "text", id_field: str = 
         for j, piece in enumerate(chunk_text(text, max_chars)):
             chunks.append({"chunk_id": f"{doc_id}#{j}", "doc_id": doc_id, "doc_hash": doc_hash, "text": piece})
     return chunks
-
-
-def evaluate(outputs: list[dict], true_pairs: set[tuple[str, str]], epsilon: float | None = None,
-             rule: str | None = None) -> dict:
-    """Precision / recall of verified contexts against planted (root, context) pairs, and anchor entropies.
-
-    With ``epsilon``/``rule`` given, the decision is recomputed from the stored candidate dI values
-    (so one run evaluates several rules); otherwise the pipeline's ``kept`` flags are used.
-    ``top1_planted``: over the roots with a planted partner among their candidates, the share whose best
-    candidate by the rule's statistic (``max_delta`` for the paper's rule) is a planted partner: whether dI
-    ranks the right context first, whatever the threshold.
-    """
-    roots = {o["id"] for o in outputs}
-    truth = {p for p in true_pairs if p[0] in roots}
-    predicted, retrieved = set(), set()
-    statistic = RULE_FIELDS[rule or "anchor"]
-    with_partner = [o for o in outputs if any((o["id"], c["doc_id"]) in truth for c in o["candidates"])]
-    best_ok = [(o["id"], max(o["candidates"], key=lambda c: c[statistic])["doc_id"]) in truth for o in with_partner]
-    for o in outputs:
-        for c in o["candidates"]:
-            retrieved.add((o["id"], c["doc_id"]))
-            ok = c["kept"] if epsilon is None else c[RULE_FIELDS[rule or "anchor"]] > epsilon
-            if ok:
-                predicted.add((o["id"], c["doc_id"]))
-    tp = len(predicted & truth)
-    before = [a["entropy"] for o in outputs for a in o["anchors"] if a["entropy_with_contexts"] is not None]
-    after = [a["entropy_with_contexts"] for o in outputs for a in o["anchors"] if a["entropy_with_contexts"] is not None]
-    all_before = [a["entropy"] for o in outputs for a in o["anchors"]]
-    return {
-        "roots": len(roots), "true_pairs": len(truth), "predicted_pairs": len(predicted), "true_positives": tp,
-        "precision": tp / len(predicted) if predicted else None,
-        "recall": tp / len(truth) if truth else None,
-        "retrieval_recall": len(retrieved & truth) / len(truth) if truth else None,
-        "top1_planted": sum(best_ok) / len(best_ok) if best_ok else None,
-        "anchors": len(all_before),
-        "anchors_with_contexts": len(before),
-        "anchor_entropy_before": sum(before) / len(before) if before else None,
-        "anchor_entropy_after": sum(after) / len(after) if after else None,
-        "anchor_entropy_before_all": sum(all_before) / len(all_before) if all_before else None,
-    }

@@ -11,9 +11,19 @@ slower than float32 on CPUs without bf16 instructions, and bf16 logits tie). Bas
 "verification" is string matching) and ``--model corpus-lm`` (the embedded tiny transformer, which does
 not copy across documents).
 
-``--max-reuse`` counts every chunk's uses in input order over the whole run; on resume the counts are
-rebuilt from the finished parts, so a resumed run writes what an uninterrupted one writes; for that
-reason a run with ``--max-reuse`` takes one worker (the blocks then reach it in input order).
+The run is three steps on the resumable backbone, each resumable, in ``--output``:
+
+1. ``verified/``: anchors, retrieval and verification (``EntropyLong.verify_documents``), one Ray Data
+   step over the root documents with the scorer held by ``--num-workers`` actors; malformed or invalid
+   records land in ``verified/part-*.rejects.jsonl`` with the reason.
+2. ``selected.jsonl``: the keep rule, the ``--max-reuse`` cap, the token budget and the shuffle
+   (``select_contexts``) over all verified records in input order, in the driver (cheap, no model).
+3. ``parts/``: assembly and the anchors' entropy with the chosen contexts (``assemble_documents``), a
+   second Ray Data step; ``sequences.jsonl`` merges its parts.
+
+Ray hands blocks to workers in no guaranteed order, so nothing that carries state from one document to the
+next (the reuse counts) runs on a worker: a killed and resumed run, or one on several workers, writes what
+one uninterrupted worker writes. The scorer is loaded by the actors of steps 1 and 3 (once per actor).
 """
 
 from __future__ import annotations
@@ -25,13 +35,14 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
-from data_pipelines.common.runner import add_backbone_args, runner_options
+from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
+from data_pipelines.entropylong.evaluation import evaluate
 from data_pipelines.entropylong.pipeline import (
     EntropyLong,
     EntropyLongConfig,
     build_chunks,
     check_representable,
-    evaluate,
+    select_contexts,
 )
 
 DEFAULT_SCORER = "smollm2-135m"
@@ -119,7 +130,8 @@ def check_inputs(args, roots: list[dict]) -> None:
     check_representable(tokenizer, scorer, args.separator, "the separator")
 
 
-def build_pipeline(args, roots: list[dict]):
+def build_pipeline(args, roots: list[dict], with_retriever: bool = True) -> EntropyLong:
+    """The pipeline (scorer, chunks, and the retriever unless ``with_retriever`` is off: assembly needs none)."""
     from data_pipelines.common.backends import load_backend
     from data_pipelines.common.embed import load_embedder
     from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever
@@ -129,28 +141,45 @@ def build_pipeline(args, roots: list[dict]):
                            tokenizer=args.tokenizer)
     chunks = _chunks(args, roots)
     texts = [c["text"] for c in chunks]
-    retriever = BM25Retriever(texts) if args.retriever == "bm25" else FaissRetriever(load_embedder(args.embedder), texts)
+    retriever = None
+    if with_retriever:
+        retriever = BM25Retriever(texts) if args.retriever == "bm25" else FaissRetriever(load_embedder(args.embedder), texts)
     return EntropyLong(backend, retriever, chunks, _config(args), progress=not args.no_progress)
 
 
-def make_entropylong_stage(args, roots: list[dict], parts_dir: Path):
-    """The scoring stage, built once per Ray actor: the pipeline (scorer, retriever, chunks) with its
-    ``max_reuse`` counts rebuilt from the blocks already in ``parts_dir`` (the blocks done before this
-    actor started; one actor then sees the remaining blocks in input order)."""
-    from data_pipelines.common.runner import Reject, StageRunner
+def make_verify_stage(args, roots: list[dict]):
+    """Step 1, built once per Ray actor: root records -> verified records."""
+    from data_pipelines.common.runner import Reject
 
     pipeline = build_pipeline(args, roots)
-    pipeline.count_reuse(StageRunner(parts_dir, None).iter_outputs())
 
     def process(batch: list[dict]):
         try:
-            return pipeline.process(batch, args.text_field, args.id_field)
+            return pipeline.verify_documents(batch, args.text_field, args.id_field)
         except ValueError as err:
             if len(batch) == 1:
                 return [Reject(str(err))]
             raise
 
     return process
+
+
+def make_assemble_stage(args, roots: list[dict]):
+    """Step 3, built once per Ray actor: selected records -> output sequences, each keeping the ``_index``
+    and ``_id`` of its root record."""
+    pipeline = build_pipeline(args, roots, with_retriever=False)
+
+    def process(batch: list[dict]):
+        return [{"_index": rec["_index"], "_id": rec["_id"], **out}
+                for rec, out in zip(batch, pipeline.assemble_documents(batch))]
+
+    return process
+
+
+def select_all(verified: StageRunner, config: EntropyLongConfig) -> list[dict]:
+    """Step 2: ``select_contexts`` over every verified record in input order, one set of reuse counts."""
+    counts: dict[str, int] = {}
+    return [select_contexts(v, config, counts) for v in verified.iter_outputs()]
 
 
 def _validate(text_field: str, record: dict) -> str | None:
@@ -160,15 +189,15 @@ def _validate(text_field: str, record: dict) -> str | None:
     return None
 
 
-def run_entropylong(args) -> int:
-    from data_pipelines.common.runner import ActorStage, StageRunner
+def _print_step(name: str, summary, what: str, folder: Path) -> None:
+    rejected = f" (reasons in {folder}/part-*.rejects.jsonl)" if summary.records_rejected else ""
+    print(f"{name}: {summary.chunks_run} blocks run, {summary.chunks_done_before} already done; "
+          f"{summary.records_out} {what}, {summary.records_rejected} rejected{rejected}")
 
+
+def run_entropylong(args) -> int:
     builtin = args.input is None
     options = runner_options(args)
-    if args.max_reuse and args.num_workers > 1:
-        raise SystemExit(f"error: --max-reuse {args.max_reuse} counts chunk uses in input order over the whole "
-                         f"run, so it cannot be split over --num-workers {args.num_workers}; use --max-reuse 0 "
-                         "or one worker")
     corpus_obj = None
     if builtin:
         from data_pipelines.common.corpus import make_corpus
@@ -186,16 +215,21 @@ def run_entropylong(args) -> int:
 
     validate = functools.partial(_validate, args.text_field)
     out = Path(args.output)
-    stage = ActorStage(functools.partial(make_entropylong_stage, args, roots, out / "parts"),
-                       num_actors=args.num_workers, num_gpus=1 if args.device.startswith("cuda") else 0)
-    runner = StageRunner(out / "parts", stage, chunk_size=args.chunk_size, **options,
-                         validate=validate, config={**asdict(config), "model": args.model, "corpus": args.corpus,
-                                                    "retriever": args.retriever, "embedder": args.embedder},
-                         desc="entropylong", progress=not args.no_progress)
-    summary = runner.run(roots if builtin else args.input)
-    print(f"chunks: {summary.chunks_run} run, {summary.chunks_done_before} already done; "
-          f"{summary.records_out} sequences, {summary.records_rejected} rejected")
-    n = runner.merge(out / "sequences.jsonl", len(roots))
+    stage_config = {**asdict(config), "model": args.model, "corpus": args.corpus, "retriever": args.retriever,
+                    "embedder": args.embedder}
+    num_gpus = 1 if args.device.startswith("cuda") else 0
+    verified = StageRunner(out / "verified", ActorStage(functools.partial(make_verify_stage, args, roots),
+                                                        num_actors=args.num_workers, num_gpus=num_gpus),
+                           chunk_size=args.chunk_size, **options, validate=validate, config=stage_config,
+                           desc="entropylong verify", progress=not args.no_progress)
+    _print_step("verify", verified.run(roots if builtin else args.input), "documents verified", out / "verified")
+    selected = run_once(out / "selected.jsonl", functools.partial(select_all, verified, config))
+    runner = StageRunner(out / "parts", ActorStage(functools.partial(make_assemble_stage, args, roots),
+                                                   num_actors=args.num_workers, num_gpus=num_gpus),
+                         chunk_size=args.chunk_size, **options, config=stage_config, desc="entropylong assemble",
+                         progress=not args.no_progress)
+    _print_step("assemble", runner.run(out / "selected.jsonl"), "sequences", out / "parts")
+    n = runner.merge(out / "sequences.jsonl", len(selected))
     print(f"wrote {n} sequences to {out / 'sequences.jsonl'} ({time.perf_counter() - started:.1f}s)")
     if corpus_obj is not None:
         outputs = list(runner.iter_outputs())

@@ -13,13 +13,14 @@ from data_pipelines.common.corpus import echo_drill, make_corpus, prose_fact, tr
 from data_pipelines.common.dedup import minhash_dedup
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever, chunk_text
+from data_pipelines.entropylong.evaluation import evaluate
 from data_pipelines.entropylong.pipeline import (
     EntropyLong,
     EntropyLongConfig,
     build_chunks,
-    evaluate,
     find_anchors,
     relative_reduction,
+    select_contexts,
 )
 from posttrain.rollout.hf import HFRolloutEngine
 
@@ -234,15 +235,52 @@ def test_self_retrieval_is_caught_by_content_hash(copying):
         assert all(c["doc_id"] != f"copy-of-{o['id']}" for c in o["candidates"]), o["id"]
 
 
-def test_reuse_counts_are_rebuilt_from_outputs(copying):
+def _verified(doc_id: str, budget: int, *cands: tuple[int, float, float, int]) -> dict:
+    """A verified record by hand: candidates (chunk index, max_delta, doc_mean_delta, token cost)."""
+    return {"id": doc_id, "context_budget": budget,
+            "candidates": [{"chunk_index": i, "chunk_id": f"c{i}", "max_delta": m, "mean_delta": m,
+                            "doc_mean_delta": dm, "tokens": t} for i, m, dm, t in cands]}
+
+
+def test_select_contexts_by_hand():
+    """The keep rule, the reuse cap (counted in call order), the budget dropping the lowest dI first, and
+    the seeded shuffle, on hand-made records."""
+    config = EntropyLongConfig(epsilon=0.4, max_reuse=1)
+    counts: dict[str, int] = {}
+    # c0 and c2 pass (0.9, 0.5 > 0.4), c1 fails (0.3); both fit in 10 tokens
+    first = select_contexts(_verified("a", 10, (0, 0.9, 0.1, 4), (1, 0.3, 0.0, 4), (2, 0.5, 0.5, 4)), config, counts)
+    assert [c["kept"] for c in first["candidates"]] == [True, False, True]
+    assert [c["dropped"] for c in first["candidates"]] == [None, None, None]
+    assert sorted(first["order"]) == [0, 2] and counts == {"c0": 1, "c2": 1}
+    # c0 and c2 have been used once: the cap drops them; c3 passes but costs 6 > budget 5: kept, not placed
+    second = select_contexts(_verified("b", 5, (0, 0.9, 0.9, 1), (2, 0.8, 0.8, 1), (3, 0.7, 0.7, 6)), config, counts)
+    assert [(c["kept"], c["dropped"]) for c in second["candidates"]] == \
+        [(False, "max_reuse"), (False, "max_reuse"), (True, None)]
+    assert second["order"] == [] and counts == {"c0": 1, "c2": 1}
+    # budget 6 holds two of the three 3-token contexts: the one with the lowest max_delta (c5) leaves
+    third = select_contexts(_verified("c", 6, (4, 0.6, 0, 3), (5, 0.45, 0, 3), (6, 0.8, 0, 3)),
+                            EntropyLongConfig(), {})
+    assert sorted(third["order"]) == [4, 6] and all(c["kept"] for c in third["candidates"])
+    # the stricter doc_mean rule decides on doc_mean_delta (only c2 clears it in the first record)
+    strict = select_contexts(_verified("a", 10, (0, 0.9, 0.1, 4), (2, 0.5, 0.5, 4)),
+                             EntropyLongConfig(verify_rule="doc_mean"), {})
+    assert strict["order"] == [2]
+    # the shuffle is seeded by (seed, document id): repeatable, and a permutation of the chosen
+    many = _verified("d", 100, *[(i, 0.5 + i / 100, 0, 1) for i in range(8)])
+    orders = {tuple(select_contexts(many, EntropyLongConfig(), {})["order"]) for _ in range(3)}
+    assert len(orders) == 1 and sorted(next(iter(orders))) == list(range(8))
+    assert select_contexts(many, EntropyLongConfig(seed=1), {})["order"] != list(next(iter(orders)))
+
+
+def test_process_carries_the_reuse_counts_across_calls(copying):
     el, corpus = copying
     capped = EntropyLong(el.backend, el.retriever, el.chunks, dataclasses.replace(el.config, max_reuse=1))
     first = capped.process(corpus.documents[:3])
-    used = [c["chunk_id"] for o in first for c in o["contexts"]]
-    assert used and len(used) == len(set(used))  # each chunk at most once
-    fresh = EntropyLong(el.backend, el.retriever, el.chunks, capped.config)
-    fresh.count_reuse(first)
-    assert fresh.reuse_counts == capped.reuse_counts == {cid: 1 for cid in used}
+    second = capped.process(corpus.documents[3:6])
+    used = [c["chunk_id"] for o in first + second for c in o["contexts"]]
+    assert used and len(used) == len(set(used))  # each chunk at most once over both calls
+    assert capped.reuse_counts == {cid: 1 for cid in used}
+    assert any(c["dropped"] == "max_reuse" for o in second for c in o["candidates"])  # the cap binds
 
 
 def test_cache_lm_copies_from_context():

@@ -1,6 +1,7 @@
 """Kill -9 and resume of the real pipelines on the Ray backbone: EntropyLong (with ``--max-reuse``, whose
-chunk-use counts run in input order over the whole run) and DMAP scoring, each SIGKILLed mid-run in a
-subprocess joined to the session's Ray, then rerun: the merged outputs equal an uninterrupted run's."""
+chunk-use counts run in input order over the whole run; killed in its verification step and in its
+assembly step) and DMAP scoring, each SIGKILLed mid-run in a subprocess joined to the session's Ray, then
+rerun: the merged outputs equal an uninterrupted run's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from data_pipelines.cli import data_main
 from tests.unit.ray_session import (
@@ -29,21 +32,31 @@ def _cli(argv: list[str], ray_address: str) -> list[str]:
     return [sys.executable, "-m", "data_pipelines.cli", *argv, "--ray-address", ray_address]
 
 
-def _kill_and_resume(argv: list[str], out: Path, ray_address: str) -> int:
+def _kill_and_resume(argv: list[str], out: Path, ray_address: str, parts: str = "parts") -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = kill_when_parts(_cli(argv, ray_address), out / "parts", 2, env)
+    done = kill_when_parts(_cli(argv, ray_address), out / parts, 2, env)
     subprocess.run(_cli(argv, ray_address), check=True, env=env, stdout=subprocess.DEVNULL)
     return done
 
 
-def test_entropylong_killed_with_max_reuse_resumes_to_the_uninterrupted_output(tmp_path, ray_session):
-    assert data_main(_el_argv(tmp_path / "whole")) == 0
-    whole = (tmp_path / "whole" / "sequences.jsonl").read_bytes()
+@pytest.fixture(scope="module")
+def entropylong_whole(tmp_path_factory, ray_session) -> bytes:
+    """The uninterrupted run's merged output."""
+    out = tmp_path_factory.mktemp("whole")
+    assert data_main(_el_argv(out)) == 0
+    whole = (out / "sequences.jsonl").read_bytes()
     rows = [json.loads(line) for line in whole.splitlines()]
     assert any(c["dropped"] == "max_reuse" for r in rows for c in r["candidates"])  # the cap binds
-    done = _kill_and_resume(_el_argv(tmp_path / "killed"), tmp_path / "killed", ray_session)
-    assert 2 <= done < len(rows) // 2, done  # really interrupted mid-way
-    assert (tmp_path / "killed" / "sequences.jsonl").read_bytes() == whole
+    return whole
+
+
+@pytest.mark.parametrize("step", ["verified", "parts"])
+def test_entropylong_killed_with_max_reuse_resumes_to_the_uninterrupted_output(tmp_path, ray_session,
+                                                                                entropylong_whole, step):
+    num_blocks = len(entropylong_whole.splitlines()) // 2
+    done = _kill_and_resume(_el_argv(tmp_path / "killed"), tmp_path / "killed", ray_session, parts=step)
+    assert 2 <= done < num_blocks, done  # really interrupted mid-way through that step
+    assert (tmp_path / "killed" / "sequences.jsonl").read_bytes() == entropylong_whole
 
 
 def test_dmap_scoring_killed_resumes_to_the_uninterrupted_output(tmp_path, ray_session):
