@@ -113,6 +113,19 @@ def summarise(runs_dir: Path, variants: list[str], seeds: list[int], commands: d
     return summary
 
 
+def merge_summaries(paths: list[Path], command: str) -> dict:
+    """One summary from several of this script's result files (a variant found twice is an error)."""
+    merged: dict = {"command": command, "merged_from": [str(p) for p in paths], "runs": {}, "variants": {}}
+    for path in paths:
+        part = json.loads(path.read_text())
+        for variant, stats in part["variants"].items():
+            if variant in merged["variants"]:
+                raise ValueError(f"{path}: variant {variant!r} is already in an earlier file")
+            merged["variants"][variant] = stats
+        merged["runs"].update(part["runs"])
+    return merged
+
+
 def _smooth(points: list[tuple[int, float]], window: int = 10) -> tuple[list[int], list[float]]:
     steps = [s for s, _ in points]
     values = [v for _, v in points]
@@ -160,10 +173,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="Runs at a time (each uses one CPU thread).")
     parser.add_argument("--runs-dir", type=Path, default=Path("outputs/bench_diffusion_learning"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/diffusion_learning.json"))
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="Run nothing: merge these result files of this script (runs done apart, same "
+                        "steps) into --out and its plot.")
     parser.add_argument("extra", nargs=argparse.REMAINDER,
                         help="After '--': options passed to every run (e.g. -- --lr 3e-4).")
     args = parser.parse_args(argv)
     from data_pipelines.common.io import atomic_write_text
+
+    if args.merge:
+        summary = merge_summaries(args.merge, " ".join([sys.executable, *sys.argv]))
+        atomic_write_text(args.out, json.dumps(summary, indent=2) + "\n")
+        seeds = sorted({int(name.rsplit("-s", 1)[1]) for name in summary["runs"]})
+        plot(summary, list(summary["variants"]), seeds, args.out.with_suffix(".png"))
+        print({v: round(summary["variants"][v]["final_mean"], 3) for v in summary["variants"]})
+        return 0
     from posttrain.algos import get_algorithm
     from posttrain.config import build_config
     from posttrain.models.loading import resolve_model_path
