@@ -270,8 +270,8 @@ class EntropyLong:
 
     def verify_documents(self, records: list[dict], text_field: str = "text",
                          id_field: str = "id") -> list[dict]:
-        """Steps 1-3 for a batch of root records: one JSON-ready *verified* record per root (see
-        ``data_pipelines.entropylong.selection``) with D's token ids, its anchors and their entropies, and
+        """Steps 1-3 for a batch of root records: one JSON-ready *verified* record per root (the input of
+        ``select_contexts``) with D's token ids, its anchors and their entropies, and
         every candidate's dI statistics, token cost and chunk id. Nothing here depends on other batches."""
         for r in records:
             if not isinstance(r.get(text_field), str) or not r[text_field].strip():
