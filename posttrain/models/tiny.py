@@ -482,15 +482,22 @@ def build_recipe(recipe: TinyRecipe, cache_dir: str | Path | None = None, force:
     return target
 
 
+def set_intra_op_threads(count: int) -> None:
+    """Set torch's intra-op thread count through the builtin itself: vLLM's CPU worker replaces
+    ``torch.set_num_threads`` with a no-op in any process that started an in-process engine, after which the
+    public name silently changes nothing."""
+    torch._C.set_num_threads(count)
+
+
 @contextmanager
 def _single_thread() -> Iterator[None]:
     """One intra-op thread inside the block (a build's result must not depend on the thread count)."""
     previous = torch.get_num_threads()
-    torch.set_num_threads(1)
+    set_intra_op_threads(1)
     try:
         yield
     finally:
-        torch.set_num_threads(previous)
+        set_intra_op_threads(previous)
 
 
 def _build_into(recipe: TinyRecipe, directory: Path) -> None:

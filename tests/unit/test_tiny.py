@@ -206,7 +206,8 @@ def test_load_tokenizer_falls_back_to_eos_for_padding(small_dir: Path, tmp_path:
 
 def test_warm_start_runs_on_one_thread_and_restores_the_callers(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cached model must not depend on the builder's thread count (reduction order)."""
+    """The cached model must not depend on the builder's thread count (reduction order), also in a process
+    where vLLM has replaced ``torch.set_num_threads`` with a no-op."""
     seen: list[int] = []
     real = tiny.resolve_warm_start
 
@@ -220,11 +221,13 @@ def test_warm_start_runs_on_one_thread_and_restores_the_callers(tmp_path: Path,
         return run
 
     monkeypatch.setattr(tiny, "resolve_warm_start", recording)
+    # what vLLM's CPU worker does to every process that starts an in-process engine
+    monkeypatch.setattr(torch, "set_num_threads", lambda count: None)
     previous = torch.get_num_threads()
-    torch.set_num_threads(2)
+    tiny.set_intra_op_threads(2)
     try:
         build_recipe(dataclasses.replace(SMALL, name="test-threads", warm_start_steps=1), cache_dir=tmp_path)
         assert seen == [1]
         assert torch.get_num_threads() == 2
     finally:
-        torch.set_num_threads(previous)
+        tiny.set_intra_op_threads(previous)
