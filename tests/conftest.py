@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -14,7 +15,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest
 
 
+E2E = Path(__file__).parent / "e2e"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every end-to-end test is ``heavy`` (the unit tier, ``-m "not heavy"``, leaves them out); GPU tests skip
+    without a GPU."""
+    for item in items:
+        if E2E in item.path.parents:
+            item.add_marker(pytest.mark.heavy)
     try:
         import torch
 

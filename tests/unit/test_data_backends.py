@@ -24,6 +24,8 @@ from posttrain.rollout.hf_scoring import length_sorted_batches
 from posttrain.rollout.http import OpenAIHTTPEngine
 from posttrain.rollout.scores import mass_above_from_logits, tied_mass_from_logits, topk_entropy
 
+pytestmark = pytest.mark.heavy  # builds and loads models, starts a loopback server
+
 
 @pytest.fixture(scope="module")
 def tiny():

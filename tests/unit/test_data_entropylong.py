@@ -24,6 +24,8 @@ from data_pipelines.entropylong.pipeline import (
 )
 from posttrain.rollout.hf import HFRolloutEngine
 
+pytestmark = pytest.mark.heavy  # builds tiny models and runs the pipeline
+
 
 def test_find_anchors_by_hand():
     h = [9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 5.0]

@@ -18,6 +18,8 @@ from tests.unit.ray_session import (
     ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
 )
 
+pytestmark = pytest.mark.heavy  # starts Ray
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -8,6 +8,8 @@ import argparse
 import json
 import re
 
+import pytest
+
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.common.runner import Reject
 from data_pipelines.designer.run import add_designer_args, run_pipeline
@@ -16,6 +18,8 @@ from data_pipelines.designer.steps import retrieve_step
 from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
 from tests.unit.ray_session import ray_session_fixture  # noqa: F401 - the `ray_session` fixture
+
+pytestmark = pytest.mark.heavy  # its whole-pipeline tests start Ray
 
 KEYWORDS = {"Physics": ("force", "mass", "orbit", "capacitor", "wire", "ball", "skater"),
             "Chemistry": ("mole", "buffer", "equilibrium constant", "bond", "product", "reaction"),

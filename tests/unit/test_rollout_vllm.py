@@ -25,6 +25,8 @@ from posttrain.tasks.prompts import encode_prompts
 
 pytest.importorskip("vllm")
 
+pytestmark = pytest.mark.heavy  # starts vLLM engines (a tiny model and SmolLM2-135M)
+
 
 def tiny_vllm_recipe():
     """The embedded arithmetic policy's vLLM-servable twin (3 heads of 32: vLLM's CPU attention has no head
