@@ -14,7 +14,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 
-
 E2E = Path(__file__).parent / "e2e"
 
 

@@ -120,7 +120,8 @@ def test_a_seeded_batch_larger_than_one_scheduler_step(engine, prompt_ids) -> No
     request and its CPU sampler died rewinding that request's generator ("CPU Generator does not use offset",
     a real-model GRPO step of 16 prompts x 8 samples). Every prompt must be answered, and the seeded samples
     must not depend on how many other requests shared the call."""
-    long = [(sum(prompt_ids, []) * 20)[:100] for _ in range(120)]  # 120 x 100 prompt tokens, 64 scheduled at once
+    tokens = [token for prompt in prompt_ids for token in prompt] * 20
+    long = [tokens[:100] for _ in range(120)]  # 120 x 100 prompt tokens, 64 scheduled at once
     assert all(len(p) == 100 for p in long)  # 64 x 100 > 4096 tokens
     params = SamplingParams(max_new_tokens=4, temperature=1.0, seed=5)
     many = engine.generate(long, params)
