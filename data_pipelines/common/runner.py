@@ -273,14 +273,23 @@ class StageRunner:
     def is_complete(self, num_records: int) -> bool:
         return all(self.part_path(c).exists() for c in range(self.num_chunks(num_records)))
 
+    def _finished_parts(self, suffix: str) -> list[Path]:
+        """The part files named ``part-<block><suffix>``, in block order: by the block number, not the name,
+        which sorts ``part-100000`` before ``part-99999``."""
+        parts = []
+        for path in self.out_dir.glob(f"part-*{suffix}"):
+            block = path.name[len("part-"):-len(suffix)]
+            if block.isdigit():
+                parts.append((int(block), path))
+        return [path for _, path in sorted(parts)]
+
     def iter_outputs(self) -> Iterator[dict]:
         """Outputs of every finished block, in input order."""
-        for path in sorted(self.out_dir.glob("part-*.jsonl")):
-            if not path.name.endswith(".rejects.jsonl"):
-                yield from read_jsonl(path)
+        for path in self._finished_parts(".jsonl"):
+            yield from read_jsonl(path)
 
     def iter_rejects(self) -> Iterator[dict]:
-        for path in sorted(self.out_dir.glob("part-*.rejects.jsonl")):
+        for path in self._finished_parts(".rejects.jsonl"):
             yield from read_jsonl(path)
 
     def merge(self, path: str | Path, num_records: int) -> int:

@@ -27,7 +27,11 @@ class Decontaminator:
             self.grams |= word_ngrams(text, n)
 
     def hit(self, text: str) -> str | None:
-        for gram in word_ngrams(text, self.n):
+        """The first ``n``-gram of ``text`` in reading order that a benchmark text shares (not one picked from
+        a set, whose order changes with each process's string hashing: a reject's reason must not)."""
+        words = _WORD.findall(text.lower())
+        for start in range(len(words) - self.n + 1):
+            gram = tuple(words[start:start + self.n])
             if gram in self.grams:
                 return " ".join(gram)
         return None

@@ -103,13 +103,20 @@ def map_texts(backend, texts: list[str] | list[list[int]], *, seed: int = 42, bi
 
 def make_dmap_stage(model: str | None, device: str, batch_size: int, top_logprobs: int, tokenizer: str | None,
                     max_tokens: int, text_field: str):
-    """The scoring stage, built once per Ray actor: records -> ``score_texts`` rows of their ``text_field``."""
+    """The scoring stage, built once per Ray actor: records -> ``score_texts`` rows of their ``text_field``; a
+    text the scorer's tokenizer cannot represent exactly (non-ASCII under the embedded character model) is a
+    reject naming where, never scored as the other text its ``<unk>`` tokens spell."""
     from data_pipelines.common.backends import load_backend
+    from data_pipelines.common.representable import representation_problem
+    from data_pipelines.common.runner import Reject
 
     backend = load_backend(model, device=device, batch_size=batch_size, top_k=top_logprobs, tokenizer=tokenizer)
 
-    def process(batch: list[dict]) -> list[dict]:
-        return score_texts(backend, [r[text_field] for r in batch], max_tokens)
+    def process(batch: list[dict]) -> list[dict | Reject]:
+        problems = [representation_problem(backend.tokenizer, r[text_field]) for r in batch]
+        texts = [r[text_field] for r, problem in zip(batch, problems) if problem is None]
+        scored = iter(score_texts(backend, texts, max_tokens) if texts else [])
+        return [Reject(f"field {text_field!r}: {problem}") if problem else next(scored) for problem in problems]
 
     return process
 

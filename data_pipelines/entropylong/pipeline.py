@@ -38,13 +38,13 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
 from data_pipelines.common.backends import engine_label, tokenize
 from data_pipelines.common.dedup import content_hash
+from data_pipelines.common.representable import check_representable
 
 RULE_FIELDS = {"anchor": "max_delta", "mean": "mean_delta", "doc_mean": "doc_mean_delta"}
 """verify_rule -> the candidate statistic compared with epsilon."""
@@ -134,19 +134,6 @@ def select_contexts(verified: dict, config: EntropyLongConfig, counts: dict[str,
     for c in chosen:
         counts[c["chunk_id"]] = counts.get(c["chunk_id"], 0) + 1
     return {**verified, "candidates": candidates, "order": [c["chunk_index"] for c in chosen]}
-
-
-def check_representable(tokenizer: Any, scorer: str, text: str, what: str) -> None:
-    """Refuse ``text`` if the scorer's tokenizer does not give it back exactly (e.g. a character tokenizer
-    turning non-ASCII characters into ``<unk>``): its scores would be of another text. ``scorer`` names the
-    scorer in the error, ``what`` the text."""
-    back = tokenizer.decode(tokenize(tokenizer, text))
-    if back != text:
-        where = next((i for i, (x, y) in enumerate(zip(text, back)) if x != y), min(len(text), len(back)))
-        raise ValueError(
-            f"{what}: the scorer {scorer!r} cannot represent this text exactly "
-            f"(from character {where}: {text[where:where + 12]!r} comes back as {back[where:where + 12]!r}); "
-            "use a scorer whose tokenizer covers it (e.g. --model smollm2-135m)")
 
 
 class EntropyLong:

@@ -35,13 +35,13 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
+from data_pipelines.common.representable import check_representable
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
 from data_pipelines.entropylong.evaluation import evaluate
 from data_pipelines.entropylong.pipeline import (
     EntropyLong,
     EntropyLongConfig,
     build_chunks,
-    check_representable,
     select_contexts,
 )
 

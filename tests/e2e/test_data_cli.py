@@ -53,9 +53,13 @@ def test_dmap_cli_demo_and_input(tiny_lm, tmp_path, capsys):
     assert set(report["groups"]) == {"pure", "top_k5", "temp0.5", "corpus"}
     assert (out / "dmap_pure.png").stat().st_size > 1000
     src = tmp_path / "t.jsonl"
-    src.write_text(json.dumps({"text": "registry of kupam: the seal KBY1A."}) + "\n{bad\n")
+    src.write_text(json.dumps({"text": "registry of kupam: the seal KBY1A."}) + "\n{bad\n"
+                   + json.dumps({"text": "le café de kupam"}, ensure_ascii=False) + "\n", encoding="utf-8")
     assert data_main(["dmap", "--model", tiny_lm, "--input", str(src), "--output", str(out)]) == 0
-    assert "t " in capsys.readouterr().out
+    assert "1 texts scored, 2 rejected" in capsys.readouterr().out
+    # the character model would read 'café' as 'caf<unk>': a reject naming where, never a score of another text
+    rejects = [json.loads(line) for line in (out / "parts" / "part-00000.rejects.jsonl").read_text().splitlines()]
+    assert any("from character 6: 'é de kupam'" in r["reason"] for r in rejects), rejects
 
 
 def test_entropylong_recovers_planted_facts_with_a_copying_scorer(tmp_path, capsys):

@@ -167,3 +167,14 @@ def test_kill_and_restart_equals_uninterrupted(tmp_path, ray_session):
     assert (tmp_path / "res.jsonl").read_text() == expected
     assert not list(res.iter_rejects())
     assert not list(killed.glob(".*.tmp"))  # no stray temporary files visible as parts
+
+
+def test_outputs_come_in_block_order_past_99999_blocks(tmp_path: Path) -> None:
+    """Part names pad block numbers to five digits; block 100000 sorts before 99999 by name, not by number."""
+    runner = StageRunner(tmp_path / "out", _square, chunk_size=1, progress=False)
+    runner.out_dir.mkdir()
+    for block in (100_000, 99_999, 7):
+        runner.part_path(block).write_text(json.dumps({"block": block}) + "\n")
+        runner.rejects_path(block).write_text(json.dumps({"block": block, "reason": "r"}) + "\n")
+    assert [r["block"] for r in runner.iter_outputs()] == [7, 99_999, 100_000]
+    assert [r["block"] for r in runner.iter_rejects()] == [7, 99_999, 100_000]

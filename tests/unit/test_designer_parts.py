@@ -112,6 +112,14 @@ def test_13gram_decontamination() -> None:
     assert word_ngrams("a b c", 13) == set()
 
 
+def test_decontamination_names_the_first_shared_ngram_in_reading_order() -> None:
+    """A reject's reason quotes the first shared n-gram of the text, whatever the process's string hashing
+    (picked from a set, a SIGKILLed and resumed run wrote another reason than the uninterrupted one)."""
+    words = [f"w{i}" for i in range(40)]
+    decon = Decontaminator([" ".join(words)], n=3)
+    assert decon.hit("Q: " + " ".join(words[5:])) == "w5 w6 w7"
+
+
 def test_json_and_multiple_choice_checks() -> None:
     assert parse_json_object('{"a": "x"} trailing words') == {"a": "x"}
     with pytest.raises(InvalidOutput, match="not valid JSON"):
