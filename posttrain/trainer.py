@@ -302,11 +302,12 @@ class Trainer:
         bar = ProgressBar(total=cfg.steps, initial=start_step, enabled=cfg.progress and self.info.is_main)
         for step in range(start_step + 1, cfg.steps + 1):
             metrics = self._one_step(step)
-            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+            evaluated = bool(cfg.eval_every) and (step % cfg.eval_every == 0 or step == cfg.steps)
+            if evaluated:
                 last_eval = self._evaluate(step)
                 metrics.update(last_eval)
                 metrics.update(self.timer.pop())
-            if step % cfg.log_every == 0 or step == cfg.steps or last_eval is metrics:
+            if step % cfg.log_every == 0 or step == cfg.steps or evaluated:  # an evaluation is always logged
                 self.logger.log(step, metrics)
             bar.update({k.split("/")[-1]: metrics[k] for k in ("reward/mean", "eval/accuracy") if k in metrics})
             if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.steps:
