@@ -9,7 +9,8 @@ The critic's values V_t (``posttrain.models.value``) and GAE(gamma, lambda) give
 response mask, and returns. Then ``mu`` epochs (the paper's 4) over micro-batches: the policy takes GRPO's
 clipped surrogate on the token advantages (shared code: ``GRPO.surrogate_terms``), the critic the clipped value
 loss, each with its own optimizer (the critic is a trained model role, checkpointed and resumed with the run).
-A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``LossOutput.skip``: the trainer zeroes both losses, as TRL).
+A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``LossOutput.skip``: the trainer zeroes
+both losses, as TRL).
 
 KL: ``kl_estimator`` full (the exact full-vocabulary KL at every position, Text2Grad's choice) or k1/k2/k3
 from the sampled tokens; ``kl_mode`` reward (folded into r_t, the default) or loss (added to the policy loss
