@@ -2,8 +2,9 @@
 
 Layout of ``<output_dir>/checkpoints/step_<N>/``:
   hf/                 the policy in Hugging Face format (safetensors + tokenizer), loadable on its own
-  ds/                 DeepSpeed engine state: weights, optimizer, LR scheduler (every rank writes its part)
+  ds/                 the policy's DeepSpeed state: weights, optimizer, LR scheduler (every rank writes its part)
   ds_<role>/          the same for each trained role besides the policy (e.g. ds_critic/ for PPO's critic)
+  role_<role>.pt      the weights of each frozen role the trainer refreshes from the policy (e.g. DuPO's solver)
   rng_rank<r>.pt      every RNG of rank r (python, numpy, torch) and the trainer's generators
   trainer_state.json  step, data position and anything an algorithm keeps between steps
   COMPLETE            written last; a directory without it is an interrupted save and is ignored
@@ -79,9 +80,9 @@ def _restore_rng(state: dict[str, Any], generators: dict[str, torch.Generator]) 
         generators[key].set_state(gen_state)
 
 
-def export_hf(engine: Any, tokenizer: Any, directory: Path, zero_stage: int, is_main: bool) -> None:
+def export_hf(deepspeed_model: Any, tokenizer: Any, directory: Path, zero_stage: int, is_main: bool) -> None:
     """Write the policy as a standalone Hugging Face checkpoint (LoRA adapters merged into a copy)."""
-    module = engine.module
+    module = deepspeed_model.module
     if hasattr(module, "merge_and_unload"):  # PEFT; LoRA with ZeRO-3 is rejected at start-up
         if is_main:
             copy.deepcopy(module).merge_and_unload().save_pretrained(directory, safe_serialization=True)
@@ -97,7 +98,7 @@ def export_hf(engine: Any, tokenizer: Any, directory: Path, zero_stage: int, is_
 
 
 def save_checkpoint(
-    engine: Any,
+    deepspeed_model: Any,
     tokenizer: Any,
     output_dir: str | os.PathLike,
     step: int,
@@ -106,9 +107,11 @@ def save_checkpoint(
     info: DistInfo,
     zero_stage: int,
     keep_last: int,
-    role_engines: dict[str, Any] | None = None,
+    role_deepspeed_models: dict[str, Any] | None = None,
+    refreshed_roles: dict[str, torch.nn.Module] | None = None,
 ) -> Path:
-    """Save the run at ``step`` (module docstring); ``role_engines`` are the trained roles besides the policy."""
+    """Save the run at ``step`` (module docstring); ``role_deepspeed_models`` are the trained roles besides the
+    policy, ``refreshed_roles`` the modules of the frozen roles the trainer refreshes."""
     root = checkpoint_root(output_dir)
     final = root / f"step_{step}"
     partial = root / f"step_{step}.partial"
@@ -116,11 +119,14 @@ def save_checkpoint(
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     barrier(info.world_size)
-    engine.save_checkpoint(str(partial / "ds"), tag="state")
-    for name, role_engine in (role_engines or {}).items():
-        role_engine.save_checkpoint(str(partial / f"ds_{name}"), tag="state")
+    deepspeed_model.save_checkpoint(str(partial / "ds"), tag="state")
+    for name, role_model in (role_deepspeed_models or {}).items():
+        role_model.save_checkpoint(str(partial / f"ds_{name}"), tag="state")
+    if info.is_main:  # every rank holds the same copy
+        for name, module in (refreshed_roles or {}).items():
+            torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()}, partial / f"role_{name}.pt")
     torch.save(_rng_state(generators), partial / f"rng_rank{info.rank}.pt")
-    export_hf(engine, tokenizer, partial / "hf", zero_stage, info.is_main)
+    export_hf(deepspeed_model, tokenizer, partial / "hf", zero_stage, info.is_main)
     barrier(info.world_size)
     if info.is_main:
         (partial / "trainer_state.json").write_text(json.dumps(trainer_state, indent=2))
@@ -135,12 +141,18 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    engine: Any, path: Path, generators: dict[str, torch.Generator], info: DistInfo,
-    role_engines: dict[str, Any] | None = None,
+    deepspeed_model: Any, path: Path, generators: dict[str, torch.Generator], info: DistInfo,
+    role_deepspeed_models: dict[str, Any] | None = None, refreshed_roles: dict[str, torch.nn.Module] | None = None,
 ) -> dict[str, Any]:
-    """Restore the engines (the policy's and ``role_engines``: weights, optimizer, scheduler) and the RNGs in
-    place; returns the trainer state."""
-    for folder, each in [("ds", engine), *((f"ds_{name}", e) for name, e in (role_engines or {}).items())]:
+    """Restore the trained models (the policy's and ``role_deepspeed_models``: weights, optimizer, scheduler),
+    the refreshed frozen roles' weights and the RNGs in place; returns the trainer state."""
+    for name, module in (refreshed_roles or {}).items():
+        role_file = path / f"role_{name}.pt"
+        if not role_file.exists():
+            raise FileNotFoundError(f"{role_file} is missing: was the checkpoint written by another --algo?")
+        module.load_state_dict(torch.load(role_file, map_location="cpu"))
+    models = [("ds", deepspeed_model), *((f"ds_{name}", m) for name, m in (role_deepspeed_models or {}).items())]
+    for folder, each in models:
         if not (path / folder).is_dir():
             raise FileNotFoundError(f"{path / folder} is missing: was the checkpoint written by another --algo?")
         load_path, _ = each.load_checkpoint(str(path / folder), tag="state", load_optimizer_states=True,

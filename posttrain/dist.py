@@ -1,4 +1,4 @@
-"""DeepSpeed and torch.distributed set-up: process group, ZeRO config, engine construction.
+"""DeepSpeed and torch.distributed set-up: process group, ZeRO config, the DeepSpeed-wrapped trained models.
 
 Works the same under the ``deepspeed`` launcher (which sets RANK/WORLD_SIZE/LOCAL_RANK and passes
 ``--local_rank``) and as a plain single process (``python posttrain/train.py``): the defaults below
@@ -112,9 +112,10 @@ def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
     return factor
 
 
-def initialize_engine(model: torch.nn.Module, config: TrainConfig, world_size: int, lr: float | None = None) -> Any:
-    """Wrap ``model`` in a DeepSpeed engine with AdamW (peak learning rate ``lr``, default ``config.lr``) and
-    the run's LR schedule.
+def initialize_deepspeed_model(model: torch.nn.Module, config: TrainConfig, world_size: int,
+                               lr: float | None = None) -> Any:
+    """``model`` wrapped by DeepSpeed (the trainer's "deepspeed model"), with AdamW (peak learning rate ``lr``,
+    default ``config.lr``) and the run's LR schedule.
 
     A plain torch AdamW is passed in so nothing has to be JIT-compiled on CPU; DeepSpeed keeps its
     state in checkpoints like its own optimizers.
@@ -124,10 +125,10 @@ def initialize_engine(model: torch.nn.Module, config: TrainConfig, world_size: i
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr if lr is None else lr, weight_decay=config.weight_decay, foreach=False)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    engine, _, _, _ = deepspeed.initialize(
+    deepspeed_model, _, _, _ = deepspeed.initialize(
         model=model, optimizer=optimizer, lr_scheduler=scheduler, config=deepspeed_config(config, world_size)
     )
-    return engine
+    return deepspeed_model
 
 
 def gathered_named_parameters(model: torch.nn.Module, zero_stage: int) -> Iterator[tuple[str, torch.Tensor]]:

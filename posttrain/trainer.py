@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from posttrain.algos import get_algorithm
-from posttrain.algos.base import AlgoContext, Algorithm
+from posttrain.algos.base import AlgoContext, Algorithm, TrainedModel
 from posttrain.algos.roles import INITIAL_POLICY, POLICY, ModelRole, check_roles, check_same_tokenizer
 from posttrain.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from posttrain.config import ConfigError, TrainConfig
@@ -21,7 +21,7 @@ from posttrain.dist import (
     DistInfo,
     all_reduce_mean,
     init_distributed,
-    initialize_engine,
+    initialize_deepspeed_model,
     set_cpu_threads,
 )
 from posttrain.evaluation import evaluate
@@ -93,7 +93,9 @@ class Trainer:
                               "make_experience, so they cannot run ahead; use --algo grpo or rloo")
         roles = check_roles(self.algo.roles())
         self.policy_role = roles[POLICY]
-        self.role_engines: dict[str, Any] = {}  # trained roles besides the policy (e.g. PPO's critic)
+        self.role_deepspeed_models: dict[str, Any] = {}  # trained roles besides the policy (e.g. PPO's critic)
+        self.refreshed_roles: dict[str, ModelRole] = {}  # frozen snapshots of the policy (e.g. DuPO's solver)
+        self.refreshed_modules: dict[str, torch.nn.Module] = {}
         for role in roles.values():
             if role.name == POLICY:
                 continue
@@ -105,7 +107,9 @@ class Trainer:
             self.rollout = self._build_engine(self.policy_role.engine or config.rollout, rollout_model,
                                               self.tokenizer)
             self.ctx.engines[POLICY] = self.rollout
-        self.engine = initialize_engine(policy, config, self.info.world_size)
+        self.deepspeed_model = initialize_deepspeed_model(policy, config, self.info.world_size)
+        self.policy = _trained_model(self.deepspeed_model)
+        self.role_models = {name: _trained_model(m) for name, m in self.role_deepspeed_models.items()}
         self.sampler = EpochSampler(self.train_examples, config.prompts_per_step, config.seed, config.shuffle)
         self.async_driver = (AsyncStepDriver(self.algo, self.rollout, self.sampler, self.info.rank,
                                              config.per_rank_prompts(self.info.world_size), config.max_staleness,
@@ -142,22 +146,30 @@ class Trainer:
         return (ValueModel(module) if role.head == "value" else module), tokenizer
 
     def _build_trained_role(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> None:
-        """A trained role besides the policy: its own DeepSpeed engine and optimizer, lent as ``ctx.models``."""
+        """A trained role besides the policy: its own DeepSpeed model and optimizer; its plain module is lent as
+        ``ctx.models[name]``."""
         module = self._role_module(role, initial_policy, dtype)[0].requires_grad_(True)
-        engine = initialize_engine(module, self.config, self.info.world_size, lr=role.lr)
-        self.role_engines[role.name] = self.ctx.models[role.name] = engine
+        deepspeed_model = initialize_deepspeed_model(module, self.config, self.info.world_size, lr=role.lr)
+        self.role_deepspeed_models[role.name] = deepspeed_model
+        self.ctx.models[role.name] = deepspeed_model.module
         log.info("model role %s: trained, from %s%s (lr %g)", role.name, role.checkpoint or role.recipe or role.source,
                  " with a value head" if role.head == "value" else "", role.lr or self.config.lr)
 
     def _build_frozen_role(self, role: ModelRole, initial_policy: torch.nn.Module, dtype: torch.dtype) -> None:
         """A frozen role as declared (``posttrain.algos.roles``): its module in ``ctx.models``, or, when it
-        declares an engine, that engine in ``ctx.engines``."""
+        declares an engine, that engine in ``ctx.engines`` (refreshed from the policy if the role says so)."""
         module, tokenizer = self._role_module(role, initial_policy, dtype)
         module = module.eval().requires_grad_(False)
         if role.engine is None:
             self.ctx.models[role.name] = module.to(self.info.device)
         else:
-            self.ctx.engines[role.name] = self._build_engine(role.engine, module, tokenizer)
+            engine = self.ctx.engines[role.name] = self._build_engine(role.engine, module, tokenizer)
+            if role.refresh_every:
+                if getattr(engine, "model", None) is not module:  # the checkpoint saves and restores the module
+                    raise ConfigError(role.config_field or role.name, role.engine,
+                                      f"the refreshed {role.name} model needs an engine that runs the module it is "
+                                      "given in process (hf)")
+                self.refreshed_roles[role.name], self.refreshed_modules[role.name] = role, module
         log.info("model role %s: %s%s", role.name, role.checkpoint or role.recipe or role.source,
                  f", served by the {role.engine} engine" if role.engine else "")
 
@@ -165,7 +177,7 @@ class Trainer:
         if self.async_driver is not None:
             self.async_driver.wait()  # never change an engine's weights in the middle of a batch
         wake_rollout(self.rollout)
-        push_weights(self.rollout, self.engine.module, self.config.zero_stage, step)
+        push_weights(self.rollout, self.deepspeed_model.module, self.config.zero_stage, step)
         self._synced_step = step
         if self.async_driver is not None:
             self.async_driver.synced(step)
@@ -184,7 +196,8 @@ class Trainer:
         path = resolve_resume(self.config.resume, self.config.output_dir)
         if path is None:
             return 0
-        state = load_checkpoint(self.engine, path, self.generators, self.info, self.role_engines)
+        state = load_checkpoint(self.deepspeed_model, path, self.generators, self.info, self.role_deepspeed_models,
+                                self.refreshed_modules)
         self.sampler.load_state_dict(state["sampler"])
         self.algo.load_state_dict(state.get("algo", {}))
         self.logger.truncate_after(state["step"])
@@ -200,32 +213,41 @@ class Trainer:
             state = {"step": step, "sampler": self.sampler.state_dict(), "algo": self.algo.state_dict()}
             if self.async_driver is not None:
                 state["async_rollouts"] = self.async_driver.state_dict_all_ranks(self.info.world_size)
-            save_checkpoint(self.engine, self.tokenizer, self.config.output_dir, step, state, self.generators,
-                            self.info, self.config.zero_stage, self.config.keep_last, self.role_engines)
+            save_checkpoint(self.deepspeed_model, self.tokenizer, self.config.output_dir, step, state, self.generators,
+                            self.info, self.config.zero_stage, self.config.keep_last, self.role_deepspeed_models,
+                            self.refreshed_modules)
+
+    def _refresh_roles(self, step: int) -> None:
+        """Copy the policy's weights (after step ``step - 1``) into each refreshed role whose turn it is."""
+        for name, role in self.refreshed_roles.items():
+            if (step - 1) % role.refresh_every == 0:
+                push_weights(self.ctx.engines[name], self.deepspeed_model.module, self.config.zero_stage, step - 1)
 
     def _train_on(self, experience: Any) -> dict[str, float]:
         sums: dict[str, float] = {}
         count = 0
         micro = min(self.config.micro_batch_size, len(experience))
-        for _ in range(self.config.mu):
+        for iteration in range(self.config.mu):
             for batch in experience.split(micro):
                 batch = batch.to(self.info.device)
-                loss, metrics = self.algo.loss(self.engine, batch)
-                self.engine.backward(loss)
-                self.engine.step()
-                metrics["loss"] = float(loss.detach())
-                for name, role_engine in self.role_engines.items():  # after the policy, on the same micro-batch
-                    role_loss, role_metrics = self.algo.role_loss(name, role_engine, batch)
-                    role_engine.backward(role_loss)
-                    role_engine.step()
-                    metrics.update(role_metrics)
+                out = self.algo.loss(self.policy, batch, iteration)
+                loss = out.loss * 0.0 if out.skip else out.loss  # a skipped micro-batch still counts for DeepSpeed
+                self.deepspeed_model.backward(loss)
+                self.deepspeed_model.step()
+                metrics = {**out.metrics, "loss": float(loss.detach())}
+                for name, role_model in self.role_models.items():  # after the policy, on the same micro-batch
+                    role_out = self.algo.role_loss(name, role_model, batch, iteration)
+                    role_loss = role_out.loss * 0.0 if out.skip else role_out.loss
+                    self.role_deepspeed_models[name].backward(role_loss)
+                    self.role_deepspeed_models[name].step()
+                    metrics.update(role_out.metrics)
                     metrics[f"{name}/loss"] = float(role_loss.detach())
                 for k, v in metrics.items():
                     sums[k] = sums.get(k, 0.0) + float(v)
                 count += 1
         out = {(k if "/" in k else f"train/{k}"): v / count for k, v in sums.items()}  # "rollout/..." keep theirs
-        out["train/lr"] = self.engine.get_lr()[0]
-        grad_norm = self.engine.get_global_grad_norm()
+        out["train/lr"] = self.deepspeed_model.get_lr()[0]
+        grad_norm = self.deepspeed_model.get_global_grad_norm()
         if grad_norm is not None:
             out["train/grad_norm"] = float(grad_norm)
         return out
@@ -233,22 +255,21 @@ class Trainer:
     def _one_step(self, step: int) -> dict[str, float]:
         cfg, info = self.config, self.info
         start = time.perf_counter()
-        self.engine.module.eval()  # no dropout while scoring rollouts
-        for role_engine in self.role_engines.values():
-            role_engine.module.eval()
+        modules = [self.deepspeed_model.module, *(m.module for m in self.role_deepspeed_models.values())]
+        for module in modules:
+            module.eval()  # no dropout while scoring rollouts
         if hasattr(self, "rollout"):
             wake_rollout(self.rollout)
+        self._refresh_roles(step)
         if self.async_driver is not None:
-            experience, metrics = self.async_driver.experience(step, self.engine.module)
+            experience, metrics = self.async_driver.experience(step, self.deepspeed_model.module)
         else:
             batch = self.sampler.next_batch()
             per_rank = cfg.per_rank_prompts(info.world_size)
             local = batch[info.rank * per_rank : (info.rank + 1) * per_rank]
-            self.algo.step = step
-            experience, metrics = self.algo.make_experience(local, self.engine.module)
-        self.engine.module.train()
-        for role_engine in self.role_engines.values():
-            role_engine.module.train()
+            experience, metrics = self.algo.make_experience(local, self.deepspeed_model.module, step)
+        for module in modules:
+            module.train()
         if cfg.vllm_sleep and self.async_driver is None and hasattr(self, "rollout"):
             rest_rollout(self.rollout)
         with self.timer.phase("train"):
@@ -281,11 +302,12 @@ class Trainer:
         bar = ProgressBar(total=cfg.steps, initial=start_step, enabled=cfg.progress and self.info.is_main)
         for step in range(start_step + 1, cfg.steps + 1):
             metrics = self._one_step(step)
-            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+            evaluated = bool(cfg.eval_every) and (step % cfg.eval_every == 0 or step == cfg.steps)
+            if evaluated:
                 last_eval = self._evaluate(step)
                 metrics.update(last_eval)
                 metrics.update(self.timer.pop())
-            if step % cfg.log_every == 0 or step == cfg.steps or last_eval is metrics:
+            if step % cfg.log_every == 0 or step == cfg.steps or evaluated:  # an evaluation is always logged
                 self.logger.log(step, metrics)
             bar.update({k.split("/")[-1]: metrics[k] for k in ("reward/mean", "eval/accuracy") if k in metrics})
             if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.steps:
@@ -297,6 +319,12 @@ class Trainer:
         if self.info.is_main and last_eval:
             log.info("final eval: %s", _fmt(last_eval))
         return last_eval
+
+
+def _trained_model(deepspeed_model: Any) -> TrainedModel:
+    """What ``loss`` / ``role_loss`` get: the plain module, and a forward through DeepSpeed (whose hooks scale
+    and reduce the gradients) that exposes no DeepSpeed object."""
+    return TrainedModel(deepspeed_model.module, lambda *args, **kwargs: deepspeed_model(*args, **kwargs))
 
 
 def _fmt(metrics: dict[str, float]) -> str:

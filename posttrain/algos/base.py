@@ -1,8 +1,10 @@
 """The Algorithm contract (docs/ARCHITECTURE.md): the trainer owns the loop, an algorithm owns the maths.
 
 An algorithm turns a batch of examples into an ``Experience`` (rollouts, rewards, advantages, masks,
-old/reference log-likelihoods) and an ``Experience`` micro-batch into a loss. It never touches the
-DeepSpeed engine, the optimizer, checkpoints or logging sinks.
+old/reference log-likelihoods) and an ``Experience`` micro-batch into a ``LossOutput``. Everything it needs
+comes in as an argument (the step, the inner iteration, the models) and everything the trainer needs goes
+back as a return value (metrics, the skip flag): the trainer sets no attribute on it, and it never holds
+DeepSpeed objects, the optimizer, checkpoints or logging sinks.
 """
 
 from __future__ import annotations
@@ -49,12 +51,39 @@ class Experience:
         return Experience({k: v.to(device) for k, v in self.tensors.items()})
 
 
+@dataclass(frozen=True)
+class LossOutput:
+    """What ``Algorithm.loss`` / ``Algorithm.role_loss`` return to the trainer for one micro-batch."""
+
+    loss: torch.Tensor
+    metrics: dict[str, float]
+    skip: bool = False
+    """``loss`` only: drop this micro-batch (e.g. PPO's ratio threshold). The trainer then zeroes the policy's
+    and every trained role's loss on it, still stepping each model so DeepSpeed's accumulation stays aligned."""
+
+
+class TrainedModel(torch.nn.Module):
+    """A trained model as ``loss`` / ``role_loss`` see it: calling it runs ``forward`` (the trainer's, which
+    goes through DeepSpeed so that its backward hooks scale and reduce the gradients), and ``module`` is the
+    plain torch module (its config, e.g. a diffusion model's mask id). It holds no DeepSpeed object."""
+
+    def __init__(self, module: torch.nn.Module, forward: Callable[..., Any]) -> None:
+        super().__init__()
+        self.module = module
+        self._forward = forward
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._forward(*args, **kwargs)
+
+
 class AlgoContext:
     """What the trainer lends an algorithm to build experience. Nothing here is owned by the algorithm.
 
     ``models`` and ``engines`` hold the algorithm's declared roles (``Algorithm.roles``,
     ``posttrain.algos.roles``), keyed by role name: ``engines["policy"]`` is the policy's rollout engine (also
-    ``rollout``), synced by the trainer; every other entry is frozen. ``rollout=`` and ``reference=`` are
+    ``rollout``), synced by the trainer; ``models`` are plain torch modules (a trained role's is its current
+    weights, for scoring without gradients); every other entry is frozen, or refreshed by the trainer when
+    its role says so (``ModelRole.refresh_every``). ``rollout=`` and ``reference=`` are
     shorthands for ``engines={"policy": ...}`` and ``models={"reference": ...}`` (tests build contexts by hand).
     """
 
@@ -85,19 +114,18 @@ class Algorithm(ABC):
     def __init__(self, config: TrainConfig, ctx: AlgoContext) -> None:
         self.config = config
         self.ctx = ctx
-        self.step = 0  # set by the trainer before each make_experience
         # Algorithm-owned randomness (e.g. diffusion masks); checkpointed with the run.
         self.generator = torch.Generator().manual_seed(config.seed * 1_000_003 + 17 * ctx.rank)
 
-    def sampling_seed(self) -> int:
-        """Rollout seed for the current step on this rank: a pure function of (seed, step, rank)."""
-        return (self.config.seed * 1_000_003 + self.step * 7_919 + self.ctx.rank * 104_729) % 2**63
+    def sampling_seed(self, step: int) -> int:
+        """Rollout seed of training step ``step`` on this rank: a pure function of (seed, step, rank)."""
+        return (self.config.seed * 1_000_003 + step * 7_919 + self.ctx.rank * 104_729) % 2**63
 
-    def sampling_params(self) -> SamplingParams:
-        """The rollout sampling settings of the config, seeded for the current step on this rank."""
+    def sampling_params(self, step: int) -> SamplingParams:
+        """The rollout sampling settings of the config, seeded for training step ``step`` on this rank."""
         cfg = self.config
         return SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                              top_k=cfg.top_k, seed=self.sampling_seed())
+                              top_k=cfg.top_k, seed=self.sampling_seed(step))
 
     def state_dict(self) -> dict[str, Any]:
         """Anything besides the generator that the algorithm carries between steps (JSON-serialisable)."""
@@ -122,21 +150,23 @@ class Algorithm(ABC):
         return self.ctx.rollout
 
     @abstractmethod
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
-        """Roll out, score and prepare one step's samples (this rank's share); returns metrics too."""
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
+                        step: int) -> tuple[Experience, dict[str, float]]:
+        """Roll out, score and prepare training step ``step``'s samples (this rank's share of the batch) with
+        ``policy`` (the plain module, in eval mode); returns metrics too."""
 
     # -- asynchronous rollouts (``--async_rollouts``): the step split in two ---------------------
     # An algorithm whose rollouts are one generation call overrides both methods below; the trainer then
     # asks for step t+1's request while step t trains and hands back the finished rollouts (see
-    # ``posttrain.rollout.async_rollouts``). ``self.step`` is set to the step concerned before each call.
-    def generation_request(self, examples: list[Example]) -> GenerationRequest:
-        """The one generation this step's experience needs (this rank's share of ``examples``)."""
+    # ``posttrain.rollout.async_rollouts``).
+    def generation_request(self, examples: list[Example], step: int) -> GenerationRequest:
+        """The one generation training step ``step``'s experience needs (this rank's share of ``examples``)."""
         raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")
 
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
-                                 staleness: int) -> tuple[Experience, dict[str, float]]:
-        """``make_experience`` after generation: ``rollouts`` answer ``generation_request(examples)``, sampled
-        by weights ``staleness`` versions older than ``policy``'s (0 = the same weights)."""
+                                 staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
+        """``make_experience`` after generation: ``rollouts`` answer ``generation_request(examples, step)``,
+        sampled by weights ``staleness`` versions older than ``policy``'s (0 = the same weights)."""
         raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")
 
     @property
@@ -149,10 +179,12 @@ class Algorithm(ABC):
         return len(owners) == 1 and Algorithm not in owners
 
     @abstractmethod
-    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
-        """Loss of one micro-batch (already on the policy's device) and its metrics."""
+    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
+        """Loss of one micro-batch (already on the policy's device) in inner iteration ``iteration`` (0 ..
+        mu - 1: the trainer's pass over the step's experience), with its metrics. ``policy`` is called for
+        the forward passes that train it (the trainer passes a ``TrainedModel``)."""
 
-    def role_loss(self, name: str, model: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+    def role_loss(self, name: str, model: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         """Loss of trained role ``name`` (a role besides the policy with ``trains`` set, e.g. PPO's critic) on
         the micro-batch the policy's ``loss`` just used; metrics keys carry their own prefix."""
         raise NotImplementedError(f"{type(self).__name__} declares the trained role {name!r} but no role_loss for it")

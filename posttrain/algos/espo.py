@@ -20,11 +20,8 @@ sampler (fixed length L, EOS-padded), score them, compute advantages, then draw 
 inner iterations from the algorithm's generator and -- under no grad, with *the same masks* (common
 random numbers) -- the old policy's estimates (only when mu > 1; for mu = 1 the old values are the
 current ones detached, as in ESPO) and the reference's (only when kl_coef > 0). ``loss`` evaluates the
-current policy with the masks of the current inner iteration. A new set of masks is used per inner
-iteration, as ESPO does.
-
-The inner-iteration index is counted here: the trainer calls ``loss`` mu times over the same
-micro-batches in order (``Trainer._train_on``), so call c of a step is iteration c // n_micro.
+current policy with the masks of the inner iteration the trainer passes it. A new set of masks is used per
+inner iteration, as ESPO does.
 
 Deviations from the papers' code (deliberate, documented): masks come from a checkpointed local
 generator instead of reseeding global RNGs; the prompt's left padding is hidden by the attention mask
@@ -34,13 +31,12 @@ invalid rewards (None) get zero advantage and are left out of the loss mean.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
 from posttrain.algos.core import (
     KL_ESTIMATORS,
     clipped_surrogate,
@@ -176,13 +172,14 @@ class ESPO(Algorithm):
         return torch.cat(out, 0)
 
     # -- experience ------------------------------------------------------------------------------
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
+                        step: int) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
         tokenizer = ctx.tokenizer
         group = [ex for ex in examples for _ in range(cfg.group_size)]
         prompt_ids = encode_prompts(tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
         with ctx.timer.phase("generate"):
-            rollouts = ctx.rollout.generate(prompt_ids, self.sampling_params())
+            rollouts = ctx.rollout.generate(prompt_ids, self.sampling_params(step))
         reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
         advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
 
@@ -216,17 +213,12 @@ class ESPO(Algorithm):
         if self.declares(REFERENCE):
             with ctx.timer.phase("reference"):
                 tensors["ref"] = self._estimate_all(ctx.models[REFERENCE], tensors)
-        self._loss_calls = 0
-        self._micro_batches = math.ceil(batch / min(cfg.micro_batch_size, batch))
-
         metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
         return Experience(tensors), metrics
 
     # -- loss ------------------------------------------------------------------------------------
-    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         cfg = self.config
-        iteration = (self._loss_calls // self._micro_batches) % cfg.mu
-        self._loss_calls += 1
         tensors = batch.tensors
         length = tensors["completion_mask"].shape[1]
         estimate = self._estimate(policy, tensors, iteration).float()
@@ -259,7 +251,7 @@ class ESPO(Algorithm):
         metrics["entropy"] = -metrics.get("elbo_per_token", metrics.get("logp_per_token", 0.0))
         metrics["clip_fraction"] = float(masked_mean(clipped.float(), mask))
         metrics["ratio_mean"] = float(masked_mean(ratio.detach(), mask))
-        return loss, metrics
+        return LossOutput(loss, metrics)
 
 
 @ALGORITHMS.register("token-elbo")

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
 from posttrain.algos.core import (
     AGGREGATIONS,
     KL_ESTIMATORS,
@@ -120,19 +120,26 @@ class GRPO(Algorithm):
         """The policy, and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
         return super().roles() + ((reference_role(),) if self.config.kl_coef > 0 else ())
 
-    def generation_request(self, examples: list[Example]) -> GenerationRequest:
+    def generation_request(self, examples: list[Example], step: int) -> GenerationRequest:
         cfg = self.config
         encoded = encode_prompts(self.ctx.tokenizer, examples, cfg.system_prompt, cfg.max_prompt_tokens)
-        return GenerationRequest([ids for ids in encoded for _ in range(cfg.group_size)], self.sampling_params())
+        return GenerationRequest([ids for ids in encoded for _ in range(cfg.group_size)], self.sampling_params(step))
 
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
-        request = self.generation_request(examples)
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
+                        step: int) -> tuple[Experience, dict[str, float]]:
+        request = self.generation_request(examples, step)
         with self.ctx.timer.phase("generate"):
             rollouts = self.ctx.rollout.generate(request.prompt_ids, request.params)
-        return self.experience_from_rollouts(examples, rollouts, policy, staleness=0)
+        return self.experience_from_rollouts(examples, rollouts, policy, staleness=0, step=step)
+
+    def score(self, group: list[Example], rollouts: Rollouts, step: int
+              ) -> tuple[torch.Tensor, torch.Tensor, list[bool], dict[str, float]]:
+        """Rewards of step ``step``'s rollouts (``score_rollouts``'s three values) and metrics of their own
+        (none here; DuPO's dual reward reports its counts)."""
+        return (*score_rollouts(self.ctx, group, rollouts), {})
 
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
-                                 staleness: int) -> tuple[Experience, dict[str, float]]:
+                                 staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
         """Rewards, advantages and log-probs of finished rollouts. Stale rollouts (sampled by older weights,
         ``--async_rollouts``) take the engine's sampling log-probs as the old policy of the clipped ratio:
         the ratio is then pi_theta / pi_behaviour, the policy that actually sampled them (PPO's own
@@ -140,7 +147,7 @@ class GRPO(Algorithm):
         cfg, ctx = self.config, self.ctx
         group = [ex for ex in examples for _ in range(cfg.group_size)]
         prompt_ids = rollouts.prompt_ids
-        reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
+        reward_tensor, valid, correct, score_metrics = self.score(group, rollouts, step)
         advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
         tensors = pack_sequences(prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         tensors["advantages"] = advantages
@@ -157,6 +164,7 @@ class GRPO(Algorithm):
                 with ctx.timer.phase("reference"):
                     tensors["ref_logprobs"] = self._logprobs(ctx.models[REFERENCE], tensors, completion_len)
         metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
+        metrics.update(score_metrics)
         return Experience(tensors), metrics
 
     def _logprobs(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:
@@ -196,18 +204,19 @@ class GRPO(Algorithm):
         return per_token, mask, logp, metrics
 
     def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``per_token`` reduced by ``--loss_agg`` ("constant": over the completion budget the rollouts had)."""
+        """``per_token`` reduced by ``--loss_agg`` ("constant": over the completion budget the rollouts had,
+        the same at every step)."""
         return aggregate_loss(per_token, mask, self.config.loss_agg,
-                              constant=float(self.sampling_params().max_new_tokens))
+                              constant=float(self.sampling_params(step=0).max_new_tokens))
 
-    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         cfg = self.config
         per_token, mask, logp, metrics = self.surrogate_terms(policy, batch)
         if self.declares(REFERENCE):
             kl = kl_estimate(logp, batch["ref_logprobs"], cfg.kl_estimator)
             per_token = per_token + cfg.kl_coef * kl
             metrics["kl"] = float(masked_mean(kl.detach(), mask))
-        return self.aggregate(per_token, mask), metrics
+        return LossOutput(self.aggregate(per_token, mask), metrics)
 
 
 @ALGORITHMS.register("rloo")

@@ -5,7 +5,7 @@ trains, and which rollout engine, if any, serves it. The trainer builds exactly 
 way for every algorithm, and lends the result through ``AlgoContext``:
 
 - ``policy`` (every algorithm has it): the model being trained, from ``--model`` or the embedded recipe. It
-  is the module the trainer's DeepSpeed engine wraps and hands to ``make_experience`` / ``loss``; its engine,
+  is the module the trainer's deepspeed model wraps and hands to ``make_experience`` / ``loss``; its engine,
   when it declares one, is ``ctx.rollout`` (``ctx.engines["policy"]``), synced every ``sync_every`` steps. A
   policy without an engine (SFT) still gets one for evaluation, synced before each evaluation only.
 - a frozen role (``trains`` False): a copy of the policy's initial weights (``INITIAL_POLICY``, e.g. the KL
@@ -13,10 +13,13 @@ way for every algorithm, and lends the result through ``AlgoContext``:
   embedded tiny recipe by default). With an engine it is served by that engine (``ctx.engines[name]``, built
   through ``rollout.registry.build_rollout_engine``, never synced: its weights never change); without one
   its module is ``ctx.models[name]``, on the device, in eval mode, without gradients.
+- a refreshed snapshot (``refresh_every`` N > 0, e.g. DuPO's dual solver): a frozen copy of the initial policy
+  served by its engine, into which the trainer copies the policy's current weights at the start of steps
+  1, N+1, 2N+1, ...; its weights are saved in every checkpoint and restored on resume.
 
 - a second trained role (``trains`` True, e.g. PPO's critic): a copy of the initial policy or another
-  checkpoint, with its own DeepSpeed engine and optimizer (learning rate ``ModelRole.lr``, else the run's),
-  checkpointed and resumed with the policy; ``ctx.models[name]`` is that engine. The trainer calls
+  checkpoint, with its own deepspeed model and optimizer (learning rate ``ModelRole.lr``, else the run's),
+  checkpointed and resumed with the policy; ``ctx.models[name]`` is its plain module. The trainer calls
   ``Algorithm.role_loss(name, ...)`` on every micro-batch after the policy's loss and steps it the same way.
   ``head="value"`` builds it as a ``posttrain.models.value.ValueModel`` (the LM's backbone and a scalar head).
 A checkpoint role exchanges token ids with the policy, so it must use the policy's tokenizer
@@ -65,6 +68,9 @@ class ModelRole:
     """``"lm"`` (the causal LM as loaded) or ``"value"`` (``ValueModel``: backbone + scalar head, a critic)."""
     lr: float | None = None
     """Trained roles other than the policy: their AdamW peak learning rate; None = the run's ``lr``."""
+    refresh_every: int = 0
+    """Frozen ``INITIAL_POLICY`` roles with an engine: copy the policy's weights into it at the start of steps 1,
+    N+1, 2N+1, ... (a snapshot, checkpointed with the run); 0 = never (the role keeps its weights)."""
     shares_tokenizer: bool = True
     """Whether the role exchanges token ids with the policy (so must use its tokenizer, checked at start-up);
     False for a model that only reads and writes text (Text2Grad's span reward model), served with its own."""
@@ -76,6 +82,11 @@ class ModelRole:
             raise ValueError(f"model role {self.name!r}: head {self.head!r} not in {HEADS}")
         if self.head == "value" and self.engine is not None:
             raise ValueError(f"model role {self.name!r}: a value model generates nothing, so no engine serves it")
+        if self.refresh_every < 0:
+            raise ValueError(f"model role {self.name!r}: refresh_every {self.refresh_every} must be >= 0")
+        if self.refresh_every and (self.trains or self.engine is None or self.source != INITIAL_POLICY):
+            raise ValueError(f"model role {self.name!r}: only a frozen copy of the initial policy served by an engine "
+                             "can be refreshed from the policy")
         if self.source == CHECKPOINT and not (self.checkpoint or self.recipe):
             raise ValueError(f"model role {self.name!r}: a checkpoint role needs a checkpoint or a tiny recipe")
 

@@ -14,15 +14,17 @@ from posttrain.tasks.base import Example, reward_columns
 if TYPE_CHECKING:
     from posttrain.algos.base import AlgoContext
     from posttrain.rollout.base import Rollouts
+    from posttrain.tasks.base import RewardFn
 
 
-def score_rollouts(ctx: AlgoContext, group: list[Example], rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor,
-                                                                                         list[bool]]:
+def score_rollouts(ctx: AlgoContext, group: list[Example], rollouts: Rollouts,
+                   reward_fn: RewardFn | None = None) -> tuple[torch.Tensor, torch.Tensor, list[bool]]:
     """Rewards as a float tensor, the mask of valid (non-None) rewards, and verifier correctness per completion.
+    The rewards are ``reward_fn``'s (default: the run's, ``ctx.reward_fn``).
 
     Timed as the "reward" phase; fails when the reward function returns the wrong number of rewards."""
     with ctx.timer.phase("reward"):
-        rewards = ctx.reward_fn([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
+        rewards = (reward_fn or ctx.reward_fn)([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
         if len(rewards) != len(group):
             raise ValueError(f"the reward function returned {len(rewards)} rewards for {len(group)} completions")
         correct = [ctx.is_correct(text, ex) for text, ex in zip(rollouts.texts, group)]

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
 from posttrain.algos.core import sft_loss
 from posttrain.algos.roles import ModelRole, policy_role
 from posttrain.algos.sequences import pack_sequences
@@ -54,7 +54,8 @@ class SFT(Algorithm):
         """The policy without a rollout engine: SFT samples nothing (the trainer still builds one to evaluate)."""
         return (policy_role(None),)
 
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
+                        step: int) -> tuple[Experience, dict[str, float]]:
         cfg, tokenizer = self.config, self.ctx.tokenizer
         prompt_ids = encode_prompts(tokenizer, examples, cfg.system_prompt, cfg.max_prompt_tokens)
         diffusion = cfg.model_kind == "diffusion"
@@ -75,13 +76,13 @@ class SFT(Algorithm):
         tensors = pack_sequences(prompt_ids, targets, tokenizer.pad_token_id)
         return Experience(tensors), {"train/target_tokens": float(tensors["completion_mask"].sum())}
 
-    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         if "response_mask" in batch.tensors:
             loss, metrics = diffusion_sft_loss(policy, batch["input_ids"], batch["response_mask"],
                                                diffusion_mask_token_id(policy), self.generator,
                                                batch["attention_mask"])
-            return loss, {"nll": float(loss.detach()), **{k.split("/")[-1]: v for k, v in metrics.items()}}
+            return LossOutput(loss, {"nll": float(loss.detach()), **{k.split("/")[-1]: v for k, v in metrics.items()}})
         mask = batch["completion_mask"]
         logp, _ = causal_token_logprobs(policy, batch["input_ids"], batch["attention_mask"], last=mask.shape[1])
         loss = sft_loss(logp.float(), mask)
-        return loss, {"nll": float(loss.detach())}
+        return LossOutput(loss, {"nll": float(loss.detach())})

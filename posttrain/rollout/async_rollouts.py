@@ -176,8 +176,7 @@ class AsyncStepDriver:
     def _launch(self, step: int) -> None:
         position = self.sampler.state_dict()["consumed"]
         examples = self._local(self.sampler.next_batch())
-        self.algo.step = step
-        request = self.algo.generation_request(examples)
+        request = self.algo.generation_request(examples, step)
         self._examples[step] = examples
         self.rollouts.launch(step, position, self.synced_version, request)
 
@@ -188,9 +187,8 @@ class AsyncStepDriver:
         start = time.perf_counter()
         pending, rollouts = self.rollouts.take(step, policy_version=step - 1)
         waited = time.perf_counter() - start
-        self.algo.step = step
         lag = staleness(step - 1, pending.weight_version)
-        experience, metrics = self.algo.experience_from_rollouts(self._examples.pop(step), rollouts, policy, lag)
+        experience, metrics = self.algo.experience_from_rollouts(self._examples.pop(step), rollouts, policy, lag, step)
         metrics["async/staleness"] = float(lag)
         metrics["time/async_rollout_wait"] = waited  # seconds this step waited for its rollouts (wall time)
         return experience, metrics

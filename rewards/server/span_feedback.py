@@ -9,7 +9,7 @@
 The reward model's input is ``rewards.text2grad.templates.render_request`` through its chat template
 (``scorer.request_ids``, shared with the in-process ``SpanRewardModel``); outputs are read by
 ``feedback.parse_feedback``. Generation goes through the app's batcher, limits and error shape (the
-helpers ``create_app`` passes in): a schema violation is 422 naming the field (an unknown ``form`` too),
+app's ``state.ServerState``): a schema violation is 422 naming the field (an unknown ``form`` too),
 an empty or over-long input 400, a full queue 429, too many items 413. An unparsable output is not an
 error: ``parse_ok`` is false and ``error`` says why, so the client can mask the sample and count it.
 Default style: ``compact`` when the server's rubric style is (the embedded tiny model), else ``full``.
@@ -18,19 +18,19 @@ Default style: ``compact`` when the server's rubric style is (the embedded tiny 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Literal
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.rollout.base import SamplingParams
-from rewards.server.batching import Generated, sample_params
-from rewards.server.guard import APIError, ServerSettings
+from rewards.server.batching import sample_params
+from rewards.server.guard import APIError
+from rewards.server.state import ServerState, State
 from rewards.text2grad.feedback import FeedbackParseError, SpanFeedback, parse_feedback
 from rewards.text2grad.scorer import request_ids
 
 DEFAULT_MAX_TOKENS = 512
+router = APIRouter()
 
 
 class SpanFeedbackRequest(BaseModel):
@@ -86,59 +86,49 @@ def feedback_body(feedback: SpanFeedback) -> SpanFeedbackBody:
                             word_score_list=[(w, s) for w, s in feedback.word_scores])
 
 
-def add_span_feedback_routes(
-    app: FastAPI, *, tokenizer: Any, settings: ServerSettings, model_name: str, max_context: int, server_style: str,
-    generate: Callable[[list[list[int]], list[SamplingParams]], Awaitable[list[Generated]]],
-    check_model: Callable[[str | None], None], check_tokens: Callable[[int, str], None],
-    check_context: Callable[[list[int], int, int], None],
-    sampling: Callable[..., SamplingParams],
-) -> None:
-    """Register the two routes on ``app`` with the app's own helpers (see the module docstring)."""
-    default_style = "compact" if server_style == "compact" else "full"
+async def span_feedback(requests: list[SpanFeedbackRequest], state: ServerState) -> list[dict]:
+    """The ``SpanFeedbackResponse`` of each request, in order."""
+    tokenizer, max_context, settings = state.served.tokenizer, state.served.max_context, state.settings
+    default_style = "compact" if state.style == "compact" else "full"
+    all_ids, all_params = [], []
+    for index, r in enumerate(requests):
+        state.check_model(r.model)
+        try:
+            ids = request_ids(tokenizer, r.form, r.prompt, r.response, r.style or default_style, max_context)
+        except ValueError as err:
+            raise APIError(400, f"item {index}: {err}") from None
+        if r.max_tokens is not None:
+            state.check_tokens(r.max_tokens, "max_tokens")
+            max_tokens = r.max_tokens
+        else:
+            max_tokens = max(1, min(DEFAULT_MAX_TOKENS, max_context - len(ids),
+                                    settings.max_tokens_cap or DEFAULT_MAX_TOKENS))
+        state.check_context(ids, max_tokens, index)
+        params = state.sampling(max_tokens, r.temperature, r.top_p, r.top_k, r.seed, 0.0, 1.0, 0)
+        all_ids.append(ids)
+        all_params.extend(sample_params(params, 1))
+    state.check_queue(len(all_ids))
+    outputs = await state.generate(all_ids, all_params)
+    results = []
+    for r, out in zip(requests, outputs):
+        try:
+            parsed, error = feedback_body(parse_feedback(out.text, r.form)), None
+        except FeedbackParseError as err:
+            parsed, error = None, str(err)
+        usage = {"prompt_tokens": len(out.prompt_ids), "completion_tokens": len(out.completion_ids)}
+        results.append(SpanFeedbackResponse(
+            id=r.id or f"span-{uuid.uuid4().hex[:12]}", model=state.model_name, form=r.form,
+            parse_ok=parsed is not None, feedback=parsed, error=error, raw=out.text,
+            usage={**usage, "total_tokens": sum(usage.values())}).model_dump())
+    return results
 
-    async def span_feedback(requests: list[SpanFeedbackRequest]) -> list[dict]:
-        all_ids, all_params = [], []
-        for index, r in enumerate(requests):
-            check_model(r.model)
-            style = r.style or default_style
-            try:
-                ids = request_ids(tokenizer, r.form, r.prompt, r.response, style, max_context)
-            except ValueError as err:
-                raise APIError(400, f"item {index}: {err}") from None
-            if r.max_tokens is not None:
-                check_tokens(r.max_tokens, "max_tokens")
-                max_tokens = r.max_tokens
-            else:
-                max_tokens = max(1, min(DEFAULT_MAX_TOKENS, max_context - len(ids),
-                                        settings.max_tokens_cap or DEFAULT_MAX_TOKENS))
-            check_context(ids, max_tokens, index)
-            params = sampling(max_tokens, r.temperature, r.top_p, r.top_k, r.seed, 0.0, 1.0, 0)
-            all_ids.append(ids)
-            all_params.extend(sample_params(params, 1))
-        if len(all_ids) > settings.max_queue:
-            raise APIError(413, f"these items need {len(all_ids)} generations; this server queues at most "
-                                f"{settings.max_queue} (--max-queue)", "request_too_large")
-        outputs = await generate(all_ids, all_params)
-        results = []
-        for r, out in zip(requests, outputs):
-            try:
-                parsed, error = feedback_body(parse_feedback(out.text, r.form)), None
-            except FeedbackParseError as err:
-                parsed, error = None, str(err)
-            usage = {"prompt_tokens": len(out.prompt_ids), "completion_tokens": len(out.completion_ids)}
-            results.append(SpanFeedbackResponse(
-                id=r.id or f"span-{uuid.uuid4().hex[:12]}", model=model_name, form=r.form, parse_ok=parsed is not None,
-                feedback=parsed, error=error, raw=out.text,
-                usage={**usage, "total_tokens": sum(usage.values())}).model_dump())
-        return results
 
-    @app.post("/v1/span_feedback")
-    async def span_feedback_one(req: SpanFeedbackRequest) -> dict:
-        return (await span_feedback([req]))[0]
+@router.post("/v1/span_feedback")
+async def span_feedback_one(req: SpanFeedbackRequest, state: State) -> dict:
+    return (await span_feedback([req], state))[0]
 
-    @app.post("/v1/span_feedback/batch")
-    async def span_feedback_batch(req: SpanFeedbackBatchRequest) -> dict:
-        if len(req.requests) > settings.max_batch_items:
-            raise APIError(413, f"{len(req.requests)} items in one batch; this server accepts at most "
-                                f"{settings.max_batch_items}", "request_too_large")
-        return {"object": "list", "model": model_name, "results": await span_feedback(req.requests)}
+
+@router.post("/v1/span_feedback/batch")
+async def span_feedback_batch(req: SpanFeedbackBatchRequest, state: State) -> dict:
+    state.check_batch_items(len(req.requests))
+    return {"object": "list", "model": state.model_name, "results": await span_feedback(req.requests, state)}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from posttrain.tasks.base import TASKS, Example
 from posttrain.tasks.word_arithmetic import WordArithmeticTask, WordProblem
@@ -160,21 +161,31 @@ def test_dupo_moves_probability_to_the_right_answers_without_any_answer(strong_d
     assert after > before + MARGIN_GAIN, (before, after)
 
 
-def _resume_args(model: Path, out: Path) -> list[str]:
+def _resume_args(model: Path, out: Path, refresh_every: int) -> list[str]:
     # Unfiltered, sampled dual answers: a 20-step warm start's greedy dual rarely depends on the answer, and
     # sampled recoveries give the rewards enough spread for the weights to move.
     return ["--algo", "dupo", "--model", str(model), "--output_dir", str(out), "--steps", "4", "--save_every", "2",
-            "--dual_refresh_every", "2", "--eval_every", "2", "--eval_examples", "8", "--pass_k", "2",
+            "--dual_refresh_every", str(refresh_every), "--eval_every", "2", "--eval_examples", "8", "--pass_k", "2",
             "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "8", "--max_new_tokens", "6",
             "--dual_max_new_tokens", "4", "--dual_selection", "false", "--dual_samples", "2", "--dual_temperature", "1.0",
             "--progress", "false", "--keep_last", "3"]
 
 
-def test_dupo_sigkill_and_resume_equals_uninterrupted(tiny_word_arithmetic: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("refresh_every,snapshot_steps", [(2, [1, 1, 3, 3]), (3, [1, 1, 1, 4])])
+def test_dupo_sigkill_and_resume_equals_uninterrupted(tiny_word_arithmetic: Path, tmp_path: Path, refresh_every: int,
+                                                      snapshot_steps: list[int]) -> None:
+    """Killed after step 2 and resumed; with refresh_every 3 the resumed step 3 answers with the step-1 snapshot,
+    which only the checkpoint still holds (the policy has moved on)."""
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    kill_and_resume(lambda out: _resume_args(tiny_word_arithmetic, out), straight, killed, kill_after=2, final=4)
+    kill_and_resume(lambda out: _resume_args(tiny_word_arithmetic, out, refresh_every), straight, killed, kill_after=2,
+                    final=4)
     rows = assert_same_end(tiny_word_arithmetic, straight, killed, final=4)
-    assert [r["dupo/snapshot_step"] for r in rows if r["step"] > 0] == [1.0, 1.0, 3.0, 3.0]
+    assert [r["dupo/snapshot_step"] for r in rows if r["step"] > 0] == snapshot_steps
+    saved = torch.load(killed / "checkpoints" / "step_2" / "role_solver.pt")
+    initial = load_file(tiny_word_arithmetic / "model.safetensors")
+    assert all(torch.equal(saved[k], v) for k, v in initial.items() if k in saved)  # the step-1 snapshot
+    final_a, final_b = (torch.load(out / "checkpoints" / "step_4" / "role_solver.pt") for out in (straight, killed))
+    assert final_a.keys() == final_b.keys() and all(torch.equal(final_a[k], final_b[k]) for k in final_a)
 
 
 def test_dupo_rerank_command(tiny_word_arithmetic: Path, tmp_path: Path) -> None:

@@ -61,15 +61,15 @@ def test_trainer_builds_the_roles_and_never_changes_the_target(answer_format_mod
     target = trainer.ctx.engines["target"].model
     trained = {"critic"} if algo == "prefix-rl-ppo" else set()  # the paper's PPO: a critic role of its own
     assert set(trainer.ctx.models) == {"reference"} | trained and set(trainer.ctx.engines) == {"policy", "target"}
-    assert set(trainer.role_engines) == trained
+    assert set(trainer.role_deepspeed_models) == trained
     assert trainer.ctx.engines["target"] is not trainer.rollout
     assert all(not p.requires_grad for p in target.parameters())
     before = {k: v.clone() for k, v in target.state_dict().items()}
-    adapter_before = {k: v.clone() for k, v in trainer.engine.module.state_dict().items()}
+    adapter_before = {k: v.clone() for k, v in trainer.deepspeed_model.module.state_dict().items()}
     final = trainer.fit()
     assert "eval/accuracy" in final
     assert all(torch.equal(before[k], v) for k, v in target.state_dict().items())
-    assert any(not torch.equal(adapter_before[k], v) for k, v in trainer.engine.module.state_dict().items())
+    assert any(not torch.equal(adapter_before[k], v) for k, v in trainer.deepspeed_model.module.state_dict().items())
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all("prefix_rl/answer_length_mean" in r and r["completion/length_max"] <= 8 for r in rows if r["step"])
     if trained:

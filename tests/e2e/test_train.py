@@ -131,3 +131,16 @@ def test_logged_eval_matches_exported_checkpoint(tiny_arithmetic: Path, tmp_path
     assert logged["eval/accuracy"] == accuracy
     assert logged["eval/completion_length"] == length
     assert read_metrics(out)[0]["eval/completion_length"] != length or read_metrics(out)[0]["eval/accuracy"] != accuracy
+
+
+def test_an_evaluation_at_a_non_log_step_is_logged(tiny_arithmetic: Path, tmp_path: Path) -> None:
+    """Step 2 evaluates (eval_every 2) but is no log step (log_every 5, 3 steps): its evaluation is logged."""
+    out = tmp_path / "sft"
+    result = run_entry(["--algo", "sft", "--model", str(tiny_arithmetic), "--output_dir", str(out), "--steps", "3",
+                        "--prompts_per_step", "4", "--micro_batch_size", "4", "--eval_every", "2", "--log_every", "5",
+                        "--eval_examples", "4", "--pass_k", "1", "--max_new_tokens", "4", "--save_every", "0",
+                        "--progress", "false"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_metrics(out)
+    assert [r["step"] for r in rows] == [0, 2, 3]
+    assert all("eval/accuracy" in r for r in rows) and "train/loss" in rows[1]

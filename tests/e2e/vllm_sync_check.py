@@ -34,7 +34,7 @@ def trainer_copy(trainer: Trainer) -> torch.nn.Module:
     from posttrain.rollout.weights import WeightReceiver
 
     model = load_causal_lm(trainer.config.model)
-    WeightReceiver(model).update(gathered_named_parameters(trainer.engine.module, trainer.config.zero_stage))
+    WeightReceiver(model).update(gathered_named_parameters(trainer.deepspeed_model.module, trainer.config.zero_stage))
     return model
 
 

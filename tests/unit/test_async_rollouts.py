@@ -115,5 +115,6 @@ def test_only_algorithms_with_their_own_split_run_async() -> None:
 
     supported = {name for name in algorithm_names()
                  if (cls := get_algorithm(name)).__new__(cls).supports_async_rollouts}
-    # GPO and DuPO subclass GRPO but build their experience in their own make_experience
+    # GPO subclasses GRPO but builds its experience in its own make_experience; DuPO's dual reward may generate
+    # with the policy's engine, which the background generation holds
     assert supported == {"grpo", "rloo"}

@@ -1,5 +1,5 @@
 """ESPO and its baselines (token-elbo, diffu-grpo) on one code path: experience layout, common random
-numbers across policy / old / reference, the iteration counter, ratio normalisation, clipping and KL."""
+numbers across policy / old / reference, the inner iteration's masks, ratio normalisation, clipping and KL."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _algo(cls, config_cls, tokenizer, policy, **overrides):
 def test_experience_and_ratio_one_before_any_update(tokenizer, policy, cls, config_cls, token):
     algo = _algo(cls, config_cls, tokenizer, policy)
     cfg = algo.config
-    exp, _ = algo.make_experience(EXAMPLES, policy)
+    exp, _ = algo.make_experience(EXAMPLES, policy, step=1)
     batch, length = 8, 8
     assert exp["input_ids"].shape[1] == exp["attention_mask"].shape[1] and exp["completion_mask"].shape == (batch, length)
     expected = (batch, cfg.mu, length) if token else (batch, cfg.mu)
@@ -60,9 +60,10 @@ def test_experience_and_ratio_one_before_any_update(tokenizer, policy, cls, conf
     assert exp["advantages"].abs().sum() > 0
     # the trainer's order: mu passes over the micro-batches; nothing updated, so old == current exactly
     seen = []
-    for _ in range(cfg.mu):
+    for iteration in range(cfg.mu):
         for micro in exp.split(cfg.micro_batch_size):
-            loss, m = algo.loss(policy, micro)
+            out = algo.loss(policy, micro, iteration)
+            loss, m = out.loss, out.metrics
             seen.append(int(m["iteration"]))
             assert m["ratio_mean"] == 1.0 and m["kl"] == 0.0 and m["clip_fraction"] == 0.0
             adv, valid = micro["advantages"], micro["valid"].bool()
@@ -77,14 +78,15 @@ def test_experience_and_ratio_one_before_any_update(tokenizer, policy, cls, conf
 
 def test_sequence_ratio_is_normalised_by_length_and_clipped(tokenizer, policy):
     algo = _algo(ESPO, ESPOConfig, tokenizer, policy, clip_low=0.2, clip_high=0.05, kl_coef=0.5)
-    exp, _ = algo.make_experience(EXAMPLES, policy)
+    exp, _ = algo.make_experience(EXAMPLES, policy, step=1)
     length = exp["completion_mask"].shape[1]
     micro = exp.split(4)[0]
     # pretend the old policy was less likely by L*log(1.1): ratio exp(log 1.1) = 1.1, clipped at 1.05 for A > 0
     micro.tensors["old"] = micro["old"] - length * math.log(1.1)
     shift = torch.tensor([0.0, 1.0, 2.0, 3.0])
     micro.tensors["ref"] = micro["ref"] + shift[:, None]
-    loss, m = algo.loss(policy, micro)
+    out = algo.loss(policy, micro, iteration=0)
+    loss, m = out.loss, out.metrics
     adv = micro["advantages"]
     assert m["ratio_mean"] == pytest.approx(1.1, rel=1e-5)
     surrogate = -torch.minimum(1.1 * adv, 1.05 * adv).mean()
@@ -114,7 +116,7 @@ def test_token_ratios_are_clipped_per_token(tokenizer, policy, cls, config_cls, 
     Surrogate sums: -(1.3 + .5 + 1.1 + 1) * 2 = -7.8; 2 (1.5 + .8 + 1.1) = 6.8; -.5 (1.3 + .5 + 1.1 + 1 + 1.3)
     = -2.6; mean over the 16 kept tokens: -3.6 / 16 = -0.225."""
     algo = _algo(cls, config_cls, tokenizer, policy, clip_low=0.2, clip_high=0.3, kl_coef=0.1)
-    exp, _ = algo.make_experience(EXAMPLES, policy)
+    exp, _ = algo.make_experience(EXAMPLES, policy, step=1)
     micro = exp.split(4)[0]
     assert micro["completion_mask"].shape[1] == len(TOKEN_RATIOS)
     micro.tensors["advantages"] = torch.tensor([1.0, -2.0, 0.5, -1.0])
@@ -122,7 +124,8 @@ def test_token_ratios_are_clipped_per_token(tokenizer, policy, cls, config_cls, 
     micro.tensors["completion_mask"] = (torch.arange(8)[None, :] < torch.tensor([8, 3, 5, 2])[:, None]).float()
     micro.tensors["old"] = micro["old"] - torch.log(torch.tensor(TOKEN_RATIOS))  # [4, mu, L]: ratio = r
     micro.tensors["ref"] = micro["ref"] + torch.tensor(REF_SHIFTS)
-    loss, m = algo.loss(policy, micro)
+    out = algo.loss(policy, micro, iteration=0)
+    loss, m = out.loss, out.metrics
     assert m["iteration"] == 0.0
     assert m["ratio_mean"] == pytest.approx((8.2 + 3.1 + 5.6) / 16, rel=1e-5)
     assert m["clip_fraction"] == pytest.approx(5 / 16)  # r = 1.5 at A > 0 (2 + 2 tokens), r = 0.5 at A < 0 (1)
@@ -136,10 +139,10 @@ def test_token_ratios_are_clipped_per_token(tokenizer, policy, cls, config_cls, 
 def test_masks_come_from_the_algorithm_generator(tokenizer, policy):
     a = _algo(ESPO, ESPOConfig, tokenizer, policy)
     b = _algo(ESPO, ESPOConfig, tokenizer, policy)
-    ea, _ = a.make_experience(EXAMPLES, policy)
-    eb, _ = b.make_experience(EXAMPLES, policy)
+    ea, _ = a.make_experience(EXAMPLES, policy, step=1)
+    eb, _ = b.make_experience(EXAMPLES, policy, step=1)
     assert torch.equal(ea["elbo_masks"], eb["elbo_masks"]) and torch.equal(ea["old"], eb["old"])
-    again, _ = a.make_experience(EXAMPLES, policy)
+    again, _ = a.make_experience(EXAMPLES, policy, step=1)
     assert not torch.equal(again["elbo_masks"], ea["elbo_masks"])  # fresh masks each step
     assert not torch.equal(ea["elbo_masks"][:, 0], ea["elbo_masks"][:, 1])  # and each inner iteration
 

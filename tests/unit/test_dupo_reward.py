@@ -7,15 +7,18 @@ import re
 from collections.abc import Callable
 
 import pytest
+import torch
 
-from posttrain.algos.dupo.algo import DuPOConfig
+from posttrain.algos.base import AlgoContext
+from posttrain.algos.dupo.algo import DuPO, DuPOConfig
 from posttrain.algos.dupo.reward import DualSettings, group_dual_rewards
 from posttrain.algos.dupo.selection import select_unknown
-from posttrain.algos.dupo.solver import DualSolver
+from posttrain.algos.dupo.solver import SOLVER, snapshot_step
+from posttrain.algos.roles import INITIAL_POLICY, POLICY, check_roles
 from posttrain.config import ConfigError
-from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+from posttrain.metrics import PhaseTimer
+from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import Rollouts, SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
 
 _DUAL = re.compile(r"^(?P<problem>.*) Given that the answer is (?P<answer>\S+), what is (?P<var>V[a-z]+)\?$")
 
@@ -109,42 +112,28 @@ def test_groups_must_be_copies_of_one_prompt() -> None:
                            ScriptedEngine(inverse_of_addition), settings())
 
 
-def _hf_engine() -> HFRolloutEngine:
-    tokenizer = build_tokenizer()
-    recipe = RECIPES.get("causal-word-arithmetic")
-    return HFRolloutEngine(build_model(recipe, tokenizer), tokenizer, max_batch_size=4)
+def test_snapshot_solver_is_a_refreshed_model_role() -> None:
+    ctx = AlgoContext(tokenizer=None, reward_fn=None, is_correct=None, timer=PhaseTimer(), device=torch.device("cpu"),
+                      engines={POLICY: ScriptedEngine(inverse_of_addition), SOLVER: ScriptedEngine(inverse_of_addition)})
+    snapshot = DuPO(DuPOConfig(algo="dupo", dual_refresh_every=3), ctx)
+    role = check_roles(snapshot.roles())[SOLVER]
+    assert (role.source, role.trains, role.engine, role.refresh_every) == (INITIAL_POLICY, False, "hf", 3)
+    assert snapshot.dual_solver() is ctx.engines[SOLVER]
+    live = DuPO(DuPOConfig(algo="dupo", dual_solver="policy"), ctx)
+    assert SOLVER not in check_roles(live.roles()) and live.dual_solver() is ctx.engines[POLICY]
 
 
-def test_snapshot_solver_refreshes_every_n_steps() -> None:
-    rollout = _hf_engine()
-    solver = DualSolver("snapshot", refresh_every=3)
-    first = solver.engine(1, rollout)
-    assert first is not rollout and first.model is not rollout.model
-    assert solver.engine(2, rollout) is first and solver.engine(3, rollout) is first
-    fourth = solver.engine(4, rollout)
-    assert fourth is not first and solver.snapshot_step == 4
-    assert DualSolver("policy", refresh_every=3).engine(5, rollout) is rollout
-    with pytest.raises(TypeError, match="dual_solver policy"):
-        DualSolver("snapshot", refresh_every=3).engine(1, ScriptedEngine(inverse_of_addition))
-
-
-def test_the_snapshot_is_frozen_between_refreshes() -> None:
-    import torch
-
-    rollout = _hf_engine()
-    solver = DualSolver("snapshot", refresh_every=10)
-    snapshot = solver.engine(1, rollout)
-    with torch.no_grad():
-        next(rollout.model.parameters()).add_(1.0)
-    live, frozen = next(rollout.model.parameters()), next(solver.engine(2, rollout).model.parameters())
-    assert snapshot is solver.engine(2, rollout) and not torch.equal(live, frozen)
+def test_snapshot_step_is_the_last_refresh() -> None:
+    assert [snapshot_step(step, 3) for step in range(1, 8)] == [1, 1, 1, 4, 4, 4, 7]
+    assert [snapshot_step(step, 1) for step in range(1, 4)] == [1, 2, 3]
+    with pytest.raises(ValueError, match="step 0"):
+        snapshot_step(0, 3)
 
 
 @pytest.mark.parametrize("overrides,field", [
     ({"dual_samples": 4, "dual_temperature": 0.0}, "dual_samples"),
     ({"dual_lambda": 0.0}, "dual_lambda"),
     ({"dual_questions": 0}, "dual_questions"),
-    ({"save_every": 15, "dual_refresh_every": 10}, "save_every"),
     ({"rollout": "vllm"}, "dual_solver"),
     ({"dual_temperature": -1.0}, "dual_temperature"),
 ])
@@ -153,11 +142,12 @@ def test_bad_dupo_config_names_the_field(overrides: dict, field: str) -> None:
 
 
 def test_bad_dupo_config_fails_validation() -> None:
-    with pytest.raises(ConfigError, match="multiple of dual_refresh_every 10"):
-        DuPOConfig(algo="dupo", save_every=15).validate()
+    with pytest.raises(ConfigError, match="dual_lambda"):
+        DuPOConfig(algo="dupo", dual_lambda=0.0).validate()
 
 
 def test_default_dupo_config_is_valid_and_label_free_options_combine() -> None:
     DuPOConfig(algo="dupo").validate()
+    DuPOConfig(algo="dupo", save_every=15).validate()  # the snapshot is checkpointed: any save step resumes exactly
     DuPOConfig(algo="dupo", dual_solver="policy", save_every=7).validate()
     DuPOConfig(algo="dupo", dual_samples=4, dual_temperature=1.0).validate()

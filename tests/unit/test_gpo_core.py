@@ -195,7 +195,8 @@ def test_gpo_llm_clip_loss_by_hand() -> None:
     batch = _gpo_batch()
     model = TwoTableModel(hinted_width=batch["input_ids"].shape[1])
     algo = _gpo("clip")
-    loss, metrics = algo.loss(model, batch)
+    out = algo.loss(model, batch, iteration=0)
+    loss, metrics = out.loss, out.metrics
     assert loss.item() == pytest.approx(sum(guider + learner) / 4, rel=1e-5)
     assert metrics["gpo/backtrack_fraction"] == pytest.approx(3 / 4)
     assert metrics["gpo/kl_guider_learner"] == pytest.approx((kl1 + kl2 + kl3) / 4, rel=1e-5)
@@ -214,7 +215,8 @@ def test_gpo_llm_penalty_loss_by_hand() -> None:
     batch = _gpo_batch()
     algo = _gpo("penalty")
     algo.alpha = 0.5
-    loss, metrics = algo.loss(TwoTableModel(hinted_width=batch["input_ids"].shape[1]), batch)
+    out = algo.loss(TwoTableModel(hinted_width=batch["input_ids"].shape[1]), batch, iteration=0)
+    loss, metrics = out.loss, out.metrics
     assert loss.item() == pytest.approx(sum(guider + learner) / 4, rel=1e-5)
     assert "gpo/backtrack_fraction" not in metrics
     assert algo._kl_count == 1 and algo._kl_sum == pytest.approx((kl1 + kl2 + kl3) / 4, rel=1e-5)

@@ -49,7 +49,6 @@ def _algo(cls: type[PPO] = PPO, reward=_zero_reward, **overrides) -> tuple[PPO, 
                       device=torch.device("cpu"), rollout=HFRolloutEngine(copy.deepcopy(policy), tokenizer),
                       models=models)
     algo = cls(config, ctx)
-    algo.step = 1
     return algo, policy
 
 
@@ -67,10 +66,10 @@ def test_roles() -> None:
 
 def test_all_zero_reward_gives_zero_policy_gradient() -> None:
     algo, policy = _algo()
-    experience, metrics = algo.make_experience(EXAMPLES, policy)
+    experience, metrics = algo.make_experience(EXAMPLES, policy, step=1)
     assert torch.equal(experience["advantages"], torch.zeros_like(experience["advantages"]))
     assert metrics["ppo/token_reward_mean"] == 0.0
-    loss, _ = algo.loss(policy.train(), experience)
+    loss = algo.loss(policy.train(), experience, iteration=0).loss
     loss.backward()
     grads = [p.grad for p in policy.parameters() if p.grad is not None]
     assert grads and all(torch.count_nonzero(g) == 0 for g in grads)
@@ -78,7 +77,7 @@ def test_all_zero_reward_gives_zero_policy_gradient() -> None:
 
 def test_dense_reward_credits_the_tokens_up_to_it() -> None:
     algo, policy = _algo(MarkSecondToken, whiten_advantages=False, lam=0.5)
-    experience, _ = algo.make_experience(EXAMPLES, policy)
+    experience, _ = algo.make_experience(EXAMPLES, policy, step=1)
     mask = experience["completion_mask"]
     assert (mask[:, :2] == 1).all()  # every completion has at least two tokens here
     advantages = experience["advantages"]
@@ -86,23 +85,26 @@ def test_dense_reward_credits_the_tokens_up_to_it() -> None:
     assert torch.allclose(advantages[:, 1], torch.ones(len(mask)))
     assert torch.allclose(advantages[:, 0], torch.full((len(mask),), 0.5))
     assert torch.count_nonzero(advantages[:, 2:]) == 0
-    critic_loss, metrics = algo.role_loss(CRITIC, algo.ctx.models[CRITIC], experience)
+    role_out = algo.role_loss(CRITIC, algo.ctx.models[CRITIC], experience, iteration=0)
+    critic_loss, metrics = role_out.loss, role_out.metrics
     assert critic_loss.item() > 0 and metrics["critic/clip_fraction"] == 0.0  # values start at 0, returns do not
 
 
 def test_full_kl_against_an_identical_reference_is_zero() -> None:
     algo, policy = _algo(kl_coef=0.1, kl_estimator="full", reward=TASK.reward)
-    _, metrics = algo.make_experience(EXAMPLES, policy)
+    _, metrics = algo.make_experience(EXAMPLES, policy, step=1)
     assert metrics["ppo/sequence_kl"] == pytest.approx(0.0, abs=1e-6)
     assert metrics["ppo/kl_coef"] == 0.1
 
 
-def test_ratio_threshold_skips_both_losses() -> None:
+def test_ratio_threshold_skips_the_micro_batch() -> None:
+    """The skip goes back to the trainer (``LossOutput.skip``), which zeroes the policy's and the critic's loss."""
     algo, policy = _algo(MarkSecondToken, ratio_threshold=1e-6)
-    experience, _ = algo.make_experience(EXAMPLES, policy)
-    loss, metrics = algo.loss(policy, experience)
-    critic_loss, _ = algo.role_loss(CRITIC, algo.ctx.models[CRITIC], experience)
-    assert metrics["ppo/skipped_batch"] == 1.0 and loss.item() == 0.0 and critic_loss.item() == 0.0
+    experience, _ = algo.make_experience(EXAMPLES, policy, step=1)
+    out = algo.loss(policy, experience, iteration=0)
+    assert out.skip and out.metrics["ppo/skipped_batch"] == 1.0
+    kept = _algo(MarkSecondToken, ratio_threshold=0.0)[0].loss(policy, experience, iteration=0)
+    assert not kept.skip and kept.metrics["ppo/skipped_batch"] == 0.0
 
 
 @pytest.mark.parametrize(("overrides", "field"), [

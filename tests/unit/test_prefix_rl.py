@@ -58,7 +58,6 @@ def _algo(target_seed: int = 1, reward=None, **overrides) -> tuple[PrefixRL, tor
                       engines={TARGET: Recording(HFRolloutEngine(_model("causal-answer-format", target_seed),
                                                                  tokenizer))})
     algo = PrefixRL(config, ctx)
-    algo.step = 1
     return algo, adapter
 
 
@@ -80,7 +79,7 @@ def test_roles_are_adapter_target_and_reference() -> None:
 
 def test_prefix_is_exactly_k_tokens_and_the_target_gets_the_same_ids() -> None:
     algo, adapter = _algo()
-    experience, metrics = algo.make_experience(EXAMPLES, adapter)
+    experience, metrics = algo.make_experience(EXAMPLES, adapter, step=1)
     (prompts, adapter_params), = algo.ctx.rollout.calls
     assert adapter_params.max_new_tokens == K and adapter_params.stop_token_ids == ()  # early stop only at EOS
     prefix = algo.ctx.rollout.engine.generate(prompts, adapter_params)  # the same seeded draw, replayed
@@ -106,10 +105,10 @@ def test_target_tokens_never_reach_the_loss() -> None:
     losses, tensors = [], []
     for target_seed in (1, 2):
         algo, adapter = _algo(target_seed=target_seed, reward=_first_k_chars_reward)
-        experience, _ = algo.make_experience(EXAMPLES, adapter)
+        experience, _ = algo.make_experience(EXAMPLES, adapter, step=1)
         assert any(len(text) > K + 2 for text in _first_k_chars_reward.seen)  # whole answers were scored
         tensors.append(experience.tensors)
-        losses.append(algo.loss(adapter, experience)[0])
+        losses.append(algo.loss(adapter, experience, iteration=0).loss)
     assert tensors[0].keys() == tensors[1].keys()
     for key in tensors[0]:
         assert torch.equal(tensors[0][key], tensors[1][key]), key
@@ -119,7 +118,7 @@ def test_target_tokens_never_reach_the_loss() -> None:
 def test_only_prefix_positions_get_gradient() -> None:
     algo, adapter = _algo(reward=_first_k_chars_reward)  # rewards that differ within a group: advantages != 0
     adapter.train()
-    experience, _ = algo.make_experience(EXAMPLES, adapter)
+    experience, _ = algo.make_experience(EXAMPLES, adapter, step=1)
     captured = {}
 
     def keep_logits(module, args, output):
@@ -127,7 +126,7 @@ def test_only_prefix_positions_get_gradient() -> None:
         captured["logits"] = output.logits
 
     handle = adapter.register_forward_hook(keep_logits)
-    loss, _ = algo.loss(adapter, experience)
+    loss = algo.loss(adapter, experience, iteration=0).loss
     handle.remove()
     loss.backward()
     grad = captured["logits"].grad.abs().sum(-1)  # [B, C + 1]: column j predicts completion token j

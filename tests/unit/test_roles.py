@@ -7,6 +7,7 @@ import pytest
 
 from posttrain.algos import get_algorithm
 from posttrain.algos.base import AlgoContext
+from posttrain.algos.dupo.solver import solver_role
 from posttrain.algos.roles import (
     CHECKPOINT,
     INITIAL_POLICY,
@@ -37,7 +38,8 @@ def test_each_algorithm_declares_what_it_used_to_need() -> None:
     assert REFERENCE not in _roles("espo", kl_coef=0.0)
     assert _roles("gpo") == {POLICY: policy_role("hf")}
     assert _roles("sft") == {POLICY: policy_role(None)}  # no rollout engine: SFT samples nothing
-    assert _roles("dupo") == {POLICY: policy_role("hf")}
+    assert _roles("dupo") == {POLICY: policy_role("hf"), "solver": solver_role(10)}  # the snapshot dual solver
+    assert _roles("dupo", dual_solver="policy") == {POLICY: policy_role("hf")}
 
 
 def test_check_roles_refuses_bad_declarations() -> None:
@@ -55,6 +57,10 @@ def test_check_roles_refuses_bad_declarations() -> None:
         check_roles([policy_role("hf"), ModelRole("copy", POLICY)])
     with pytest.raises(ValueError, match="head"):
         ModelRole("critic", INITIAL_POLICY, head="q-values")
+    with pytest.raises(ValueError, match="only a frozen copy of the initial policy served by an engine"):
+        ModelRole("snapshot", INITIAL_POLICY, refresh_every=2)  # no engine to refresh
+    with pytest.raises(ValueError, match="must be >= 0"):
+        ModelRole("snapshot", INITIAL_POLICY, engine="hf", refresh_every=-1)
     with pytest.raises(ValueError, match="needs a checkpoint or a tiny recipe"):
         ModelRole("target", CHECKPOINT)
     with pytest.raises(ValueError, match="source"):

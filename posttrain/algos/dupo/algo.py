@@ -28,12 +28,14 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, AlgoContext, Experience
-from posttrain.algos.dupo.reward import DualSettings, DualStats, group_dual_rewards
-from posttrain.algos.dupo.solver import DUAL_SOLVERS, DualSolver
+from posttrain.algos.base import ALGORITHMS
+from posttrain.algos.dupo.reward import DualSettings, group_dual_rewards
+from posttrain.algos.dupo.solver import DUAL_SOLVERS, SOLVER, snapshot_step, solver_role
 from posttrain.algos.pg import GRPO, GRPOConfig
+from posttrain.algos.roles import ModelRole
+from posttrain.algos.scoring import score_rollouts
 from posttrain.config import opt
-from posttrain.rollout.base import SamplingParams
+from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
 from posttrain.tasks.base import Example
 
 
@@ -66,26 +68,10 @@ class DuPOConfig(GRPOConfig):
                                                            "use 1, or a dual_temperature > 0")))
         if self.dual_lambda <= 0:
             bad.append(("dual_lambda", self.dual_lambda, "must be > 0"))
-        if self.dual_solver == "snapshot":
-            if self.rollout != "hf":
-                bad.append(("dual_solver", self.dual_solver, (f"the snapshot copies the HF rollout engine's model; with "
-                                                             f"--rollout {self.rollout} use dual_solver policy")))
-            if self.save_every % self.dual_refresh_every:
-                bad.append(("save_every", self.save_every,
-                            (f"must be a multiple of dual_refresh_every {self.dual_refresh_every} (or 0), so a resumed "
-                            "run rebuilds the dual snapshot exactly where the uninterrupted run refreshes it")))
+        if self.dual_solver == "snapshot" and self.rollout != "hf":
+            bad.append(("dual_solver", self.dual_solver, (f"the snapshot is served by an HF engine like the policy's; "
+                                                         f"with --rollout {self.rollout} use dual_solver policy")))
         return bad
-
-
-class _DualRewardContext:
-    """The trainer's ``AlgoContext`` as DuPO sees it: every field read live from it, except ``reward_fn``."""
-
-    def __init__(self, ctx: AlgoContext, reward_fn: Any) -> None:
-        self._ctx = ctx
-        self.reward_fn = reward_fn
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ctx, name)
 
 
 @ALGORITHMS.register("dupo")
@@ -93,30 +79,42 @@ class DuPO(GRPO):
     config_class = DuPOConfig
     config: DuPOConfig
 
-    def __init__(self, config: DuPOConfig, ctx: AlgoContext) -> None:
-        super().__init__(config, _DualRewardContext(ctx, self.dual_reward))  # type: ignore[arg-type]
-        self.solver = DualSolver(config.dual_solver, config.dual_refresh_every)
-        self.last_stats = DualStats()
+    def roles(self) -> tuple[ModelRole, ...]:
+        """GRPO's, plus the snapshot dual solver (``dual_solver snapshot``)."""
+        snapshot = self.config.dual_solver == "snapshot"
+        return super().roles() + ((solver_role(self.config.dual_refresh_every),) if snapshot else ())
 
-    def dual_settings(self) -> DualSettings:
-        """The dual reward's settings for the current step (the dual answers' seed follows the step and rank)."""
+    @property
+    def supports_async_rollouts(self) -> bool:
+        """False: the dual reward may generate with the policy's engine (``dual_solver policy``), which the
+        asynchronous driver's background generation holds meanwhile."""
+        return False
+
+    def dual_settings(self, step: int) -> DualSettings:
+        """The dual reward's settings at ``step`` (the dual answers' seed follows the step and rank)."""
         cfg = self.config
         params = SamplingParams(max_new_tokens=cfg.dual_max_new_tokens, temperature=cfg.dual_temperature,
-                                seed=(self.sampling_seed() + 1) % 2**63)
+                                seed=(self.sampling_seed(step) + 1) % 2**63)
         return DualSettings(max_questions=cfg.dual_questions, samples=cfg.dual_samples, lam=cfg.dual_lambda,
                             select=cfg.dual_selection, params=params, system_prompt=cfg.system_prompt,
                             max_prompt_tokens=cfg.max_prompt_tokens)
 
-    def dual_reward(self, prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
-        """The TRL-style reward GRPO calls: dual rewards from the prompts and completions alone (``columns``,
-        which hold the dataset's answers, are deliberately ignored)."""
-        engine = self.solver.engine(self.step, self.ctx.rollout)
-        rewards, self.last_stats = group_dual_rewards(prompts, completions, self.config.group_size, engine,
-                                                      self.dual_settings())
-        return rewards
+    def dual_solver(self) -> GenerationEngine:
+        """The engine that answers the dual questions: the snapshot role's, or the live policy's."""
+        return self.ctx.engines[SOLVER] if self.declares(SOLVER) else self.ctx.rollout
 
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
-        experience, metrics = super().make_experience(examples, policy)
-        metrics.update(self.last_stats.metrics())
-        metrics["dupo/snapshot_step"] = float(self.solver.snapshot_step)
-        return experience, metrics
+    def score(self, group: list[Example], rollouts: Rollouts, step: int
+              ) -> tuple[torch.Tensor, torch.Tensor, list[bool], dict[str, float]]:
+        """Dual rewards from the prompts and completions alone (the columns, which hold the dataset's answers,
+        are deliberately ignored), and the dual reward's counts."""
+        stats = []
+
+        def dual_reward(prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
+            rewards, counts = group_dual_rewards(prompts, completions, self.config.group_size, self.dual_solver(),
+                                                 self.dual_settings(step))
+            stats.append(counts)
+            return rewards
+
+        reward, valid, correct = score_rollouts(self.ctx, group, rollouts, dual_reward)
+        snapshot = snapshot_step(step, self.config.dual_refresh_every) if self.declares(SOLVER) else 0
+        return reward, valid, correct, {**stats[0].metrics(), "dupo/snapshot_step": float(snapshot)}

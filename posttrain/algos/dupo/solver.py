@@ -1,8 +1,10 @@
-"""DuPO's dual solver: the engine that answers the dual questions during training.
+"""DuPO's dual solver: the model that answers the dual questions during training.
 
-- ``policy``: the trainer's rollout engine, i.e. the policy being trained (the paper's "same model").
+- ``policy``: the policy's rollout engine, i.e. the policy being trained (the paper's "same model").
 - ``snapshot`` (the default): a frozen copy of the policy, refreshed every ``refresh_every`` steps (at steps
-  1, N+1, 2N+1, ...).
+  1, N+1, 2N+1, ...). It is the model role ``solver`` (``solver_role``): the trainer builds it with its own
+  HF engine (``--rollout hf``), copies the policy's weights into it on refresh steps and saves it in every
+  checkpoint, so a resumed run answers with the snapshot the uninterrupted run had.
 
 Why the snapshot is the default: only the primal tokens are trained, but the solver shares the policy's
 weights, so with the live policy every update also moves the judge of the next step. The policy can then
@@ -11,54 +13,25 @@ cancel in the round trip) instead of by answering correctly. A frozen judge cann
 a window of N steps, so inside it reward only rises through better primal answers; the refresh still lets
 the judge gain the competence the shared weights acquire, which matters for DuPO's competence asymmetry
 (a weak dual penalises correct answers). The paper is silent on this; this choice is ours.
-
-A snapshot is a deep copy of the HF rollout engine's model (``--rollout hf``). It is not checkpointed: a
-resumed run rebuilds it at its first step, which equals the uninterrupted run because ``DuPOConfig`` requires
-checkpoints to fall on refresh boundaries (``save_every`` a multiple of ``refresh_every``).
 """
 
 from __future__ import annotations
 
-import copy
-import logging
-
-from posttrain.rollout.base import GenerationEngine
-from posttrain.rollout.hf import HFRolloutEngine
-
-logger = logging.getLogger(__name__)
+from posttrain.algos.roles import INITIAL_POLICY, ModelRole
 
 DUAL_SOLVERS = ("snapshot", "policy")
+SOLVER = "solver"
+"""The snapshot solver's role name (``ctx.engines["solver"]``)."""
 
 
-class DualSolver:
-    """Hands out the engine that answers the dual questions of a training step."""
+def solver_role(refresh_every: int) -> ModelRole:
+    """The snapshot solver: a copy of the initial policy on an HF engine, refreshed every ``refresh_every``
+    steps."""
+    return ModelRole(SOLVER, INITIAL_POLICY, engine="hf", refresh_every=refresh_every, config_field="dual_solver")
 
-    def __init__(self, mode: str, refresh_every: int) -> None:
-        if mode not in DUAL_SOLVERS:
-            raise ValueError(f"dual solver {mode!r} is unknown; choose one of {list(DUAL_SOLVERS)}")
-        if refresh_every < 1:
-            raise ValueError(f"refresh_every must be >= 1, got {refresh_every}")
-        self.mode = mode
-        self.refresh_every = refresh_every
-        self.snapshot: HFRolloutEngine | None = None
-        self.snapshot_step = 0
 
-    def is_refresh_step(self, step: int) -> bool:
-        return (step - 1) % self.refresh_every == 0
-
-    def engine(self, step: int, rollout: GenerationEngine) -> GenerationEngine:
-        """The policy's ``rollout`` engine, or the snapshot (copied from it first on a refresh step)."""
-        if self.mode == "policy":
-            return rollout
-        if self.snapshot is None or self.is_refresh_step(step):
-            if not isinstance(rollout, HFRolloutEngine):
-                raise TypeError(f"the snapshot dual solver copies an HF rollout engine, got {type(rollout).__name__}; "
-                                "use --rollout hf or --dual_solver policy")
-            if not self.is_refresh_step(step):
-                logger.warning("dual solver snapshot rebuilt at step %d, between refreshes (every %d steps): "
-                               "this run's dual rewards differ from an uninterrupted run's until the next refresh",
-                               step, self.refresh_every)
-            self.snapshot = HFRolloutEngine(copy.deepcopy(rollout.model), rollout.tokenizer,
-                                            max_batch_size=rollout.max_batch_size, device=rollout.device)
-            self.snapshot_step = step
-        return self.snapshot
+def snapshot_step(step: int, refresh_every: int) -> int:
+    """The step whose start the snapshot answering at ``step`` was copied at: 1, N+1, 2N+1, ..."""
+    if step < 1 or refresh_every < 1:
+        raise ValueError(f"snapshot_step: step {step} and refresh_every {refresh_every} must be >= 1")
+    return step - (step - 1) % refresh_every

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Experience
+from posttrain.algos.base import ALGORITHMS, Experience, LossOutput
 from posttrain.algos.core import aggregate_loss, group_advantages, masked_mean
 from posttrain.algos.gpo import core
 from posttrain.algos.gpo.hint import HINT_RECIPE, PRIVILEGED_TEMPLATE, privileged_examples
@@ -127,7 +127,8 @@ class GPO(GRPO):
         """The privileged (hinted) version of each example, through ``config.privileged_template``."""
         return privileged_examples(examples, self.config.privileged_template)
 
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
+                        step: int) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
         if cfg.gpo_variant == "penalty" and self._kl_count:  # the previous step's mean KL(mu || pi)
             self.alpha = core.update_penalty_alpha(self.alpha, self._kl_sum / self._kl_count, cfg.target_kl)
@@ -136,7 +137,7 @@ class GPO(GRPO):
         guider_ids = encode_prompts(ctx.tokenizer, self.guider_examples(group), cfg.system_prompt, cfg.max_prompt_tokens)
         learner_ids = encode_prompts(ctx.tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
         with ctx.timer.phase("generate"):  # behaviour policy = the guider (hinted prompts)
-            rollouts = ctx.rollout.generate(guider_ids, self.sampling_params())
+            rollouts = ctx.rollout.generate(guider_ids, self.sampling_params(step))
         reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
         tensors = pack_sequences(guider_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         learner = pack_sequences(learner_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
@@ -154,7 +155,7 @@ class GPO(GRPO):
         metrics["gpo/zero_advantage_groups"] = float((groups.abs().amax(-1) == 0).float().mean())
         return Experience(tensors), metrics
 
-    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         cfg = self.config
         mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
         C = mask.shape[1]
@@ -183,4 +184,4 @@ class GPO(GRPO):
                                          mask)),
         })
         per_token = g_loss + l_loss
-        return aggregate_loss(per_token, mask, cfg.loss_agg, constant=float(cfg.max_new_tokens)), metrics
+        return LossOutput(aggregate_loss(per_token, mask, cfg.loss_agg, constant=float(cfg.max_new_tokens)), metrics)

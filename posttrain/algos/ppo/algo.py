@@ -9,7 +9,8 @@ The critic's values V_t (``posttrain.models.value``) and GAE(gamma, lambda) give
 response mask, and returns. Then ``mu`` epochs (the paper's 4) over micro-batches: the policy takes GRPO's
 clipped surrogate on the token advantages (shared code: ``GRPO.surrogate_terms``), the critic the clipped value
 loss, each with its own optimizer (the critic is a trained model role, checkpointed and resumed with the run).
-A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (both losses times 0, as TRL).
+A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``LossOutput.skip``: the trainer zeroes
+both losses, as TRL).
 
 KL: ``kl_estimator`` full (the exact full-vocabulary KL at every position, Text2Grad's choice) or k1/k2/k3
 from the sampled tokens; ``kl_mode`` reward (folded into r_t, the default) or loss (added to the policy loss
@@ -30,7 +31,7 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Experience
+from posttrain.algos.base import ALGORITHMS, Experience, LossOutput
 from posttrain.algos.core import KL_ESTIMATORS, kl_estimate, masked_mean, masked_sum
 from posttrain.algos.pg import GRPO, GRPOConfig, _right_padded
 from posttrain.algos.ppo.core import (
@@ -60,7 +61,7 @@ from posttrain.rollout.base import Rollouts
 from posttrain.tasks.base import Example
 
 CRITIC = "critic"
-"""The critic's role name (``ctx.models["critic"]`` is its DeepSpeed engine)."""
+"""The critic's role name (``ctx.models["critic"]`` is its current module; ``role_loss`` trains it)."""
 PPO_KL_ESTIMATORS = ("full", *KL_ESTIMATORS)
 
 
@@ -132,7 +133,6 @@ class PPO(GRPO):
     def __init__(self, config: PPOConfig, ctx: Any) -> None:
         super().__init__(config, ctx)
         self.kl_controller = AdaptiveKLController(config.kl_coef, config.kl_target or None, config.kl_horizon)
-        self._skip_batch = False  # set by loss() for the role_loss() of the same micro-batch
 
     def roles(self) -> tuple[ModelRole, ...]:
         """The policy, the critic (a trained value model), and the frozen reference when a KL term is on."""
@@ -157,7 +157,7 @@ class PPO(GRPO):
         return torch.zeros(len(rollouts), completion_len), reward, valid, {}
 
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
-                                 staleness: int) -> tuple[Experience, dict[str, float]]:
+                                 staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
         group = [ex for ex in examples for _ in range(cfg.group_size)]
         reward, reward_valid, correct = score_rollouts(ctx, group, rollouts)
@@ -219,22 +219,22 @@ class PPO(GRPO):
                             completion_len).cpu()
 
     # -- losses -------------------------------------------------------------------------------------
-    def loss(self, policy: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         cfg = self.config
         per_token, mask, logp, metrics = self.surrogate_terms(policy, batch)
         if cfg.kl_mode == "loss" and cfg.uses_kl:
             kl = kl_estimate(logp, batch["ref_logprobs"], cfg.kl_estimator)
             per_token = per_token + self.kl_controller.value * kl
             metrics["kl"] = float(masked_mean(kl.detach(), mask))
-        loss = self.aggregate(per_token, mask)
-        self._skip_batch = bool(cfg.ratio_threshold) and metrics["ratio_mean"] > cfg.ratio_threshold
-        metrics["ppo/skipped_batch"] = float(self._skip_batch)
-        return (loss * 0.0 if self._skip_batch else loss), metrics
+        skip = bool(cfg.ratio_threshold) and metrics["ratio_mean"] > cfg.ratio_threshold
+        metrics["ppo/skipped_batch"] = float(skip)
+        return LossOutput(self.aggregate(per_token, mask), metrics, skip=skip)
 
-    def role_loss(self, name: str, model: torch.nn.Module, batch: Experience) -> tuple[torch.Tensor, dict[str, float]]:
-        """The critic's clipped value loss on the micro-batch the policy just used (zero when it was skipped)."""
+    def role_loss(self, name: str, model: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
+        """The critic's clipped value loss on the micro-batch the policy just used (the trainer zeroes it when
+        ``loss`` skipped the micro-batch)."""
         if name != CRITIC:
-            return super().role_loss(name, model, batch)
+            return super().role_loss(name, model, batch, iteration)
         cfg = self.config
         mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
         values = token_values(model, batch["input_ids"], batch["attention_mask"], mask.shape[1])
@@ -242,4 +242,4 @@ class PPO(GRPO):
         loss = cfg.vf_coef * masked_mean(per_token, mask)
         metrics = {"critic/value_loss": float(masked_mean(per_token.detach(), mask)),
                    "critic/clip_fraction": float(masked_mean(clipped.float(), mask))}
-        return (loss * 0.0 if self._skip_batch else loss), metrics
+        return LossOutput(loss, metrics)

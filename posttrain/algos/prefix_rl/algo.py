@@ -139,9 +139,9 @@ class PrefixRL(GRPO):
         """The adapter (policy), the frozen target with its engine, and the reference when ``kl_coef > 0``."""
         return super().roles() + (self.config.target_role(),)
 
-    def sampling_params(self) -> SamplingParams:
+    def sampling_params(self, step: int) -> SamplingParams:
         """The adapter's: exactly ``prefix_length()`` new tokens, stopping early only at EOS."""
-        return dataclasses.replace(super().sampling_params(), max_new_tokens=self.config.prefix_length(),
+        return dataclasses.replace(super().sampling_params(step), max_new_tokens=self.config.prefix_length(),
                                    stop_token_ids=())
 
     def answer_engine(self) -> PrefixThenTarget:
@@ -153,12 +153,13 @@ class PrefixRL(GRPO):
     def evaluation_engine(self) -> GenerationEngine:
         return self.answer_engine()
 
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module) -> tuple[Experience, dict[str, float]]:
-        request = self.generation_request(examples)
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
+                        step: int) -> tuple[Experience, dict[str, float]]:
+        request = self.generation_request(examples, step)
         with self.ctx.timer.phase("generate"):
             prefix, answers = self.answer_engine().generate_parts(request.prompt_ids, request.params)
         experience, metrics = self.experience_from_rollouts(examples, scored_prefixes(prefix, answers), policy,
-                                                            staleness=0)
+                                                            staleness=0, step=step)
         lengths = torch.tensor([len(ids) for ids in answers.completion_ids], dtype=torch.float32)
         metrics["prefix_rl/answer_length_mean"] = float(lengths.mean())
         metrics["prefix_rl/prefix_eos_fraction"] = sum(r == "stop" for r in prefix.finish_reasons) / len(prefix)

@@ -1,0 +1,76 @@
+"""``Trainer._train_on``: the inner iteration goes to ``loss`` / ``role_loss`` as an argument, and a
+``LossOutput.skip`` zeroes the policy's and every trained role's loss while each model still steps."""
+
+from __future__ import annotations
+
+import torch
+
+from posttrain.algos.base import AlgoContext, Algorithm, Experience, LossOutput, TrainedModel
+from posttrain.config import TrainConfig
+from posttrain.dist import DistInfo
+from posttrain.metrics import PhaseTimer
+from posttrain.trainer import Trainer
+
+
+class RecordingModel:
+    """Stands in for a DeepSpeed-wrapped model: records what the trainer hands its backward and counts steps."""
+
+    def __init__(self) -> None:
+        self.module = torch.nn.Linear(1, 1, bias=False)
+        self.losses: list[float] = []
+        self.steps = 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(x)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.losses.append(float(loss.detach()))
+
+    def step(self) -> None:
+        self.steps += 1
+
+    def get_lr(self) -> list[float]:
+        return [0.1]
+
+    def get_global_grad_norm(self) -> None:
+        return None
+
+
+class SkipMarkedRows(Algorithm):
+    """Loss 1 + iteration on every micro-batch, skipped where the batch's ``skip`` column says so."""
+
+    config_class = TrainConfig
+    seen: list[tuple[str, int]]
+
+    def make_experience(self, examples, policy, step):
+        raise NotImplementedError
+
+    def loss(self, policy, batch, iteration):
+        self.seen.append(("policy", iteration))
+        out = policy(batch["x"]).sum() * 0.0 + 1.0 + iteration
+        return LossOutput(out, {"iteration": float(iteration)}, skip=bool(batch["skip"][0]))
+
+    def role_loss(self, name, model, batch, iteration):
+        self.seen.append((name, iteration))
+        return LossOutput(model(batch["x"]).sum() * 0.0 + 5.0, {f"{name}/value": 5.0})
+
+
+def test_iteration_is_passed_and_skip_zeroes_every_loss() -> None:
+    config = TrainConfig(mu=2, micro_batch_size=1)
+    ctx = AlgoContext(tokenizer=None, reward_fn=None, is_correct=None, timer=PhaseTimer(), device=torch.device("cpu"))
+    algo = SkipMarkedRows(config, ctx)
+    algo.seen = []
+    policy, critic = RecordingModel(), RecordingModel()
+    trainer = Trainer.__new__(Trainer)
+    trainer.config, trainer.algo = config, algo
+    trainer.info = DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+    trainer.deepspeed_model, trainer.role_deepspeed_models = policy, {"critic": critic}
+    trainer.policy = TrainedModel(policy.module, policy)
+    trainer.role_models = {"critic": TrainedModel(critic.module, critic)}
+    experience = Experience({"x": torch.ones(2, 1), "skip": torch.tensor([False, True])})
+    metrics = trainer._train_on(experience)
+    assert algo.seen == [("policy", 0), ("critic", 0), ("policy", 0), ("critic", 0),
+                         ("policy", 1), ("critic", 1), ("policy", 1), ("critic", 1)]
+    assert policy.losses == [1.0, 0.0, 2.0, 0.0] and critic.losses == [5.0, 0.0, 5.0, 0.0]
+    assert policy.steps == critic.steps == 4
+    assert metrics["train/loss"] == 0.75 and metrics["critic/loss"] == 2.5 and metrics["train/iteration"] == 0.5
