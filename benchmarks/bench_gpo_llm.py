@@ -92,7 +92,7 @@ def learner_and_guider_accuracy(model_dir: Path, tokenizer_dir: Path) -> dict[st
     from posttrain.dist import DistInfo
     from posttrain.evaluation import evaluate
     from posttrain.models.loading import load_causal_lm, load_tokenizer
-    from posttrain.rollout.registry import build_rollout_engine
+    from posttrain.engines.registry import build_rollout_engine
     from posttrain.tasks import load_task
 
     config = GPOConfig(algo="gpo", pass_k=1)

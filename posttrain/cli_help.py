@@ -31,7 +31,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def add_engine_arguments(parser: argparse.ArgumentParser, engines: tuple[str, ...], help_text: str) -> None:
     """The options every subcommand that generates shares: ``--engine`` (one of ``engines``), ``--batch_size``,
-    ``--device`` and ``--trust_remote_code`` (``posttrain.rollout.registry.checkpoint_engine`` takes them)."""
+    ``--device`` and ``--trust_remote_code`` (``posttrain.engines.registry.checkpoint_engine`` takes them)."""
     parser.add_argument("--engine", default="hf", choices=list(engines), help=help_text)
     parser.add_argument("--batch_size", type=int, default=256, help="Most sequences per generate batch (hf, vllm).")
     parser.add_argument("--device", default=None, help="hf: torch device; default cuda if available, else cpu.")

@@ -256,7 +256,7 @@ def _check_embedded_model(config: TrainConfig) -> None:
 
 def _check_rollout_workers(config: TrainConfig) -> None:
     """The remote-worker and asynchronous-rollout fields (``--rollout vllm-remote``, ``--async_rollouts``)."""
-    from posttrain.rollout.remote import parse_worker_urls
+    from posttrain.engines.remote import parse_worker_urls
 
     if config.rollout == "vllm-remote":
         try:
@@ -285,7 +285,7 @@ def _check_weight_sync(config: TrainConfig) -> None:
     if not 0 < config.vllm_gpu_memory_utilization <= 1:
         raise ConfigError("vllm_gpu_memory_utilization", config.vllm_gpu_memory_utilization, "must be in (0, 1]")
     if config.rollout == "vllm":
-        from posttrain.rollout.vllm import vllm_config_problem
+        from posttrain.engines.vllm import vllm_config_problem
 
         problem = vllm_config_problem(config)
         if problem:

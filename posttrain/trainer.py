@@ -30,9 +30,9 @@ from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_mod
 from posttrain.models.pretrained import resolve_model_name
 from posttrain.models.tiny import build_tiny
 from posttrain.models.value import ValueModel
-from posttrain.rollout.async_rollouts import AsyncStepDriver
-from posttrain.rollout.registry import build_rollout_engine, engine_options
-from posttrain.rollout.sync import push_weights, rest_rollout, wake_rollout
+from posttrain.async_rollouts import AsyncStepDriver
+from posttrain.engines.registry import build_rollout_engine, engine_options
+from posttrain.engines.sync import push_weights, rest_rollout, wake_rollout
 from posttrain.sampler import EpochSampler
 from posttrain.tasks import load_reward, load_task
 

@@ -2,7 +2,7 @@
 into the token ids those engines take.
 
 ``load_backend(spec)`` returns one of the project's engines. Every one is a
-``posttrain.rollout.base.ScoringEngine`` (``score(sequences) -> list[TokenScores]``: per-token log-probs,
+``posttrain.engines.base.ScoringEngine`` (``score(sequences) -> list[TokenScores]``: per-token log-probs,
 entropies, the DMAP mass above and tied mass of the observed token, full distributions where the
 engine has them) and, except the copy-cache LM, a ``GenerationEngine``
 (``generate(prompt_ids, SamplingParams) -> Rollouts``):
@@ -22,7 +22,7 @@ a folder, hub id or alias          ``HFRolloutEngine`` (``smollm2-135m`` resolve
 Conventions: engines take token ids. Text is tokenised without special tokens (``tokenize``); a text to be
 scored whole gets the BOS token prepended when the tokenizer has one (``encode_text``), so its first
 token is scored too. A scored sequence ``x_0..x_{T-1}`` gets values for positions ``1..T-1``
-(``posttrain.rollout.base``).
+(``posttrain.engines.base``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 from posttrain.models.loading import load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
-from posttrain.rollout.base import ScoringEngine
+from posttrain.engines.base import ScoringEngine
 
 EMBEDDED_SPECS = (None, "", "tiny", "corpus-lm")
 """Specs that name the embedded tiny corpus LM."""
@@ -66,7 +66,7 @@ def _http_tokenizer(spec: str, tokenizer: str | None) -> Any:
 
 
 def _http_engine(spec: str, top_k: int, tokenizer: str | None, api_key: str | None) -> ScoringEngine:
-    from posttrain.rollout.http import OpenAIHTTPEngine
+    from posttrain.engines.http import OpenAIHTTPEngine
 
     url, _, model = spec.partition("#")
     return OpenAIHTTPEngine(url, _http_tokenizer(spec, tokenizer), model=model or "default", api_key=api_key,
@@ -95,7 +95,7 @@ def load_backend(spec: str | None, *, device: str = "cpu", batch_size: int = 16,
     """The engine named by ``spec`` (the module docstring's table). ``device`` and ``batch_size`` are the
     HF engine's, ``top_k`` the log-probs per position of the top-k scorers, ``tokenizer`` and ``api_key``
     the HTTP engine's; ``cache_dir`` holds the embedded models."""
-    from posttrain.rollout.hf import HFRolloutEngine
+    from posttrain.engines.hf import HFRolloutEngine
 
     if spec in EMBEDDED_SPECS:
         from posttrain.models.tiny import build_tiny
@@ -112,7 +112,7 @@ def load_backend(spec: str | None, *, device: str = "cpu", batch_size: int = 16,
         rng = random.Random(1234)
         return CacheLMScorer(build_tokenizer(), [training_text(rng) for _ in range(2000)])
     if spec.startswith("vllm:"):
-        from posttrain.rollout.vllm import VLLMRolloutEngine
+        from posttrain.engines.vllm import VLLMRolloutEngine
 
         # vLLM refuses more log-probs per position than its max_logprobs (20 unless raised here)
         engine = VLLMRolloutEngine.from_pretrained(spec[len("vllm:"):], max_logprobs=max(top_k, 20))

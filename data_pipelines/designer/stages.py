@@ -27,7 +27,7 @@ from data_pipelines.designer.structured import (
     parse_json_object,
     require_string,
 )
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from posttrain.models.chat import render_chat
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 
 
 class InvalidOutput(ValueError):

@@ -60,7 +60,7 @@ from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.config import TrainConfig, opt
 from posttrain.models.diffusion import diffusion_mask_token_id, resolve_mask_token_id
-from posttrain.rollout.diffusion import fixed_length_completions
+from posttrain.engines.diffusion import fixed_length_completions
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 

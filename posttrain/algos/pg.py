@@ -37,8 +37,8 @@ from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import VLLM_EMBEDDED_HELP, VLLM_ROLLOUTS, TrainConfig, opt
 from posttrain.models.likelihood import causal_token_logprobs
-from posttrain.rollout.async_rollouts import GenerationRequest
-from posttrain.rollout.base import Rollouts
+from posttrain.async_rollouts import GenerationRequest
+from posttrain.engines.base import Rollouts
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 

@@ -13,7 +13,7 @@ from posttrain.tasks.base import Example, reward_columns
 
 if TYPE_CHECKING:
     from posttrain.algos.base import AlgoContext
-    from posttrain.rollout.base import Rollouts
+    from posttrain.engines.base import Rollouts
 
 
 def score_rollouts(ctx: AlgoContext, group: list[Example], rollouts: Rollouts) -> tuple[torch.Tensor, torch.Tensor,

@@ -4,11 +4,11 @@ that the server needs (``ServedModel``), built by name for ``posttrain serve --b
 ============== ============================================================ ==========================
 ``--backend``  engine                                                       model
 ============== ============================================================ ==========================
-transformers   ``posttrain.rollout.hf.HFRolloutEngine`` (CPU or GPU)        ``--model`` or, unset, the
+transformers   ``posttrain.engines.hf.HFRolloutEngine`` (CPU or GPU)        ``--model`` or, unset, the
                                                                             embedded tiny mR3 judge
-vllm           ``posttrain.rollout.vllm.VLLMRolloutEngine`` (GPU, and CPU   ``--model`` (required)
+vllm           ``posttrain.engines.vllm.VLLMRolloutEngine`` (GPU, and CPU   ``--model`` (required)
                through vLLM's CPU build)
-fake           ``rewards.server.fake.FakeEngine`` (no model; tests and      none
+fake           ``posttrain.engines.fake.FakeEngine`` (no model; tests and      none
                the load benchmark)
 ============== ============================================================ ==========================
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from posttrain.rollout.base import GenerationEngine
+from posttrain.engines.base import GenerationEngine
 
 EMBEDDED_RECIPE = "reward-mr3"
 BACKENDS = ("transformers", "vllm", "fake")
@@ -83,7 +83,7 @@ def load_served_model(backend: str, model: str | None = None, *, device: str = "
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     if backend == "fake":
-        from rewards.server.fake import FakeEngine
+        from posttrain.engines.fake import FakeEngine
 
         if model is not None:
             raise ValueError("--backend fake serves no model; drop --model")
@@ -100,12 +100,12 @@ def load_served_model(backend: str, model: str | None = None, *, device: str = "
     else:
         path, name, style = resolve_model_name(model, cache_dir=cache_dir), model, "mr3"
     if backend == "transformers":
-        from posttrain.rollout.hf import HFRolloutEngine
+        from posttrain.engines.hf import HFRolloutEngine
 
         engine = HFRolloutEngine.from_pretrained(path, dtype=DTYPES[dtype], device=device,
                                                  max_batch_size=max_batch_size)
         return ServedModel(engine, backend, name, context_length(engine.model.config), style)
-    from posttrain.rollout.vllm import VLLMRolloutEngine
+    from posttrain.engines.vllm import VLLMRolloutEngine
 
     engine = VLLMRolloutEngine.from_pretrained(path, dtype=vllm_dtype(dtype, path), max_model_len=max_model_len)
     return ServedModel(engine, backend, name, int(engine.llm.llm_engine.model_config.max_model_len), style)

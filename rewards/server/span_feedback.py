@@ -24,7 +24,7 @@ from typing import Any, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain.rollout.base import SamplingParams
+from posttrain.engines.base import SamplingParams
 from rewards.server.batching import Generated, sample_params
 from rewards.server.guard import APIError, ServerSettings
 from rewards.text2grad.feedback import FeedbackParseError, SpanFeedback, parse_feedback

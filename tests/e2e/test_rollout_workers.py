@@ -42,8 +42,8 @@ def vllm_tiny() -> Path:
 
 @pytest.fixture(scope="module")
 def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen]]]:
-    from posttrain.rollout.weight_transfer import free_port
-    from posttrain.rollout.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
+    from posttrain.engines.weight_transfer import free_port
+    from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
 
     logs = tmp_path_factory.mktemp("worker-logs")
     started = []
@@ -69,15 +69,15 @@ def _hf(model_path: Path) -> tuple[torch.nn.Module, object, list[list[int]]]:
 
 
 def _greedy(engine: object, prompts: list[list[int]]) -> list[list[int]]:
-    from posttrain.rollout.base import SamplingParams
+    from posttrain.engines.base import SamplingParams
 
     return engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0)).completion_ids
 
 
 def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vllm_tiny: Path) -> None:
-    from posttrain.rollout.base import SamplingParams
-    from posttrain.rollout.hf import HFRolloutEngine
-    from posttrain.rollout.remote import RemoteVLLMEngine
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.hf import HFRolloutEngine
+    from posttrain.engines.remote import RemoteVLLMEngine
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     hf = HFRolloutEngine(model=model, tokenizer=tokenizer, device=torch.device("cpu"))
@@ -109,7 +109,7 @@ def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vll
 
 
 def test_worker_on_another_version_is_named(workers, vllm_tiny: Path) -> None:
-    from posttrain.rollout.remote import RemoteVLLMEngine, WorkerError
+    from posttrain.engines.remote import RemoteVLLMEngine, WorkerError
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     urls = [url for url, _ in workers]
@@ -141,8 +141,8 @@ def test_a_sync_resets_the_workers_prefix_cache(workers, vllm_tiny: Path) -> Non
     """A prompt longer than a KV block (128 tokens on CPU) leaves cached keys and values computed by the old
     weights; after a sync the workers must decode it with the new ones."""
     from posttrain.models.tiny import RECIPES, build_model
-    from posttrain.rollout.hf import HFRolloutEngine
-    from posttrain.rollout.remote import RemoteVLLMEngine
+    from posttrain.engines.hf import HFRolloutEngine
+    from posttrain.engines.remote import RemoteVLLMEngine
 
     model, tokenizer, _ = _hf(vllm_tiny)
     long = [tokenizer.encode(" ".join(PROMPTS * 8))[:200]]
@@ -169,7 +169,7 @@ def test_two_zero3_ranks_leave_the_workers_on_the_trainers_weights(workers, vllm
 
 
 def test_silent_then_killed_worker_is_named_within_the_timeout(workers, vllm_tiny: Path) -> None:
-    from posttrain.rollout.remote import RemoteVLLMEngine, WorkerError
+    from posttrain.engines.remote import RemoteVLLMEngine, WorkerError
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     (good, _), (bad, process) = workers

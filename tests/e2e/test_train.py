@@ -109,8 +109,8 @@ def test_logged_eval_matches_exported_checkpoint(tiny_arithmetic: Path, tmp_path
     """The final evaluation scores the trained weights (also for SFT, whose rollout engine is only
     synced for evaluation): re-evaluating the exported checkpoint gives the logged numbers."""
     from posttrain.models.loading import load_causal_lm, load_tokenizer
-    from posttrain.rollout.base import SamplingParams
-    from posttrain.rollout.hf import HFRolloutEngine
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.hf import HFRolloutEngine
     from posttrain.tasks import TASKS
     from posttrain.tasks.prompts import encode_prompts
 

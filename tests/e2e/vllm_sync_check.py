@@ -20,8 +20,8 @@ import torch
 
 from posttrain.algos import get_algorithm
 from posttrain.config import build_config
-from posttrain.rollout.base import SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.engines.base import SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
 from posttrain.tasks.prompts import encode_prompts
 from posttrain.trainer import Trainer
 
@@ -30,7 +30,7 @@ def trainer_copy(trainer: Trainer) -> torch.nn.Module:
     """A plain HF model holding the trainer's current (full, un-partitioned) weights."""
     from posttrain.dist import gathered_named_parameters
     from posttrain.models.loading import load_causal_lm
-    from posttrain.rollout.weights import WeightReceiver
+    from posttrain.engines.weights import WeightReceiver
 
     model = load_causal_lm(trainer.config.model)
     WeightReceiver(model).update(gathered_named_parameters(trainer.engine.module, trainer.config.zero_stage))

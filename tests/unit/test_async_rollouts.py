@@ -8,14 +8,14 @@ import json
 import pytest
 
 from posttrain.config import ConfigError, TrainConfig
-from posttrain.rollout.async_rollouts import (
+from posttrain.async_rollouts import (
     AsyncRollouts,
     GenerationRequest,
     check_staleness,
     launch_ahead,
 )
-from posttrain.rollout.base import Rollouts, SamplingParams
-from posttrain.rollout.remote import balanced_slices, parse_worker_urls
+from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.engines.remote import balanced_slices, parse_worker_urls
 
 
 def test_balanced_slices_cover_in_order_with_sizes_within_one() -> None:

@@ -79,7 +79,7 @@ def test_help_documents_every_field() -> None:
 def test_model_kind_follows_the_rollout_engine() -> None:
     from posttrain.algos.espo import ESPOConfig
     from posttrain.algos.sft import SFTConfig
-    from posttrain.rollout.registry import engine_options
+    from posttrain.engines.registry import engine_options
 
     espo = build_config(ESPOConfig, ["--algo", "espo"])
     assert (espo.task, espo.rollout, espo.model_kind) == ("sudoku", "diffusion", "diffusion")

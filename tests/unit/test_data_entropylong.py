@@ -22,7 +22,7 @@ from data_pipelines.entropylong.pipeline import (
     relative_reduction,
     select_contexts,
 )
-from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.engines.hf import HFRolloutEngine
 
 
 def test_find_anchors_by_hand():

@@ -14,7 +14,7 @@ from posttrain.algos.espo import ESPO, DiffuGRPO, DiffuGRPOConfig, ESPOConfig, T
 from posttrain.metrics import PhaseTimer
 from posttrain.models.diffusion import tiny_diffusion_model
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.diffusion import DiffusionRolloutEngine, DiffusionSampling
+from posttrain.engines.diffusion import DiffusionRolloutEngine, DiffusionSampling
 from posttrain.tasks.base import Example
 
 EXAMPLES = [Example(prompt="12.4", answer="1234"), Example(prompt="4.21", answer="4321")]

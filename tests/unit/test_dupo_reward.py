@@ -14,8 +14,8 @@ from posttrain.algos.dupo.selection import select_unknown
 from posttrain.algos.dupo.solver import DualSolver
 from posttrain.config import ConfigError
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
 
 _DUAL = re.compile(r"^(?P<problem>.*) Given that the answer is (?P<answer>\S+), what is (?P<var>V[a-z]+)\?$")
 

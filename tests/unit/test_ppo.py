@@ -17,7 +17,7 @@ from posttrain.config import ConfigError
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.models.value import ValueModel
-from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.engines.hf import HFRolloutEngine
 from posttrain.tasks import TASKS
 
 TASK = TASKS.get("arithmetic")()

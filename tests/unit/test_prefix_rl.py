@@ -17,8 +17,8 @@ from posttrain.algos.prefix_rl.generation import PrefixThenTarget
 from posttrain.algos.roles import CHECKPOINT, POLICY, REFERENCE, check_roles
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
 from posttrain.tasks import TASKS
 
 K = 5

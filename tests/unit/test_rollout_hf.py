@@ -13,10 +13,10 @@ from transformers import PreTrainedModel
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.models.padding import left_pad
 from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
-from posttrain.rollout.base import RolloutEngine, SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
-from posttrain.rollout.registry import build_rollout_engine
-from posttrain.rollout.weights import canonical_name, is_adapter_tensor
+from posttrain.engines.base import RolloutEngine, SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.engines.registry import build_rollout_engine
+from posttrain.engines.weights import canonical_name, is_adapter_tensor
 
 PROMPTS = ["12+7=", "a", "hello there", "x*y", "99-3=", "The cat"]
 

@@ -33,7 +33,7 @@ from posttrain.algos.dupo.reward import DualSettings, DualStats, group_dual_rewa
 from posttrain.algos.dupo.solver import DUAL_SOLVERS, DualSolver
 from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.config import opt
-from posttrain.rollout.base import SamplingParams
+from posttrain.engines.base import SamplingParams
 from posttrain.tasks.base import Example
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
 from posttrain.cli_help import HelpFormatter, add_engine_arguments, summary_command
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 
 ENGINES = ("hf", "vllm", "http")
 
@@ -66,10 +66,10 @@ def build_engine(args: argparse.Namespace) -> GenerationEngine:
     path = resolve_cli_model(args.model, args.task, args.engine)
     tokenizer = load_tokenizer(path, trust_remote_code=args.trust_remote_code)
     if args.engine == "http":
-        from posttrain.rollout.http import OpenAIHTTPEngine
+        from posttrain.engines.http import OpenAIHTTPEngine
 
         return OpenAIHTTPEngine(args.base_url, tokenizer)
-    from posttrain.rollout.registry import checkpoint_engine
+    from posttrain.engines.registry import checkpoint_engine
 
     return checkpoint_engine(args.engine, path, tokenizer, device=args.device, max_batch_size=args.batch_size,
                              trust_remote_code=args.trust_remote_code)

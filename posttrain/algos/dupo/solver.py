@@ -22,8 +22,8 @@ from __future__ import annotations
 import copy
 import logging
 
-from posttrain.rollout.base import GenerationEngine
-from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.engines.base import GenerationEngine
+from posttrain.engines.hf import HFRolloutEngine
 
 logger = logging.getLogger(__name__)
 

@@ -56,7 +56,7 @@ from posttrain.dist import all_reduce_mean
 from posttrain.models.likelihood import logprobs_from_logits
 from posttrain.models.padding import left_padded_positions
 from posttrain.models.value import token_values
-from posttrain.rollout.base import Rollouts
+from posttrain.engines.base import Rollouts
 from posttrain.tasks.base import Example
 
 CRITIC = "critic"

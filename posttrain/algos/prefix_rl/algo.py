@@ -35,7 +35,7 @@ from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.prefix_rl.generation import PrefixThenTarget, scored_prefixes
 from posttrain.algos.roles import CHECKPOINT, ModelRole
 from posttrain.config import opt
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example
 
 TARGET = "target"
@@ -123,9 +123,9 @@ class PrefixRLConfig(GRPOConfig):
 
 
 def _vllm_target_problem(cfg: PrefixRLConfig) -> str | None:
-    """Why vLLM cannot serve the run's target, checked without starting it (``rollout.vllm.vllm_config_problem``
+    """Why vLLM cannot serve the run's target, checked without starting it (``engines.vllm.vllm_config_problem``
     on the target's checkpoint; without one, the embedded twins, all of heads of 32, need vLLM installed only)."""
-    from posttrain.rollout.vllm import vllm_config_problem
+    from posttrain.engines.vllm import vllm_config_problem
 
     return vllm_config_problem(dataclasses.replace(cfg, model=cfg.target_model or cfg.model, rollout="vllm"))
 

@@ -27,7 +27,7 @@ from typing import Any
 from posttrain.algos.prefix_rl.algo import EMBEDDED_PREFIX_TOKENS
 from posttrain.algos.prefix_rl.cluster import best_cluster, elbow, kmeans, prefix_features, representatives
 from posttrain.cli_help import HelpFormatter, add_engine_arguments, summary_command
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example, Task
 
 CLUSTERING_PREFIX_TOKENS = 16
@@ -80,7 +80,7 @@ def _check(args: argparse.Namespace) -> None:
 def build_engine(args: argparse.Namespace) -> GenerationEngine:
     """The target's engine (``--engine``) on ``--target_model``, or the task's embedded tiny target."""
     from posttrain.models.loading import load_tokenizer, resolve_cli_model
-    from posttrain.rollout.registry import checkpoint_engine
+    from posttrain.engines.registry import checkpoint_engine
 
     path = resolve_cli_model(args.target_model, args.task, args.engine)
     tokenizer = load_tokenizer(path, trust_remote_code=args.trust_remote_code)

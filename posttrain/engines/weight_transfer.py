@@ -48,10 +48,10 @@ from vllm.distributed.weight_transfer.base import (
 from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory, WeightTransferTrainerFactory
 
 from posttrain.dist import gathered_parameter_buckets
-from posttrain.rollout.weights import canonical_name, canonical_named_tensors, is_adapter_tensor
+from posttrain.engines.weights import canonical_name, canonical_named_tensors, is_adapter_tensor
 
 GLOO_BACKEND = "posttrain-gloo"
-WORKER_EXTENSION = "posttrain.rollout.weight_transfer.WorkerExtension"
+WORKER_EXTENSION = "posttrain.engines.weight_transfer.WorkerExtension"
 DEFAULT_TIMEOUT_S = 300.0
 
 

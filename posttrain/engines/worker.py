@@ -35,13 +35,13 @@ import sys
 import time
 
 from posttrain.cli_help import HelpFormatter
-from posttrain.rollout.remote import SERVED_MODEL_NAME
+from posttrain.engines.remote import SERVED_MODEL_NAME
 
 
 def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = "auto", max_model_len: int = 0,
                    seed: int = 0, cuda: bool | None = None, extra: list[str] | None = None) -> list[str]:
     """The vLLM server command line of a rollout worker (``model`` already resolved to a path)."""
-    from posttrain.rollout.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION
+    from posttrain.engines.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION
 
     if cuda is None:
         import torch
@@ -64,7 +64,7 @@ def worker_environment(base: dict[str, str] | None = None, cuda: bool | None = N
     defaults (user settings win)."""
     env = dict(os.environ if base is None else base)
     env["VLLM_SERVER_DEV_MODE"] = "1"
-    # The colocated engine's in-process default (rollout/vllm.py) must not leak into a server, whose
+    # The colocated engine's in-process default (engines/vllm.py) must not leak into a server, whose
     # engine runs in its own process.
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     if cuda is None:
@@ -101,7 +101,7 @@ def rollout_worker_main(argv: list[str]) -> int:
         print(f"error: --port {args.port} must be in 1..65535", file=sys.stderr)
         return 2
     from posttrain.models.pretrained import resolve_model_name
-    from posttrain.rollout.vllm import INSTALL_HINT, vllm_servable_problem
+    from posttrain.engines.vllm import INSTALL_HINT, vllm_servable_problem
 
     if importlib.util.find_spec("vllm") is None:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)

@@ -41,8 +41,8 @@ import torch
 import torch.nn.functional as F
 
 from posttrain.models.diffusion import diffusion_logits, diffusion_mask_token_id, resolve_mask_token_id
-from posttrain.rollout.base import Rollouts, SamplingParams, refuse_json_schema, start_generation
-from posttrain.rollout.weights import WeightReceiver
+from posttrain.engines.base import Rollouts, SamplingParams, refuse_json_schema, start_generation
+from posttrain.engines.weights import WeightReceiver
 
 
 @dataclass(frozen=True)

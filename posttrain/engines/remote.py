@@ -1,15 +1,15 @@
 """Remote rollout workers (``--rollout vllm-remote --rollout_workers http://h1:8100,http://h2:8100``).
 
-Each worker is a vLLM OpenAI server started with ``posttrain rollout-worker`` (``rollout/worker.py``):
+Each worker is a vLLM OpenAI server started with ``posttrain rollout-worker`` (``engines/worker.py``):
 dev-mode RLHF routes on, our weight transport registered, processed (sampling) log-probs. The trainer side
 is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and colocated vLLM engines:
 
 - ``generate`` spreads the prompts over the N workers in contiguous, balanced, order-preserving slices
-  (``balanced_slices``), sends them through the OpenAI-compatible client (``rollout/http.py``), and
+  (``balanced_slices``), sends them through the OpenAI-compatible client (``engines/http.py``), and
   returns them in input order. Prompt ``i`` of a call seeded ``s`` is sampled with the seed
   ``base.sample_seed(s, i)`` whichever worker serves it, so the samples do not depend on the worker count.
 - Weights: ``sync_from`` / ``update_weights`` push the trainer's weights into every worker through
-  vLLM's weight-transfer protocol, over our gloo transport on CPU (``rollout/weight_transfer.py``) and
+  vLLM's weight-transfer protocol, over our gloo transport on CPU (``engines/weight_transfer.py``) and
   vLLM's ``nccl`` on CUDA (``default_transport``; the NCCL path has not run here: this machine has no
   GPU), stamp them with the trainer step (``weight_version``) and reset each worker's prefix cache (its
   cached blocks hold keys and values computed by the old weights; vLLM keeps them across a weight update,
@@ -44,8 +44,8 @@ import httpx
 import torch
 
 from posttrain.dist import barrier
-from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, sample_seed
-from posttrain.rollout.http import OpenAIHTTPEngine
+from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seed
+from posttrain.engines.http import OpenAIHTTPEngine
 
 SERVED_MODEL_NAME = "default"
 """The model name ``posttrain rollout-worker`` serves under (``--served-model-name``)."""
@@ -238,14 +238,14 @@ class RemoteVLLMEngine:
             from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
             from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
 
-            from posttrain.rollout.weight_transfer import free_port
+            from posttrain.engines.weight_transfer import free_port
 
             info = NCCLTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
                                        world_size=world_size, rank=self.rank)
             sender = self._bounded(url, "opening the NCCL transfer group", lambda: WeightTransferTrainerFactory
                                    .trainer_init(info, client=control, source=source))
         else:
-            from posttrain.rollout.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
+            from posttrain.engines.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
 
             info = GlooTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
                                        world_size=world_size, timeout_s=self.timeout_s, rank=self.rank)
@@ -265,7 +265,7 @@ class RemoteVLLMEngine:
             pool.shutdown(wait=False)  # a hung collective's thread must not turn the error into a hang
 
     def _send(self, source: Any, version: int) -> None:
-        from posttrain.rollout.weight_transfer import WeightSyncError
+        from posttrain.engines.weight_transfer import WeightSyncError
 
         for worker, url in enumerate(self.urls):
             try:
@@ -288,13 +288,13 @@ class RemoteVLLMEngine:
     def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
         """Push a training module's weights (PEFT adapters already merged) to every worker as ``version``;
         every trainer rank calls it together (ZeRO-3 gathers), rank 0 sends."""
-        from posttrain.rollout.weight_transfer import TrainerWeightSource
+        from posttrain.engines.weight_transfer import TrainerWeightSource
 
         self._send(TrainerWeightSource(module, zero_stage, self.dtype), version)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Push named full tensors to every worker; ``version`` defaults to the current one plus 1."""
-        from posttrain.rollout.weight_transfer import NamedTensorSource
+        from posttrain.engines.weight_transfer import NamedTensorSource
 
         source = NamedTensorSource(named_tensors, self.dtype)
         self._send(source, self._version + 1 if version is None else version)

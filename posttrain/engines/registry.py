@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from posttrain.registry import Registry
-from posttrain.rollout.base import RolloutEngine
+from posttrain.engines.base import RolloutEngine
 
 ROLLOUT_ENGINES: Registry[Callable[..., RolloutEngine]] = Registry("rollout engine")
 
@@ -15,7 +15,7 @@ ROLLOUT_ENGINES: Registry[Callable[..., RolloutEngine]] = Registry("rollout engi
 @ROLLOUT_ENGINES.register("hf")
 def _hf(**kwargs: Any) -> RolloutEngine:
     """Our KV-cached decoding loop over a Hugging Face causal LM (CPU or GPU)."""
-    from posttrain.rollout.hf import HFRolloutEngine
+    from posttrain.engines.hf import HFRolloutEngine
 
     return HFRolloutEngine(**kwargs)
 
@@ -23,7 +23,7 @@ def _hf(**kwargs: Any) -> RolloutEngine:
 @ROLLOUT_ENGINES.register("diffusion")
 def _diffusion(**kwargs: Any) -> RolloutEngine:
     """The masked-diffusion sampler (semi-autoregressive blocks, low-confidence remasking)."""
-    from posttrain.rollout.diffusion import DiffusionRolloutEngine
+    from posttrain.engines.diffusion import DiffusionRolloutEngine
 
     return DiffusionRolloutEngine(**kwargs)
 
@@ -33,7 +33,7 @@ def _vllm_remote(*, model: Any, tokenizer: Any, urls: list[str], timeout_s: floa
                  **in_process_options: Any) -> RolloutEngine:
     """vLLM servers started with `posttrain rollout-worker`, synced over vLLM's weight-transfer protocol
     (``in_process_options``, the device and batch size of in-process engines, do not apply)."""
-    from posttrain.rollout.remote import RemoteVLLMEngine
+    from posttrain.engines.remote import RemoteVLLMEngine
 
     return RemoteVLLMEngine(urls, tokenizer, model, timeout_s=timeout_s, dtype=dtype)
 
@@ -43,7 +43,7 @@ def _vllm(model: Any, tokenizer: Any, max_batch_size: int = 256, dtype: str | No
           **options: Any) -> RolloutEngine:
     """vLLM in this process (colocated), started on the checkpoint ``model`` was loaded from (its
     ``name_or_path``); the module itself is not kept, vLLM loads its own copy."""
-    from posttrain.rollout.vllm import VLLMRolloutEngine
+    from posttrain.engines.vllm import VLLMRolloutEngine
 
     options.pop("device", None)  # vLLM places itself (its platform: CUDA or CPU)
     return VLLMRolloutEngine.from_pretrained(model.name_or_path, tokenizer=tokenizer,
@@ -79,7 +79,7 @@ def engine_options(config: Any, name: str | None = None) -> dict[str, Any]:
     if name == "vllm-remote":
         import torch
 
-        from posttrain.rollout.remote import parse_worker_urls
+        from posttrain.engines.remote import parse_worker_urls
 
         return {"urls": parse_worker_urls(config.rollout_workers), "timeout_s": config.worker_timeout_s,
                 "dtype": torch.bfloat16 if config.precision == "bf16" else torch.float32}
@@ -89,7 +89,7 @@ def engine_options(config: Any, name: str | None = None) -> dict[str, Any]:
                 "sync_timeout_s": config.worker_timeout_s}
     if name != "diffusion":
         return {}
-    from posttrain.rollout.diffusion import DiffusionSampling
+    from posttrain.engines.diffusion import DiffusionSampling
 
     return {"sampling": DiffusionSampling(block_length=config.block_length, steps=config.diffusion_steps or None,
                                           remasking=config.remasking)}
