@@ -50,9 +50,9 @@ def run_side(side: str, model: str, dtype: str, prompts: int, new_tokens: int, r
     """One side in this process: build the engine, warm up once, time ``repeats`` generate calls."""
     import torch
 
+    from posttrain.engines.base import SamplingParams
     from posttrain.models.loading import load_causal_lm, load_tokenizer
     from posttrain.models.pretrained import resolve_model_name
-    from posttrain.engines.base import SamplingParams
 
     torch.set_num_threads(threads)
     path = resolve_model_name(model)

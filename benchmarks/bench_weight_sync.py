@@ -64,10 +64,10 @@ def time_syncs(push, repeats: int) -> list[float]:
 def measure(path: str, repeats: int) -> dict:
     import torch
 
-    from posttrain.models.loading import load_causal_lm, load_tokenizer
     from posttrain.engines.hf import HFRolloutEngine
-    from posttrain.engines.sync import push_weights
     from posttrain.engines.vllm import VLLMRolloutEngine
+    from posttrain.models.loading import load_causal_lm, load_tokenizer
+    from posttrain.weight_sync import push_weights
 
     tokenizer = load_tokenizer(path)
     trainer_model = load_causal_lm(path, dtype=torch.float32)

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from posttrain.algos.roles import POLICY, REFERENCE, ModelRole, policy_role
-from posttrain.registry import Registry
 from posttrain.async_rollouts import GenerationRequest
 from posttrain.engines.base import SamplingParams
+from posttrain.registry import Registry
 
 if TYPE_CHECKING:
     from posttrain.config import TrainConfig
-    from posttrain.metrics import PhaseTimer
     from posttrain.engines.base import GenerationEngine, RolloutEngine, Rollouts
+    from posttrain.metrics import PhaseTimer
     from posttrain.tasks.base import Example, RewardFn
 
 

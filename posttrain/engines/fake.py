@@ -14,8 +14,8 @@ import re
 import threading
 import time
 
-from posttrain.models.tiny import build_tokenizer
 from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, refuse_json_schema
+from posttrain.models.tiny import build_tokenizer
 
 
 class FakeEngine:

@@ -43,9 +43,9 @@ from typing import Any
 import httpx
 import torch
 
-from posttrain.dist import barrier
 from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seed
 from posttrain.engines.http import OpenAIHTTPEngine
+from posttrain.engines.weights import TrainerWeights
 
 SERVED_MODEL_NAME = "default"
 """The model name ``posttrain rollout-worker`` serves under (``--served-model-name``)."""
@@ -75,21 +75,6 @@ def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
         slices.append(slice(start, start + size))
         start += size
     return slices
-
-
-def parse_worker_urls(spec: str) -> list[str]:
-    """The worker URLs of a comma-separated ``--rollout_workers`` value (``http://host:port``, no
-    trailing slash); an empty list, a non-http URL or a repeated URL raises naming it."""
-    urls = [u.strip().rstrip("/") for u in spec.split(",") if u.strip()]
-    if not urls:
-        raise ValueError("rollout_workers is empty; give one or more worker URLs, e.g. http://127.0.0.1:8100")
-    for url in urls:
-        if not url.startswith(("http://", "https://")) or "://" not in url or not url.split("://", 1)[1]:
-            raise ValueError(f"rollout worker URL {url!r} must look like http://HOST:PORT")
-    repeated = sorted({u for u in urls if urls.count(u) > 1})
-    if repeated:
-        raise ValueError(f"rollout worker URL(s) {repeated} are listed more than once")
-    return urls
 
 
 class _ControlClient:
@@ -282,15 +267,15 @@ class RemoteVLLMEngine:
             except (WeightSyncError, WorkerError) as err:
                 self._senders[worker] = None  # the group is unusable after a failure; a retry opens a new one
                 raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err
-        barrier(_trainer_world_size())  # no rank generates before rank 0 has finished every worker's update and cache reset
+        _trainer_barrier()  # no rank generates before rank 0 has finished every worker's update and cache reset
         self._version = version
 
-    def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
-        """Push a training module's weights (PEFT adapters already merged) to every worker as ``version``;
-        every trainer rank calls it together (ZeRO-3 gathers), rank 0 sends."""
+    def sync_from(self, weights: TrainerWeights, version: int) -> None:
+        """Push the trainer's weights (PEFT adapters already merged) to every worker as ``version``; every
+        trainer rank calls it together (``weights.gather`` runs the ZeRO-3 collectives), rank 0 sends."""
         from posttrain.engines.weight_transfer import TrainerWeightSource
 
-        self._send(TrainerWeightSource(module, zero_stage, self.dtype), version)
+        self._send(TrainerWeightSource(weights, self.dtype), version)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Push named full tensors to every worker; ``version`` defaults to the current one plus 1."""
@@ -326,10 +311,12 @@ def local_address_towards(url: str) -> str:
         raise WorkerError(url, f"no network route to the worker's host {host!r}: {err}") from err
 
 
-def _trainer_world_size() -> int:
+def _trainer_barrier() -> None:
+    """Wait for every rank of the trainer's process group (none to wait for outside one)."""
     import torch.distributed as torch_dist
 
-    return torch_dist.get_world_size() if torch_dist.is_initialized() else 1
+    if torch_dist.is_initialized() and torch_dist.get_world_size() > 1:
+        torch_dist.barrier()
 
 
 def _trainer_rank() -> int:

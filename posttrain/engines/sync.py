@@ -1,40 +1,31 @@
-"""How the trainer's weights reach its rollout engine: the one push used after optimizer steps, before
-evaluation and on resume, and the colocated engine's sleep / wake around training.
+"""The engine side of a weight sync: load the trainer's weights into an engine, and the colocated engine's
+sleep / wake around training.
 
 Engines that speak vLLM's weight-transfer protocol (``sync_from``: the colocated and remote vLLM engines)
-receive the training module itself and gather it a decoder layer at a time (ZeRO-3 included); the
-in-process engines (HF, diffusion) receive ``dist.gathered_named_parameters``. PEFT adapters are merged
-into the base weights for the push and unmerged afterwards, whatever happens in between.
+take the ``TrainerWeights`` whole and pull them a decoder layer at a time; the in-process engines (HF,
+diffusion) take its named tensors one at a time (``update_weights``). Gathering the tensors (ZeRO-3) and
+merging PEFT adapters is the trainer's side (``posttrain.weight_sync``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from posttrain.dist import gathered_named_parameters
+from posttrain.engines.weights import TrainerWeights
 
 
-def push_weights(rollout: Any, module: torch.nn.Module, zero_stage: int, step: int) -> None:
-    """Send ``module``'s current weights (the trainer's state after ``step``) into ``rollout``; every
-    training rank calls it together (the gathers are collectives under ZeRO-3)."""
-    merged = hasattr(module, "merge_adapter")
-    if merged:
-        module.merge_adapter()
-    try:
-        if hasattr(rollout, "sync_from"):
-            rollout.sync_from(module, zero_stage, version=step)
-        else:
-            rollout.update_weights((n, t) for n, t in gathered_named_parameters(module, zero_stage) if "lora_" not in n)
-    finally:
-        if merged:
-            module.unmerge_adapter()
+def load_weights(engine: Any, weights: TrainerWeights, version: int) -> None:
+    """Load ``weights`` (the trainer's state after step ``version``) into ``engine``; under ZeRO-3 every
+    training rank calls it together (iterating ``weights`` runs the gathers)."""
+    if hasattr(engine, "sync_from"):
+        engine.sync_from(weights, version=version)
+    else:
+        engine.update_weights(weights.named_tensors())
 
 
 def rest_rollout(rollout: Any) -> None:
     """Let a colocated engine free its accelerator memory while the trainer trains (``sleep`` where the
-    engine has one; vLLM's is a no-op on CPU)."""
+    engine has one; vLLM's sleeps only when its spec allows it, and is a no-op on CPU)."""
     if hasattr(rollout, "sleep"):
         rollout.sleep()
 

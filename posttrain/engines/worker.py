@@ -100,8 +100,8 @@ def rollout_worker_main(argv: list[str]) -> int:
     if not 0 < args.port < 65536:
         print(f"error: --port {args.port} must be in 1..65535", file=sys.stderr)
         return 2
-    from posttrain.models.pretrained import resolve_model_name
     from posttrain.engines.vllm import INSTALL_HINT, vllm_servable_problem
+    from posttrain.models.pretrained import resolve_model_name
 
     if importlib.util.find_spec("vllm") is None:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)

@@ -35,8 +35,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from posttrain.models.chat import has_chat_template, render_chat
 from posttrain.engines.base import SamplingParams, SamplingParamsError
+from posttrain.models.chat import has_chat_template, render_chat
 from rewards.mr3.scoring import aggregate, plan_samples
 from rewards.mr3.templates import COMPACT_VERDICT_TOKENS, THINK_CLOSE, EvalItem
 from rewards.server.backends import ServedModel

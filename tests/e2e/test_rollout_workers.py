@@ -23,6 +23,7 @@ import httpx
 import pytest
 import torch
 
+from posttrain.weight_sync import trainer_weights
 from tests.e2e.conftest import deepspeed_launcher, run_entry
 from tests.e2e.sync_harness import assert_synced, run_sync_check
 
@@ -95,7 +96,7 @@ def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vll
     model(input_ids=batch, labels=batch).loss.backward()
     optimizer.step()
     before = _greedy(hf, prompts)
-    engine.sync_from(model, zero_stage=0, version=1)
+    engine.sync_from(trainer_weights(model, 0), version=1)
     for url in urls:  # prompts 0-2 went to worker 0, 3-5 to worker 1: both hold the stepped weights
         assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "1"
     rollouts = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0))
@@ -140,9 +141,9 @@ def test_async_grpo_through_train_py_with_remote_workers(workers, vllm_tiny: Pat
 def test_a_sync_resets_the_workers_prefix_cache(workers, vllm_tiny: Path) -> None:
     """A prompt longer than a KV block (128 tokens on CPU) leaves cached keys and values computed by the old
     weights; after a sync the workers must decode it with the new ones."""
-    from posttrain.models.tiny import RECIPES, build_model
     from posttrain.engines.hf import HFRolloutEngine
     from posttrain.engines.remote import RemoteVLLMEngine
+    from posttrain.models.tiny import RECIPES, build_model
 
     model, tokenizer, _ = _hf(vllm_tiny)
     long = [tokenizer.encode(" ".join(PROMPTS * 8))[:200]]

@@ -29,8 +29,8 @@ from posttrain.trainer import Trainer
 def trainer_copy(trainer: Trainer) -> torch.nn.Module:
     """A plain HF model holding the trainer's current (full, un-partitioned) weights."""
     from posttrain.dist import gathered_named_parameters
-    from posttrain.models.loading import load_causal_lm
     from posttrain.engines.weights import WeightReceiver
+    from posttrain.models.loading import load_causal_lm
 
     model = load_causal_lm(trainer.config.model)
     WeightReceiver(model).update(gathered_named_parameters(trainer.engine.module, trainer.config.zero_stage))

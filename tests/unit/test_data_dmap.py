@@ -98,8 +98,8 @@ def test_weighted_histogram_by_hand():
 
 @pytest.fixture(scope="module")
 def peaky_backend():
-    from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
     from posttrain.engines.hf import HFRolloutEngine
+    from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 
     tok = build_tokenizer()
     recipe = dataclasses.replace(RECIPES.get("corpus-lm"), hidden_size=32, num_layers=1, num_heads=2,

@@ -9,8 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posttrain.models.diffusion import diffusion_logits, tiny_diffusion_model
-from posttrain.models.tiny import build_tokenizer
 from posttrain.engines.base import RolloutEngine, SamplingParams
 from posttrain.engines.diffusion import (
     DiffusionRolloutEngine,
@@ -19,6 +17,8 @@ from posttrain.engines.diffusion import (
     gumbel_candidates,
     transfer_schedule,
 )
+from posttrain.models.diffusion import diffusion_logits, tiny_diffusion_model
+from posttrain.models.tiny import build_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,9 @@ from posttrain.algos.dupo.reward import DualSettings, group_dual_rewards
 from posttrain.algos.dupo.selection import select_unknown
 from posttrain.algos.dupo.solver import DualSolver
 from posttrain.config import ConfigError
-from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
+from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 
 _DUAL = re.compile(r"^(?P<problem>.*) Given that the answer is (?P<answer>\S+), what is (?P<var>V[a-z]+)\?$")
 

@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 import torch
 
-from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
 from posttrain.engines.base import SamplingParams, SamplingParamsError
 from posttrain.engines.hf import HFRolloutEngine, process_logits
+from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
 
 pytest.importorskip("xgrammar")
 

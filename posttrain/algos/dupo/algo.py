@@ -67,7 +67,7 @@ class DuPOConfig(GRPOConfig):
         if self.dual_lambda <= 0:
             bad.append(("dual_lambda", self.dual_lambda, "must be > 0"))
         if self.dual_solver == "snapshot":
-            if self.rollout != "hf":
+            if self.rollout.kind != "hf":
                 bad.append(("dual_solver", self.dual_solver, (f"the snapshot copies the HF rollout engine's model; with "
                                                              f"--rollout {self.rollout} use dual_solver policy")))
             if self.save_every % self.dual_refresh_every:
