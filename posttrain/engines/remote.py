@@ -1,4 +1,4 @@
-"""Remote rollout workers (``--rollout vllm-remote --rollout_workers http://h1:8100,http://h2:8100``).
+"""Remote rollout workers (``--rollout vllm-remote:http://h1:8100,http://h2:8100``).
 
 Each worker is a vLLM OpenAI server started with ``posttrain rollout-worker`` (``engines/worker.py``):
 dev-mode RLHF routes on, our weight transport registered, processed (sampling) log-probs. The trainer side

@@ -40,8 +40,8 @@ class EngineSpecError(ValueError):
     """A bad engine spec: the message names the option (or the string), the value and what is allowed."""
 
     def __init__(self, option: str, value: Any, allowed: str, kind: str | None = None) -> None:
-        where = f"engine spec {kind}: option '{option}'" if kind else f"engine spec '{option}'"
-        super().__init__(f"{where} = {value!r} is invalid: {allowed}")
+        where = f"engine spec {kind}: option '{option}' = {value!r}" if kind else f"engine spec {value!r}"
+        super().__init__(f"{where} is invalid: {allowed}")
         self.option = option
         self.kind = kind
         self.value = value

@@ -2,7 +2,7 @@
 
     posttrain rollout-worker --model PATH_OR_ALIAS --port 8100 [--host 0.0.0.0] [-- extra vllm serve args]
 
-then train with ``--rollout vllm-remote --rollout_workers http://HOST:8100[,http://HOST2:8100]``. The
+then train with ``--rollout vllm-remote:http://HOST:8100[,http://HOST2:8100]``. The
 command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind ``vllm serve``) with:
 
 - ``VLLM_SERVER_DEV_MODE=1``: vLLM's dev-mode RLHF routes (``/init_weight_transfer_engine``,
