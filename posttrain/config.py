@@ -461,6 +461,7 @@ def _spec_option_help(name: str, kinds: Sequence[str]) -> list[str]:
     aliases = {option: old for old, option in ROLLOUT_ALIASES.items()} if name == "rollout" else {}
     lines = []
     for kind in kinds:
+        lines.append(f"    {kind}: {SPEC_CLASSES[kind].summary}")
         for f in dataclasses.fields(SPEC_CLASSES[kind]):
             if f.name == "path":
                 continue

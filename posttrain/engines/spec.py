@@ -48,14 +48,15 @@ class EngineSpecError(ValueError):
         self.allowed = allowed
 
 
-def spec_option(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
+def spec_option(default: Any, help: str) -> Any:
     """Declare a documented engine option (``help`` is what ``--help`` prints)."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """What every spec has: its ``kind`` (the name in the string form) and where its model is (``location``)."""
+    """What every spec has: its ``kind`` (the name in the string form), a one-line ``summary`` of the engine,
+    and where its model is (``location``)."""
 
     kind: ClassVar[str] = ""
     summary: ClassVar[str] = ""
@@ -113,8 +114,8 @@ class DiffusionSpec(EngineSpec):
                                         "one block).")
     steps: int = spec_option(0, "Denoising steps over the whole completion; 0 = max_new_tokens (one token "
                                 "committed per step).")
-    remasking: str = spec_option("low_confidence", "Which masked positions to commit at each step.",
-                                 ("low_confidence", "random"))
+    remasking: str = spec_option("low_confidence", "Which masked positions to commit at each step: "
+                                                   "low_confidence or random.")
 
     def __post_init__(self) -> None:
         _check_path(self)
