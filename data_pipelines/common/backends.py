@@ -38,7 +38,7 @@ from data_pipelines.common.cachelm import CacheLMScorer
 from data_pipelines.common.corpus import training_text
 from posttrain.engines.base import ScoringEngine
 from posttrain.engines.build import ENGINE_BUILDERS, EngineContext, build_engine, cached_engine
-from posttrain.engines.spec import CacheLMSpec, EngineSpec, HTTPSpec, parse_engine_spec
+from posttrain.engines.spec import CacheLMSpec, EngineSpec, HTTPSpec, VLLMSpec, parse_engine_spec
 from posttrain.models.loading import load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
 from posttrain.models.tiny import build_tiny, build_tokenizer
@@ -113,9 +113,12 @@ def load_backend(spec: str | None, *, device: str = "cpu", batch_size: int = 16,
     parsed = backend_spec(spec, cache_dir=cache_dir)
     if tokenizer and not isinstance(parsed, HTTPSpec):
         tokenizer = None  # the tokenizer of a checkpoint's engine is the checkpoint's own
+    if isinstance(parsed, VLLMSpec):  # vLLM schedules its own batches, and nothing trains beside it here
+        parsed, batching = parsed.with_options({"sleep": False}), {}
+    else:
+        batching = {"max_batch_size": batch_size}
     build = cached_engine if cached else build_engine
     try:
-        return build(parsed, device=device, max_batch_size=batch_size, top_k=top_k, tokenizer=tokenizer,
-                     api_key=api_key)
+        return build(parsed, device=device, top_k=top_k, tokenizer=tokenizer, api_key=api_key, **batching)
     except ValueError as err:
         raise ValueError(f"--model {spec}: {err}") from err

@@ -94,10 +94,10 @@ def load_served_model(backend: str | EngineSpec, model: str | None = None, *, de
         path, name, style = str(build_tiny(EMBEDDED_RECIPE, cache_dir=cache_dir)), f"tiny-{EMBEDDED_RECIPE}", "compact"
     else:
         path, name, style = resolve_model_name(model, cache_dir=cache_dir), model, "mr3"
-    if isinstance(spec, VLLMSpec):
-        spec = spec.with_options({"max_model_len": max_model_len})
+    if isinstance(spec, VLLMSpec):  # vLLM schedules its own batches, and a server never trains beside it
+        spec = spec.with_options({"max_model_len": max_model_len, "sleep": False})
+        engine = build_engine(dataclasses.replace(spec, path=path), dtype=DTYPES[dtype])
+        return ServedModel(engine, spec.kind, name, int(engine.llm.llm_engine.model_config.max_model_len), style)
     engine = build_engine(dataclasses.replace(spec, path=path), device=device, dtype=DTYPES[dtype],
                           max_batch_size=max_batch_size)
-    if spec.kind == "vllm":
-        return ServedModel(engine, spec.kind, name, int(engine.llm.llm_engine.model_config.max_model_len), style)
     return ServedModel(engine, spec.kind, name, context_length(engine.model.config), style)
