@@ -55,7 +55,7 @@ def check_engine_argument(engine: str, kinds: tuple[str, ...]) -> None:
 def command_engine(args: argparse.Namespace, model: str | None, task: str) -> Any:
     """The engine of a subcommand's ``--engine`` (``add_engine_arguments``): on its own path, else on ``model``
     (a path, hub id or alias) or ``task``'s embedded tiny causal model; an HTTP engine sends the token ids of
-    that model's tokenizer unless the spec names the served model (``#MODEL``)."""
+    that model's tokenizer unless the spec names the served model (``#MODEL``). ``args.seed`` seeds vLLM's engine."""
     from posttrain.engines.build import build_engine
     from posttrain.engines.spec import HTTPSpec, parse_engine_spec
     from posttrain.models.loading import load_tokenizer, resolve_cli_model
@@ -71,7 +71,7 @@ def command_engine(args: argparse.Namespace, model: str | None, task: str) -> An
     elif model:
         raise ValueError(f"--engine {spec} names its own checkpoint; drop the model option or the engine's path")
     return build_engine(spec, tokenizer=tokenizer, device=args.device, max_batch_size=args.batch_size,
-                        trust_remote_code=args.trust_remote_code, seed=getattr(args, "seed", 0))
+                        trust_remote_code=args.trust_remote_code, seed=args.seed)
 
 
 def emit_summary(summary: dict[str, Any], output: Path | None) -> None:

@@ -8,6 +8,7 @@ first: dataclass defaults, ``--config run.yaml``, ``--key value`` flags on the c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import typing
@@ -124,10 +125,10 @@ class TrainConfig:
     top_k: int = opt(0, "Top-k sampling for rollouts; 0 = off.")
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, (str, dict)) and _is_spec_field(type(self), f):
-                setattr(self, f.name, engine_spec_value(f.name, value))
+        for name in spec_fields(type(self)):
+            value = getattr(self, name)
+            if isinstance(value, (str, dict)):
+                setattr(self, name, engine_spec_value(name, value))
         if not self.output_dir:
             self.output_dir = f"outputs/{self.algo}-{self.task}"
 
@@ -323,9 +324,12 @@ ROLLOUT_ALIASES = {"rollout_workers": "urls", "worker_timeout_s": "timeout_s", "
 """Older flat spellings of the ``rollout`` engine's options: ``--block_length 8`` = ``--rollout.block_length 8``."""
 
 
-def _is_spec_field(cls: type, f: dataclasses.Field) -> bool:
-    annotation = _field_type(cls, f)
-    return isinstance(annotation, type) and issubclass(annotation, EngineSpec)
+@functools.cache
+def spec_fields(cls: type) -> tuple[str, ...]:
+    """The fields of the config class ``cls`` that hold an engine spec (``rollout``, a role's engine)."""
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if isinstance(hints[f.name], type) and issubclass(hints[f.name], EngineSpec))
 
 
 def engine_spec_value(name: str, raw: Any, options: dict[str, Any] | None = None) -> EngineSpec:
@@ -409,15 +413,15 @@ def build_config(cls: type[TrainConfig], argv: Sequence[str]) -> TrainConfig:
             continue
         values[key.replace("-", "_")] = ("cli", value)
     kwargs: dict[str, Any] = {}
-    spec_fields = {name for name, f in fields.items() if _is_spec_field(cls, f)}
-    spec_options: dict[str, dict[str, Any]] = {name: {} for name in spec_fields}
+    specs = spec_fields(cls)
+    spec_options: dict[str, dict[str, Any]] = {name: {} for name in specs}
     for key in list(values):
         name, dot, option = key.partition(".")
-        if dot and name in spec_fields:
+        if dot and name in specs:
             spec_options[name][option] = values.pop(key)[1]
-        elif key in ROLLOUT_ALIASES and "rollout" in spec_fields:
+        elif key in ROLLOUT_ALIASES and "rollout" in specs:
             spec_options["rollout"][ROLLOUT_ALIASES[key]] = values.pop(key)[1]
-    for name in spec_fields:
+    for name in specs:
         options = {k: "true" if v is None else v for k, v in spec_options[name].items()}  # a bare flag: true
         if name in values or options:
             raw = values.pop(name)[1] if name in values else fields[name].default
@@ -451,7 +455,7 @@ def help_text(cls: type[TrainConfig], algo: str | None = None) -> str:
         extra = f" {{{', '.join(map(str, choices))}}}" if choices else ""
         lines.append(f"  --{f.name} ({type_name}{extra}, default {json.dumps(default)})")
         lines.append(f"      {f.metadata.get('help', '')}")
-        if _is_spec_field(cls, f):
+        if f.name in spec_fields(cls):
             lines.extend(_spec_option_help(f.name, choices or tuple(SPEC_CLASSES)))
     return "\n".join(lines)
 
