@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
-from posttrain.rollout.weight_transfer import free_port
-from posttrain.rollout.worker import (
+from posttrain.engines.weight_transfer import free_port
+from posttrain.engines.worker import (
     cpu_affinity_prefix,
     spawn_rollout_worker,
     stop_rollout_worker,

@@ -90,9 +90,9 @@ def learner_and_guider_accuracy(model_dir: Path, tokenizer_dir: Path) -> dict[st
     from posttrain.algos.gpo.hint import privileged_examples
     from posttrain.algos.gpo.llm import GPOConfig
     from posttrain.dist import DistInfo
+    from posttrain.engines.build import build_engine
     from posttrain.evaluation import evaluate
     from posttrain.models.loading import load_causal_lm, load_tokenizer
-    from posttrain.rollout.registry import build_rollout_engine
     from posttrain.tasks import load_task
 
     config = GPOConfig(algo="gpo", pass_k=1)
@@ -100,8 +100,8 @@ def learner_and_guider_accuracy(model_dir: Path, tokenizer_dir: Path) -> dict[st
     examples = task.split("test")[: config.eval_examples]
     tokenizer = load_tokenizer(str(tokenizer_dir))
     device = torch.device("cpu")
-    engine = build_rollout_engine(config.rollout, model=load_causal_lm(str(model_dir)), tokenizer=tokenizer,
-                                  device=device, max_batch_size=len(examples))
+    engine = build_engine(config.rollout, model=load_causal_lm(str(model_dir)), tokenizer=tokenizer, device=device,
+                          max_batch_size=len(examples))
     info = DistInfo(rank=0, world_size=1, local_rank=0, device=device)
     hinted = privileged_examples(examples, config.privileged_template)
     return {role: evaluate(engine, tokenizer, task, exs, config, info, step=0)["eval/accuracy"]

@@ -29,10 +29,10 @@ import torch
 import transformers
 
 from data_pipelines.common.io import atomic_write_text
+from posttrain.engines.base import SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.loading import load_tokenizer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
-from posttrain.rollout.base import SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 

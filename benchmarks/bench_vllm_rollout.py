@@ -1,7 +1,7 @@
 """Rollout throughput on a real model: our vLLM engine vs our HF engine, SmolLM2-135M-Instruct.
 
 Both sides are the project's engines behind the one ``RolloutEngine`` protocol
-(``posttrain.rollout.vllm.VLLMRolloutEngine`` and ``posttrain.rollout.hf.HFRolloutEngine``), given the
+(``posttrain.engines.vllm.VLLMRolloutEngine`` and ``posttrain.engines.hf.HFRolloutEngine``), given the
 same 64 chat-templated prompts (token ids) and the same ``SamplingParams`` (T=1, no top-k/top-p,
 ``--new-tokens`` 128, stop at the eos), the same dtype and the same number of CPU threads. Each side
 runs in its own subprocess (vLLM's CPU backend pins its own OpenMP threads, so one process must not
@@ -50,9 +50,9 @@ def run_side(side: str, model: str, dtype: str, prompts: int, new_tokens: int, r
     """One side in this process: build the engine, warm up once, time ``repeats`` generate calls."""
     import torch
 
+    from posttrain.engines.base import SamplingParams
     from posttrain.models.loading import load_causal_lm, load_tokenizer
     from posttrain.models.pretrained import resolve_model_name
-    from posttrain.rollout.base import SamplingParams
 
     torch.set_num_threads(threads)
     path = resolve_model_name(model)
@@ -60,12 +60,12 @@ def run_side(side: str, model: str, dtype: str, prompts: int, new_tokens: int, r
     batch = make_prompts(tokenizer, prompts)
     start = time.perf_counter()
     if side == "vllm":
-        from posttrain.rollout.vllm import VLLMRolloutEngine
+        from posttrain.engines.vllm import VLLMRolloutEngine
 
         engine = VLLMRolloutEngine.from_pretrained(path, tokenizer=tokenizer, dtype=dtype,
                                                    max_model_len=max(len(p) for p in batch) + new_tokens)
     else:
-        from posttrain.rollout.hf import HFRolloutEngine
+        from posttrain.engines.hf import HFRolloutEngine
 
         engine = HFRolloutEngine(load_causal_lm(path, dtype=getattr(torch, dtype)), tokenizer,
                                  max_batch_size=prompts)

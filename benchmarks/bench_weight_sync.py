@@ -2,7 +2,7 @@
 
 For each model size (random-init Llama configs whose attention head size vLLM's CPU kernels serve, plus
 SmolLM2-135M-Instruct itself), the trainer-side module pushes its full state into the engine the way the
-trainer does after every optimizer step (``posttrain.rollout.sync.push_weights``: vLLM's weight-transfer
+trainer does after every optimizer step (``posttrain.weight_sync.push_weights``: vLLM's weight-transfer
 protocol over our gloo transport, parameters gathered and sent a layer group at a time). Side by side, in
 the same run: the same state copied into our HF engine's model in place (``HFRolloutEngine.update_weights``),
 the floor any transport is measured against (no serialisation, no second process group). Median of
@@ -64,10 +64,10 @@ def time_syncs(push, repeats: int) -> list[float]:
 def measure(path: str, repeats: int) -> dict:
     import torch
 
+    from posttrain.engines.hf import HFRolloutEngine
+    from posttrain.engines.vllm import VLLMRolloutEngine
     from posttrain.models.loading import load_causal_lm, load_tokenizer
-    from posttrain.rollout.hf import HFRolloutEngine
-    from posttrain.rollout.sync import push_weights
-    from posttrain.rollout.vllm import VLLMRolloutEngine
+    from posttrain.weight_sync import push_weights
 
     tokenizer = load_tokenizer(path)
     trainer_model = load_causal_lm(path, dtype=torch.float32)

@@ -16,7 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tiny": ("posttrain.models.tiny:tiny_main", "build or list the embedded tiny models"),
     "data": ("data_pipelines.cli:data_main", "run a data pipeline (entropylong, dmap, text2grad-sft)"),
     "serve": ("rewards.server.cli:serve_main", "serve a reward model and an OpenAI-compatible API"),
-    "rollout-worker": ("posttrain.rollout.worker:rollout_worker_main",
+    "rollout-worker": ("posttrain.engines.worker:rollout_worker_main",
                        "a vLLM rollout worker that --rollout vllm-remote trainers sync"),
     "gpo-control": ("posttrain.algos.gpo.control.cli:gpo_control_main", "GPO in partially observable control"),
     "dupo-rerank": ("posttrain.algos.dupo.rerank_cli:dupo_rerank_main",

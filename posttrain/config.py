@@ -8,9 +8,9 @@ first: dataclass defaults, ``--config run.yaml``, ``--key value`` flags on the c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,10 +19,17 @@ from typing import Any
 
 import yaml
 
+from posttrain.engines.spec import (
+    SPEC_CLASSES,
+    VLLM_KINDS,
+    EngineSpec,
+    EngineSpecError,
+    parse_engine_spec,
+)
+from posttrain.typed_values import coerce_value
+
 DEFAULT_ALGO = "grpo"
 """The algorithm of a run that names none (neither ``--algo`` nor an ``algo:`` key in its ``--config`` file)."""
-VLLM_ROLLOUTS = ("vllm", "vllm-remote")
-"""The ``--rollout`` engines served by vLLM (colocated and remote workers)."""
 VLLM_EMBEDDED_HELP = ("Without --model, vllm and vllm-remote start from the embedded model's vLLM-servable twin "
                       "(tiny recipe NAME-vllm: 3 heads of 32, since vLLM's CPU attention does not serve the default's "
                       "head size 24; same task, data, label noise and warm start).")
@@ -99,38 +106,29 @@ class TrainConfig:
     lora_r: int = opt(0, "LoRA rank via peft; 0 = full fine-tuning.")
     lora_alpha: int = opt(16, "LoRA alpha.")
     # --- sampling ------------------------------------------------------------------------------
-    rollout: str = opt("hf", "Rollout engine: hf (our decoding loop), diffusion (masked-diffusion sampler), vllm "
-                             "(colocated in each rank), vllm-remote (`posttrain rollout-worker` servers). "
-                             + VLLM_EMBEDDED_HELP, ["hf", "diffusion", *VLLM_ROLLOUTS])
-    rollout_workers: str = opt("", "--rollout vllm-remote: comma-separated worker URLs (http://HOST:PORT), each a "
-                                   "`posttrain rollout-worker`; prompts are spread evenly over them, all synced.")
-    worker_timeout_s: float = opt(120.0, "--rollout vllm and vllm-remote: seconds a weight-sync collective (and, "
-                                         "for vllm-remote, a worker HTTP call) may take before the run fails "
-                                         "naming the engine or worker.")
+    rollout: EngineSpec = opt("hf", "The policy's rollout engine, an engine spec: hf (our decoding loop), "
+                                        "diffusion (masked-diffusion sampler), vllm (colocated in each rank), "
+                                        "vllm-remote:URL[,URL] (`posttrain rollout-worker` servers); its options are "
+                                        "--rollout.OPTION value (listed below). " + VLLM_EMBEDDED_HELP,
+                              ["hf", "diffusion", *VLLM_KINDS])
     async_rollouts: bool = opt(False, "Generate the next steps' rollouts while this step trains (GRPO/RLOO); stale "
                                       "rollouts use the sampling engine's log-probs as the ratio's old policy.")
     max_staleness: int = opt(1, "--async_rollouts: how many weight versions a step's rollouts may lag the trained "
                                 "policy (asserted); generation runs that many steps ahead.")
     sync_every: int = opt(1, "Push the trained weights into the rollout engine every N steps (1 = after every step); "
                              "rollouts in between are sampled by older weights (see --tis_cap).")
-    vllm_sleep: bool = opt(True, "--rollout vllm: put the colocated engine to sleep while the trainer trains (frees "
-                                 "its GPU memory; CUDA only, a no-op on CPU, where vLLM has no sleep mode).")
-    vllm_gpu_memory_utilization: float = opt(0.3, "--rollout vllm on CUDA: share of GPU memory the colocated engine "
-                                                  "may take (the trainer shares the GPU).")
     rollout_batch_size: int = opt(0, "Most sequences generated in one batch; 0 = a whole step's samples on this rank.")
     max_prompt_tokens: int = opt(256, "Prompts longer than this are rejected with an error.")
     max_new_tokens: int = opt(16, "Maximum completion length in tokens.")
     temperature: float = opt(1.0, "Sampling temperature for rollouts.")
     top_p: float = opt(1.0, "Nucleus sampling threshold for rollouts.")
     top_k: int = opt(0, "Top-k sampling for rollouts; 0 = off.")
-    block_length: int = opt(32, "Diffusion sampler (--rollout diffusion): block length of the semi-autoregressive "
-                                "schedule (>= max_new_tokens: one block).")
-    diffusion_steps: int = opt(0, "Diffusion sampler: denoising steps over the whole completion; 0 = max_new_tokens "
-                                  "(one token committed per step).")
-    remasking: str = opt("low_confidence", "Diffusion sampler: which masked positions to commit at each step.",
-                         ["low_confidence", "random"])
 
     def __post_init__(self) -> None:
+        for name in spec_fields(type(self)):
+            value = getattr(self, name)
+            if isinstance(value, (str, dict)):
+                setattr(self, name, engine_spec_value(name, value))
         if not self.output_dir:
             self.output_dir = f"outputs/{self.algo}-{self.task}"
 
@@ -138,7 +136,7 @@ class TrainConfig:
     @property
     def model_kind(self) -> str:
         """"diffusion" (a masked-diffusion LM, sampled by the diffusion sampler) or "causal"."""
-        return "diffusion" if self.rollout == "diffusion" else "causal"
+        return "diffusion" if self.rollout.kind == "diffusion" else "causal"
 
     def tiny_recipe(self, kind: str) -> str:
         """The embedded tiny recipe a run without ``--model`` starts from: the task's ``kind`` recipe
@@ -153,7 +151,7 @@ class TrainConfig:
         from posttrain.models.tiny import vllm_variant
 
         name = self.tiny_recipe(kind)
-        return vllm_variant(name) if self.rollout in VLLM_ROLLOUTS else name
+        return vllm_variant(name) if self.rollout.kind in VLLM_KINDS else name
 
     def per_rank_prompts(self, world_size: int) -> int:
         return self.prompts_per_step // world_size
@@ -170,20 +168,22 @@ class TrainConfig:
         for f in dataclasses.fields(self):
             choices = f.metadata.get("choices")
             value = getattr(self, f.name)
+            if isinstance(value, EngineSpec):
+                value = value.kind
             if choices and value not in choices:
                 raise ConfigError(f.name, value, f"choose one of {list(choices)}")
         positive = ["steps", "prompts_per_step", "group_size", "micro_batch_size", "mu", "max_new_tokens",
-                    "max_prompt_tokens", "log_every", "pass_k", "block_length"]
+                    "max_prompt_tokens", "log_every", "pass_k"]
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(name, getattr(self, name), "must be >= 1")
         for name in ["save_every", "eval_every", "eval_examples", "keep_last", "warmup_steps", "lora_r", "num_threads",
-                     "rollout_batch_size", "diffusion_steps"]:
+                     "rollout_batch_size"]:
             if getattr(self, name) < 0:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
         if self.lr <= 0:
             raise ConfigError("lr", self.lr, "must be > 0")
-        _check_rollout_workers(self)
+        _check_async_rollouts(self)
         _check_weight_sync(self)
         if self.temperature <= 0:
             raise ConfigError("temperature", self.temperature, "rollouts need a temperature > 0")
@@ -226,7 +226,17 @@ class TrainConfig:
 
     # -- I/O ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field by name; an engine spec as its string form under its name and each of its options under
+        ``NAME.OPTION`` (as ``--config`` and the command line read them)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, EngineSpec):
+                out[f.name] = str(value)
+                out.update({f"{f.name}.{k}": v for k, v in value.options().items()})
+            else:
+                out[f.name] = json.loads(json.dumps(value)) if isinstance(value, (list, dict)) else value
+        return out
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the resolved config as YAML next to the checkpoints (atomically)."""
@@ -254,19 +264,8 @@ def _check_embedded_model(config: TrainConfig) -> None:
                           "--model PATH_OR_HUB_ID") from None
 
 
-def _check_rollout_workers(config: TrainConfig) -> None:
-    """The remote-worker and asynchronous-rollout fields (``--rollout vllm-remote``, ``--async_rollouts``)."""
-    from posttrain.rollout.remote import parse_worker_urls
-
-    if config.rollout == "vllm-remote":
-        try:
-            parse_worker_urls(config.rollout_workers)
-        except ValueError as err:
-            raise ConfigError("rollout_workers", config.rollout_workers, str(err)) from None
-    elif config.rollout_workers:
-        raise ConfigError("rollout_workers", config.rollout_workers, "is used by --rollout vllm-remote only")
-    if config.worker_timeout_s <= 0:
-        raise ConfigError("worker_timeout_s", config.worker_timeout_s, "must be > 0 seconds")
+def _check_async_rollouts(config: TrainConfig) -> None:
+    """The asynchronous-rollout fields (``--async_rollouts``)."""
     if config.max_staleness < 1:
         raise ConfigError("max_staleness", config.max_staleness, "must be >= 1 (synchronous runs need no bound: "
                           "leave --async_rollouts false)")
@@ -276,20 +275,19 @@ def _check_rollout_workers(config: TrainConfig) -> None:
 
 
 def _check_weight_sync(config: TrainConfig) -> None:
-    """The sync policy and the colocated vLLM engine (``--rollout vllm``): vLLM installed, the model servable."""
+    """The sync policy and the rollout engine: it serves the policy (no path of its own), and the engine's
+    own check of the run's model (``EngineSpec.config_problem``: for vLLM, installed and the model servable)."""
     if config.sync_every < 1:
         raise ConfigError("sync_every", config.sync_every, "must be >= 1 (steps between weight syncs)")
     if config.sync_every > 1 and config.save_every % config.sync_every:
         raise ConfigError("sync_every", config.sync_every, f"must divide save_every ({config.save_every}): a resumed "
                           "run re-syncs at its checkpoint, which equals an uninterrupted run only on a sync step")
-    if not 0 < config.vllm_gpu_memory_utilization <= 1:
-        raise ConfigError("vllm_gpu_memory_utilization", config.vllm_gpu_memory_utilization, "must be in (0, 1]")
-    if config.rollout == "vllm":
-        from posttrain.rollout.vllm import vllm_config_problem
-
-        problem = vllm_config_problem(config)
-        if problem:
-            raise ConfigError("rollout", "vllm", problem)
+    if config.rollout.location and config.rollout.kind != "vllm-remote":
+        raise ConfigError("rollout", str(config.rollout), "the policy's engine serves the trained model (--model); "
+                          "name the engine kind without a path")
+    problem = config.rollout.config_problem(config)
+    if problem:
+        raise ConfigError("rollout", str(config.rollout), problem)
 
 
 def _ships_own_code(model: str) -> bool:
@@ -314,34 +312,42 @@ def _field_type(cls: type, f: dataclasses.Field) -> Any:
 
 def _coerce(name: str, raw: Any, annotation: Any) -> Any:
     """Turn a CLI string (or a YAML value) into the field's type, naming the field on failure."""
-    origin = typing.get_origin(annotation)
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    optional = origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
-    if optional:
-        if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null", "")):
-            return None
-        annotation = args[0]
-    if not isinstance(raw, str):
-        if annotation is float and isinstance(raw, int) and not isinstance(raw, bool):
-            return float(raw)
-        if annotation in (int, float, str, bool) and not isinstance(raw, annotation):
-            raise ConfigError(name, raw, f"expected a {annotation.__name__}")
-        return raw
     try:
-        if annotation is bool:
-            lowered = raw.lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if annotation is int:
-            return int(raw)
-        if annotation is float:
-            return float(raw)
-    except ValueError:
-        raise ConfigError(name, raw, f"expected a {annotation.__name__}") from None
-    return raw
+        return coerce_value(raw, annotation)
+    except ValueError as err:
+        raise ConfigError(name, raw, str(err)) from None
+
+
+ROLLOUT_ALIASES = {"rollout_workers": "urls", "worker_timeout_s": "timeout_s", "vllm_sleep": "sleep",
+                   "vllm_gpu_memory_utilization": "gpu_memory_utilization", "block_length": "block_length",
+                   "diffusion_steps": "steps", "remasking": "remasking"}
+"""Older flat spellings of the ``rollout`` engine's options: ``--block_length 8`` = ``--rollout.block_length 8``."""
+
+
+@functools.cache
+def spec_fields(cls: type) -> tuple[str, ...]:
+    """The fields of the config class ``cls`` that hold an engine spec (``rollout``, a role's engine)."""
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if isinstance(hints[f.name], type) and issubclass(hints[f.name], EngineSpec))
+
+
+def engine_spec_value(name: str, raw: Any, options: dict[str, Any] | None = None) -> EngineSpec:
+    """The engine spec of the config field ``name`` from its value (a spec, its string form, or a YAML mapping
+    of ``engine``: the string form, and options) and ``options`` (``--NAME.OPTION value``, ``NAME.OPTION:`` in
+    YAML); a bad one raises ``ConfigError`` naming ``NAME`` or ``NAME.OPTION``."""
+    options = dict(options or {})
+    if isinstance(raw, dict):
+        raw = dict(raw)
+        text = raw.pop("engine", None)
+        options = {**raw, **options}
+    else:
+        text = raw
+    try:
+        return parse_engine_spec(text, **options)
+    except EngineSpecError as err:
+        where = f"{name}.{err.option}" if err.kind else name
+        raise ConfigError(where, err.value, err.allowed) from None
 
 
 def _split_overrides(argv: Sequence[str]) -> list[tuple[str, str | None]]:
@@ -407,6 +413,19 @@ def build_config(cls: type[TrainConfig], argv: Sequence[str]) -> TrainConfig:
             continue
         values[key.replace("-", "_")] = ("cli", value)
     kwargs: dict[str, Any] = {}
+    specs = spec_fields(cls)
+    spec_options: dict[str, dict[str, Any]] = {name: {} for name in specs}
+    for key in list(values):
+        name, dot, option = key.partition(".")
+        if dot and name in specs:
+            spec_options[name][option] = values.pop(key)[1]
+        elif key in ROLLOUT_ALIASES and "rollout" in specs:
+            spec_options["rollout"][ROLLOUT_ALIASES[key]] = values.pop(key)[1]
+    for name in specs:
+        options = {k: "true" if v is None else v for k, v in spec_options[name].items()}  # a bare flag: true
+        if name in values or options:
+            raw = values.pop(name)[1] if name in values else fields[name].default
+            kwargs[name] = engine_spec_value(name, raw, options)
     for key, (_, value) in values.items():
         if key not in fields:
             close = [n for n in fields if n.startswith(key[:4])]
@@ -436,4 +455,22 @@ def help_text(cls: type[TrainConfig], algo: str | None = None) -> str:
         extra = f" {{{', '.join(map(str, choices))}}}" if choices else ""
         lines.append(f"  --{f.name} ({type_name}{extra}, default {json.dumps(default)})")
         lines.append(f"      {f.metadata.get('help', '')}")
+        if f.name in spec_fields(cls):
+            lines.extend(_spec_option_help(f.name, choices or tuple(SPEC_CLASSES)))
     return "\n".join(lines)
+
+
+def _spec_option_help(name: str, kinds: Sequence[str]) -> list[str]:
+    """The ``--NAME.OPTION`` lines of an engine-spec field, per engine kind it allows."""
+    aliases = {option: old for old, option in ROLLOUT_ALIASES.items()} if name == "rollout" else {}
+    lines = []
+    for kind in kinds:
+        lines.append(f"    {kind}: {SPEC_CLASSES[kind].summary}")
+        for f in dataclasses.fields(SPEC_CLASSES[kind]):
+            if f.name == "path":
+                continue
+            old = aliases.get(f.name)
+            also = f"; also --{old}" if old else ""
+            lines.append(f"  --{name}.{f.name} ({kind}, default {f.default!r}{also})")
+            lines.append(f"      {f.metadata['help']}")
+    return lines

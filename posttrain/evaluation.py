@@ -12,7 +12,7 @@ from typing import Any
 from posttrain.algos.core import pass_at_k
 from posttrain.config import TrainConfig
 from posttrain.dist import DistInfo, all_reduce_sum
-from posttrain.rollout.base import RolloutEngine, SamplingParams
+from posttrain.engines.base import RolloutEngine, SamplingParams
 from posttrain.tasks.base import Example, Task
 from posttrain.tasks.prompts import encode_prompts
 

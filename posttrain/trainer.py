@@ -15,6 +15,7 @@ import torch
 from posttrain.algos import get_algorithm
 from posttrain.algos.base import AlgoContext, Algorithm, TrainedModel
 from posttrain.algos.roles import INITIAL_POLICY, POLICY, ModelRole, check_roles, check_same_tokenizer
+from posttrain.async_rollouts import AsyncStepDriver
 from posttrain.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from posttrain.config import ConfigError, TrainConfig
 from posttrain.dist import (
@@ -24,17 +25,18 @@ from posttrain.dist import (
     initialize_deepspeed_model,
     set_cpu_threads,
 )
+from posttrain.engines.build import build_engine
+from posttrain.engines.spec import EngineSpec
+from posttrain.engines.sync import rest_rollout, wake_rollout
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
 from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
 from posttrain.models.pretrained import resolve_model_name
 from posttrain.models.tiny import build_tiny
 from posttrain.models.value import ValueModel
-from posttrain.rollout.async_rollouts import AsyncStepDriver
-from posttrain.rollout.registry import build_rollout_engine, engine_options
-from posttrain.rollout.sync import push_weights, rest_rollout, wake_rollout
 from posttrain.sampler import EpochSampler
 from posttrain.tasks import load_reward, load_task
+from posttrain.weight_sync import push_weights
 
 log = logging.getLogger("posttrain")
 
@@ -122,12 +124,11 @@ class Trainer:
             config.save(config.output_dir)
 
     # ------------------------------------------------------------------------------------------
-    def _build_engine(self, name: str, model: torch.nn.Module, tokenizer: Any) -> Any:
+    def _build_engine(self, spec: EngineSpec, model: torch.nn.Module, tokenizer: Any) -> Any:
         config = self.config
-        return build_rollout_engine(name, model=model.to(self.info.device), tokenizer=tokenizer,
-                                    device=self.info.device, max_batch_size=config.rollout_batch_size
-                                    or config.per_rank_samples(self.info.world_size),
-                                    **engine_options(config, name))
+        return build_engine(spec, model=model.to(self.info.device), tokenizer=tokenizer, device=self.info.device,
+                            max_batch_size=config.rollout_batch_size or config.per_rank_samples(self.info.world_size),
+                            seed=config.seed)
 
     def _role_module(self, role: ModelRole, initial_policy: torch.nn.Module,
                      dtype: torch.dtype) -> tuple[torch.nn.Module, Any]:
@@ -270,7 +271,7 @@ class Trainer:
             experience, metrics = self.algo.make_experience(local, self.deepspeed_model.module, step)
         for module in modules:
             module.train()
-        if cfg.vllm_sleep and self.async_driver is None and hasattr(self, "rollout"):
+        if self.async_driver is None and hasattr(self, "rollout"):
             rest_rollout(self.rollout)
         with self.timer.phase("train"):
             metrics.update(self._train_on(experience))

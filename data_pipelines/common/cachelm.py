@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from posttrain.rollout.base import check_score_inputs
-from posttrain.rollout.scores import TokenScores
+from posttrain.engines.base import check_score_inputs
+from posttrain.engines.scores import TokenScores
 
 
 class CacheLMScorer:

@@ -11,7 +11,6 @@ Qwen3-235B thinking model (responses); here one engine of the user's choice does
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from data_pipelines.common.runner import Reject
@@ -27,7 +26,7 @@ from data_pipelines.designer.structured import (
     parse_json_object,
     require_string,
 )
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 
 
 @dataclass(frozen=True)
@@ -49,12 +48,10 @@ class CallSettings:
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature)
 
 
-@functools.lru_cache(maxsize=4)
 def _load(spec: str, device: str) -> GenerationEngine:
     from data_pipelines.common.backends import load_backend
-    from posttrain.models.pretrained import resolve_model_name
 
-    return load_backend(resolve_model_name(spec), device=device)
+    return load_backend(spec, device=device, cached=True)
 
 
 def resolve_engine(engine: GenerationEngine | str, device: str = "cpu") -> GenerationEngine:

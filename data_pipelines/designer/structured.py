@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.models.chat import render_chat
-from posttrain.rollout.base import GenerationEngine, SamplingParams
 
 
 class InvalidOutput(ValueError):

@@ -14,7 +14,7 @@ For a text w_1..w_T scored by a model p, with p_i = p(. | w_<i):
 Deviations: the paper's interval is [a_i, a_i + p_i(w_i)], which tied tokens would all share, so with
 ties (bf16 logits) the map is not uniform under pure sampling (chi-square p ~ 1e-23 on a peaked bf16
 distribution); the tied tokens share one interval of their summed mass instead, which equals the paper's
-interval when there are no ties (``posttrain.rollout.scores``). The official code's
+interval when there are no ties (``posttrain.engines.scores``). The official code's
 ``chi_squared_uniformity_test`` defaults to 4 bins; we default to the
 paper's Terrell-Scott rule (``bins=4`` reproduces the code). p-values come from the regularised upper
 incomplete gamma function (``torch.special.gammaincc``), so no scipy dependency.
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from posttrain.rollout.scores import mass_above_from_logits, tied_mass_from_logits
+from posttrain.engines.scores import mass_above_from_logits, tied_mass_from_logits
 
 
 def dmap_intervals(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

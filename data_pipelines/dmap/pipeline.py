@@ -163,7 +163,7 @@ def _score_input(args, out_dir: Path) -> list[dict]:
 
 
 def _demo_texts(backend, n: int, max_new_tokens: int, seed: int) -> dict[str, list[list[int]]]:
-    from posttrain.rollout.base import SamplingParams
+    from posttrain.engines.base import SamplingParams
 
     bos = backend.tokenizer.bos_token_id
     prompts = [[bos]] * n

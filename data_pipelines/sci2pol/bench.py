@@ -137,7 +137,7 @@ def _encode(engine, text: str, prefill: str | None, max_new_tokens: int) -> tupl
 def make_generate_stage(engine_factory: Callable, model_name: str, cache_path: str, max_new_tokens: int,
                         open_tokens: int) -> Process:
     """Stage: bench rows -> rows with ``response`` (greedy; ``open_tokens`` for tasks 7-15)."""
-    from posttrain.rollout.base import SamplingParams
+    from posttrain.engines.base import SamplingParams
 
     engine = engine_factory()
     cache = ResultCache(cache_path)
@@ -185,7 +185,7 @@ def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str,
     """Stage: generated rows -> rows with ``judgements``, ``judge_attempts`` and ``score`` (None plus
     ``judge_error`` when the judge output stayed invalid after ``retries`` retries). ``structured``: the
     judge decodes under the rubric's JSON Schema; else free text after a prefilled first key."""
-    from posttrain.rollout.base import SamplingParams
+    from posttrain.engines.base import SamplingParams
 
     engine = engine_factory()
     cache = ResultCache(cache_path)

@@ -94,7 +94,7 @@ def polish_prompt(document: str, examples: list[tuple[str, str]]) -> str:
 
 def _generate(engine, prompt: str, prefill: str | None, max_new_tokens: int, temperature: float = 0.0,
               seed: int | None = None, json_schema: str | None = None) -> str:
-    from posttrain.rollout.base import SamplingParams
+    from posttrain.engines.base import SamplingParams
 
     ids, _ = _encode(engine, prompt, prefill, max_new_tokens)
     text = engine.generate([ids], SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,

@@ -17,11 +17,10 @@ from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_a
 DEFAULT_MODEL = "smollm2-135m"
 
 
-@functools.lru_cache(maxsize=4)
 def _engine(spec: str, device: str, batch_size: int, tokenizer: str | None):
     from data_pipelines.common.backends import load_backend
 
-    return load_backend(spec, device=device, batch_size=batch_size, tokenizer=tokenizer)
+    return load_backend(spec, device=device, batch_size=batch_size, tokenizer=tokenizer, cached=True)
 
 
 def engine_factory(spec: str, device: str = "cpu", batch_size: int = 8, tokenizer: str | None = None):

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from posttrain.algos.roles import POLICY, REFERENCE, ModelRole, policy_role
+from posttrain.async_rollouts import GenerationRequest
+from posttrain.engines.base import SamplingParams
 from posttrain.registry import Registry
-from posttrain.rollout.async_rollouts import GenerationRequest
-from posttrain.rollout.base import SamplingParams
 
 if TYPE_CHECKING:
     from posttrain.config import TrainConfig
+    from posttrain.engines.base import GenerationEngine, RolloutEngine, Rollouts
     from posttrain.metrics import PhaseTimer
-    from posttrain.rollout.base import GenerationEngine, RolloutEngine, Rollouts
     from posttrain.tasks.base import Example, RewardFn
 
 
@@ -158,7 +158,7 @@ class Algorithm(ABC):
     # -- asynchronous rollouts (``--async_rollouts``): the step split in two ---------------------
     # An algorithm whose rollouts are one generation call overrides both methods below; the trainer then
     # asks for step t+1's request while step t trains and hands back the finished rollouts (see
-    # ``posttrain.rollout.async_rollouts``).
+    # ``posttrain.async_rollouts``).
     def generation_request(self, examples: list[Example], step: int) -> GenerationRequest:
         """The one generation training step ``step``'s experience needs (this rank's share of ``examples``)."""
         raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")

@@ -55,8 +55,9 @@ from posttrain.algos.pg import group_pg_incompatibilities
 from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.config import TrainConfig, opt
+from posttrain.engines.diffusion import fixed_length_completions
+from posttrain.engines.spec import EngineSpec
 from posttrain.models.diffusion import diffusion_mask_token_id, resolve_mask_token_id
-from posttrain.rollout.diffusion import fixed_length_completions
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 
@@ -76,7 +77,8 @@ class ESPOConfig(TrainConfig):
     micro_batch_size: int = opt(48, "Samples per forward/backward on one rank.")
     eval_every: int = opt(20, "Evaluate on the held-out split every N steps (and at start and end); 0 = never.")
     pass_k: int = opt(1, "k for pass@k at evaluation (sampled at the rollout temperature); 1 = off.")
-    rollout: str = opt("diffusion", "Rollout engine (masked-diffusion sampler).", ["diffusion"])
+    rollout: EngineSpec = opt("diffusion", "Rollout engine (the masked-diffusion sampler; its options are "
+                                               "--rollout.OPTION value).", ["diffusion"])
     max_new_tokens: int = opt(24, "Fixed generation length L (completions are EOS-padded to it).")
     mu: int = opt(2, "Inner iterations: optimizer steps taken on each step's batch of rollouts.")
     lr: float = opt(3e-4, "Peak learning rate (AdamW).")

@@ -35,10 +35,11 @@ from posttrain.algos.core import (
 from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
-from posttrain.config import VLLM_EMBEDDED_HELP, VLLM_ROLLOUTS, TrainConfig, opt
+from posttrain.async_rollouts import GenerationRequest
+from posttrain.config import VLLM_EMBEDDED_HELP, TrainConfig, opt
+from posttrain.engines.base import Rollouts
+from posttrain.engines.spec import VLLM_KINDS, EngineSpec
 from posttrain.models.likelihood import causal_token_logprobs
-from posttrain.rollout.async_rollouts import GenerationRequest
-from posttrain.rollout.base import Rollouts
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 
@@ -68,16 +69,18 @@ def tis_cap(cfg: Any) -> float:
     vLLM rollouts and 0 (off, the exact surrogate) for the in-process engines."""
     if cfg.tis_cap is not None:
         return float(cfg.tis_cap)
-    return VLLM_TIS_CAP if cfg.rollout in VLLM_ROLLOUTS else 0.0
+    return VLLM_TIS_CAP if cfg.rollout.kind in VLLM_KINDS else 0.0
 
 
 @dataclass
 class GRPOConfig(TrainConfig):
     """GRPO: group-normalised advantages, clipped token-level surrogate, optional KL to the reference."""
 
-    rollout: str = opt("hf", "Rollout engine (causal LMs; masked-diffusion models train with --algo espo): hf (our "
-                             "decoding loop), vllm (colocated in each rank) or vllm-remote (`posttrain rollout-worker` "
-                             "servers). " + VLLM_EMBEDDED_HELP, ["hf", *VLLM_ROLLOUTS])
+    rollout: EngineSpec = opt("hf", "The policy's rollout engine (causal LMs; masked-diffusion models train with "
+                                        "--algo espo), an engine spec: hf (our decoding loop), vllm (colocated in "
+                                        "each rank) or vllm-remote:URL[,URL] (`posttrain rollout-worker` servers); "
+                                        "its options are --rollout.OPTION value. " + VLLM_EMBEDDED_HELP,
+                              ["hf", *VLLM_KINDS])
     advantage: str = opt("grpo", "Advantage estimator over each group of G completions.", ["grpo", "dr_grpo", "rloo"])
     clip_low: float = opt(0.2, "Lower clip epsilon: ratios below 1 - clip_low are clipped.")
     clip_high: float = opt(0.2, "Upper clip epsilon (DAPO clip-higher uses e.g. 0.28).")

@@ -11,7 +11,7 @@ way for every algorithm, and lends the result through ``AlgoContext``:
 - a frozen role (``trains`` False): a copy of the policy's initial weights (``INITIAL_POLICY``, e.g. the KL
   reference) or another checkpoint (``CHECKPOINT``, e.g. Prefix-RL's target from ``--target_model``, or an
   embedded tiny recipe by default). With an engine it is served by that engine (``ctx.engines[name]``, built
-  through ``rollout.registry.build_rollout_engine``, never synced: its weights never change); without one
+  through ``engines.build.build_engine``, never synced: its weights never change); without one
   its module is ``ctx.models[name]``, on the device, in eval mode, without gradients.
 - a refreshed snapshot (``refresh_every`` N > 0, e.g. DuPO's dual solver): a frozen copy of the initial policy
   served by its engine, into which the trainer copies the policy's current weights at the start of steps
@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from posttrain.engines.spec import EngineSpec, parse_engine_spec
 
 POLICY = "policy"
 """The trained role's name (and its source: the run's model)."""
@@ -56,8 +58,9 @@ class ModelRole:
     """Where its weights come from: ``POLICY``, ``INITIAL_POLICY`` or ``CHECKPOINT``."""
     trains: bool = False
     """Whether the trainer optimises it (only the policy does)."""
-    engine: str | None = None
-    """The rollout engine that serves it (a ``--rollout`` name such as hf or vllm); None = no engine."""
+    engine: EngineSpec | str | None = None
+    """The engine that serves it: an engine spec, or its string form (``engines.spec``, e.g. hf or vllm; read
+    by ``parse_engine_spec`` at construction); None = no engine."""
     checkpoint: str | None = None
     """``CHECKPOINT`` roles: a path, hub id or packaged alias (``smollm2-135m``); None = ``recipe``."""
     recipe: str | None = None
@@ -76,6 +79,8 @@ class ModelRole:
     False for a model that only reads and writes text (Text2Grad's span reward model), served with its own."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.engine, str):
+            object.__setattr__(self, "engine", parse_engine_spec(self.engine))
         if self.source not in SOURCES:
             raise ValueError(f"model role {self.name!r}: source {self.source!r} not in {SOURCES}")
         if self.head not in HEADS:
@@ -91,7 +96,7 @@ class ModelRole:
             raise ValueError(f"model role {self.name!r}: a checkpoint role needs a checkpoint or a tiny recipe")
 
 
-def policy_role(engine: str | None) -> ModelRole:
+def policy_role(engine: EngineSpec | str | None) -> ModelRole:
     """The trained policy, served by ``engine`` (the run's ``--rollout``), or by none (SFT)."""
     return ModelRole(POLICY, POLICY, trains=True, engine=engine)
 

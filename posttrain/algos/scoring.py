@@ -13,7 +13,7 @@ from posttrain.tasks.base import Example, reward_columns
 
 if TYPE_CHECKING:
     from posttrain.algos.base import AlgoContext
-    from posttrain.rollout.base import Rollouts
+    from posttrain.engines.base import Rollouts
     from posttrain.tasks.base import RewardFn
 
 

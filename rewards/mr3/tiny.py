@@ -251,8 +251,8 @@ def pairwise_accuracy(model: Any, tokenizer: Any, n: int = 256, seed: int = 0, s
     """Greedy verdicts on held-out pairs: accuracy (ties and unreadable verdicts count as wrong),
     accuracy with ties as half, and the parse rate; also binary accuracy on held-out single answers.
     ``with_reference`` shows the judge the gold answer (reference-guided judging)."""
-    from posttrain.rollout.base import SamplingParams
-    from posttrain.rollout.hf import HFRolloutEngine
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.hf import HFRolloutEngine
 
     torch.set_num_threads(1)  # see warm_start
     engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)

@@ -1,16 +1,18 @@
 """What the reward server serves: one of the project's generation engines plus the facts about its model
-that the server needs (``ServedModel``), built by name for ``posttrain serve --backend``.
+that the server needs (``ServedModel``), built from ``posttrain serve --backend SPEC`` (an engine spec,
+``posttrain.engines.spec``) by the one engine builder (``posttrain.engines.build.build_engine``):
 
-============== ============================================================ ==========================
-``--backend``  engine                                                       model
-============== ============================================================ ==========================
-transformers   ``posttrain.rollout.hf.HFRolloutEngine`` (CPU or GPU)        ``--model`` or, unset, the
-                                                                            embedded tiny mR3 judge
-vllm           ``posttrain.rollout.vllm.VLLMRolloutEngine`` (GPU, and CPU   ``--model`` (required)
-               through vLLM's CPU build)
-fake           ``rewards.server.fake.FakeEngine`` (no model; tests and      none
-               the load benchmark)
-============== ============================================================ ==========================
+======================== ====================================================== ==========================
+``--backend``            engine                                                 model
+======================== ====================================================== ==========================
+hf (or transformers)     ``HFRolloutEngine`` (CPU or GPU)                       ``--model`` (or ``hf:PATH``)
+                                                                                or, unset, the embedded
+                                                                                tiny mR3 judge
+vllm                     ``VLLMRolloutEngine`` (GPU, and CPU through vLLM's     ``--model`` (or
+                         CPU build)                                             ``vllm:PATH``; required)
+fake                     ``FakeEngine`` (no model; tests and the load           none
+                         benchmark)
+======================== ====================================================== ==========================
 
 The server calls ``engine.generate(prompt_ids, SamplingParams)`` from one worker thread with a whole
 batch (``batching.Batcher``), encodes text with ``ServedModel.encode`` and renders chats with
@@ -21,17 +23,21 @@ batch (``batching.Batcher``), encodes text with ``ServedModel.encode`` and rende
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from posttrain.rollout.base import GenerationEngine
+from posttrain.engines.base import GenerationEngine
+from posttrain.engines.build import build_engine
+from posttrain.engines.spec import EngineSpec, FakeSpec, VLLMSpec, parse_engine_spec
+from posttrain.models.pretrained import resolve_model_name
+from posttrain.models.tiny import build_tiny
 
 EMBEDDED_RECIPE = "reward-mr3"
-BACKENDS = ("transformers", "vllm", "fake")
+BACKENDS = ("hf", "vllm", "fake")
+"""The engine kinds ``--backend`` may name."""
 DTYPES: dict[str, torch.dtype | str] = {"auto": "auto", "fp32": torch.float32, "bf16": torch.bfloat16,
                                         "fp16": torch.float16}
 
@@ -41,7 +47,7 @@ class ServedModel:
     """A generation engine and what the server reports and checks about its model."""
 
     engine: GenerationEngine
-    backend: str  # one of BACKENDS (``/health`` reports it)
+    backend: str  # the engine spec's kind, one of BACKENDS (``/health`` reports it)
     model_name: str  # what ``/v1/models`` lists
     max_context: int  # prompt + completion tokens
     default_style: str  # rubric template style: "compact" for the embedded tiny judge, "mr3" otherwise
@@ -60,52 +66,38 @@ def context_length(config: Any) -> int:
     return int(getattr(config, "max_position_embeddings", None) or 4096)
 
 
-def vllm_dtype(dtype: str, path: str) -> str:
-    """The vLLM engine's dtype name for ``--dtype`` (``auto``: the checkpoint's ``dtype`` in its
-    config.json, float32 when it names none)."""
-    if dtype != "auto":
-        return str(DTYPES[dtype]).removeprefix("torch.")
-    config = Path(path) / "config.json"
-    saved = json.loads(config.read_text()) if config.is_file() else {}
-    name = saved.get("dtype") or saved.get("torch_dtype") or "float32"
-    return name if name in ("float32", "bfloat16", "float16") else "float32"
-
-
-def load_served_model(backend: str, model: str | None = None, *, device: str = "cpu", dtype: str = "auto",
-                      max_batch_size: int = 64, max_model_len: int | None = None, cache_dir: str | None = None,
-                      base_latency_s: float = 0.0, per_item_latency_s: float = 0.0) -> ServedModel:
+def load_served_model(backend: str | EngineSpec, model: str | None = None, *, device: str = "cpu",
+                      dtype: str = "auto", max_batch_size: int = 64, max_model_len: int | None = None,
+                      cache_dir: str | None = None, base_latency_s: float = 0.0,
+                      per_item_latency_s: float = 0.0) -> ServedModel:
     """Build the ``ServedModel`` of ``--backend backend --model model`` (see the module docstring).
 
-    ``device`` and ``max_batch_size`` are for ``transformers``, ``max_model_len`` for ``vllm``, the
-    latencies for ``fake``; ``dtype`` is one of ``DTYPES`` (``auto``: the checkpoint's own)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    ``device`` and ``max_batch_size`` are the engine's, ``max_model_len`` vLLM's, the latencies the fake
+    engine's; ``dtype`` is one of ``DTYPES`` (``auto``: the checkpoint's own)."""
+    spec = parse_engine_spec(backend)
+    if spec.kind not in BACKENDS:
+        raise ValueError(f"--backend {spec}: the server serves {', '.join(BACKENDS)} engines, not {spec.kind}")
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    if backend == "fake":
-        from rewards.server.fake import FakeEngine
-
+    if isinstance(spec, FakeSpec):
         if model is not None:
             raise ValueError("--backend fake serves no model; drop --model")
-        return ServedModel(FakeEngine(base_latency_s, per_item_latency_s), "fake", "fake-judge", 4096, "mr3")
-
-    from posttrain.models.pretrained import resolve_model_name
-
+        engine = build_engine(spec.with_options({"base_latency_s": base_latency_s,
+                                                 "per_item_latency_s": per_item_latency_s}))
+        return ServedModel(engine, spec.kind, "fake-judge", 4096, "mr3")
+    if spec.location and model is not None:
+        raise ValueError(f"--backend {spec} names its own checkpoint; drop --model or the path")
+    model = spec.location or model
     if model is None:
-        if backend == "vllm":
-            raise ValueError("--backend vllm needs --model (the embedded tiny judge runs on --backend transformers)")
-        from posttrain.models.tiny import build_tiny
-
+        if spec.kind == "vllm":
+            raise ValueError("--backend vllm needs --model (the embedded tiny judge runs on --backend hf)")
         path, name, style = str(build_tiny(EMBEDDED_RECIPE, cache_dir=cache_dir)), f"tiny-{EMBEDDED_RECIPE}", "compact"
     else:
         path, name, style = resolve_model_name(model, cache_dir=cache_dir), model, "mr3"
-    if backend == "transformers":
-        from posttrain.rollout.hf import HFRolloutEngine
-
-        engine = HFRolloutEngine.from_pretrained(path, dtype=DTYPES[dtype], device=device,
-                                                 max_batch_size=max_batch_size)
-        return ServedModel(engine, backend, name, context_length(engine.model.config), style)
-    from posttrain.rollout.vllm import VLLMRolloutEngine
-
-    engine = VLLMRolloutEngine.from_pretrained(path, dtype=vllm_dtype(dtype, path), max_model_len=max_model_len)
-    return ServedModel(engine, backend, name, int(engine.llm.llm_engine.model_config.max_model_len), style)
+    if isinstance(spec, VLLMSpec):  # vLLM schedules its own batches, and a server never trains beside it
+        spec = spec.with_options({"max_model_len": max_model_len, "sleep": False})
+        engine = build_engine(dataclasses.replace(spec, path=path), dtype=DTYPES[dtype])
+        return ServedModel(engine, spec.kind, name, int(engine.llm.llm_engine.model_config.max_model_len), style)
+    engine = build_engine(dataclasses.replace(spec, path=path), device=device, dtype=DTYPES[dtype],
+                          max_batch_size=max_batch_size)
+    return ServedModel(engine, spec.kind, name, context_length(engine.model.config), style)

@@ -28,7 +28,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from posttrain.rollout.base import GenerationEngine, SamplingParams, SamplingParamsError, sample_seed
+from posttrain.engines.base import GenerationEngine, SamplingParams, SamplingParamsError, sample_seed
 
 logger = logging.getLogger(__name__)
 

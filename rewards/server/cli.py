@@ -8,8 +8,9 @@ import os
 import sys
 
 from posttrain.cli_help import HelpFormatter
+from posttrain.engines.spec import parse_engine_spec
 from rewards.server.app import ServerSettings, create_app
-from rewards.server.backends import BACKENDS, DTYPES, load_served_model
+from rewards.server.backends import DTYPES, load_served_model
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,9 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="TCP port (0 = any free port).")
     p.add_argument("--model", default=None, help="Model path, hub id or packaged alias (smollm2-135m); "
                                                  "unset = the embedded tiny reward model.")
-    p.add_argument("--backend", default="transformers", choices=list(BACKENDS),
-                   help="Generation engine: transformers (the project's HF engine, CPU/GPU), vllm (the project's "
-                        "vLLM engine: GPU, or vLLM's CPU build), fake (no model; tests and benchmarks).")
+    p.add_argument("--backend", default="hf",
+                   help="Generation engine, an engine spec: hf[:PATH] (the project's HF engine, CPU/GPU; "
+                        "'transformers' is another name for it), vllm[:PATH] (the project's vLLM engine: GPU, or "
+                        "vLLM's CPU build), fake (no model; tests and benchmarks). Without a path it serves --model.")
     p.add_argument("--device", default="cpu", help="transformers backend device (cpu, cuda, cuda:1).")
     p.add_argument("--dtype", default="auto", choices=list(DTYPES), help="Model dtype (auto = the checkpoint's).")
     p.add_argument("--max-model-len", type=int, default=None, help="vllm: context length.")
@@ -87,9 +89,9 @@ def serve_main(argv: list[str]) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    if args.model is None and args.backend == "transformers":
-        announce_judge_build()
     try:
+        if args.model is None and parse_engine_spec(args.backend) == parse_engine_spec("hf"):
+            announce_judge_build()
         served = load_served_model(args.backend, args.model, device=args.device, dtype=args.dtype,
                                    max_batch_size=args.max_batch_size, max_model_len=args.max_model_len,
                                    base_latency_s=args.fake_base_latency_ms / 1000.0,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from posttrain.rollout.base import check_json_schema
+from posttrain.engines.base import check_json_schema
 from rewards.mr3.official import get_format
 
 Mode = Literal["pointwise", "pairwise", "binary"]

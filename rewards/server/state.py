@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from posttrain.rollout.base import SamplingParams, SamplingParamsError
+from posttrain.engines.base import SamplingParams, SamplingParamsError
 from rewards.mr3.templates import COMPACT_VERDICT_TOKENS
 from rewards.server.backends import ServedModel
 from rewards.server.batching import Batcher, Generated, QueueFull, TooLarge

@@ -84,9 +84,9 @@ def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64,
     ``HFRolloutEngine``); the labels are the examples' own targets, parsed."""
     import torch
 
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.hf import HFRolloutEngine
     from posttrain.models.loading import load_causal_lm, load_tokenizer
-    from posttrain.rollout.base import SamplingParams
-    from posttrain.rollout.hf import HFRolloutEngine
     from posttrain.tasks import TASKS
     from rewards.text2grad.feedback import parse_feedback
     from rewards.text2grad.scorer import SpanRewardModel

@@ -1,6 +1,6 @@
 """Per-token rewards from a generative span reward model, for PPO (Text2Grad, arXiv 2505.22338).
 
-``SpanRewardModel(engine, form, rule, sampling)`` wraps any ``posttrain.rollout.base.GenerationEngine``
+``SpanRewardModel(engine, form, rule, sampling)`` wraps any ``posttrain.engines.base.GenerationEngine``
 (the HF engine, vLLM, or ``OpenAIHTTPEngine`` against a server) holding the reward model;
 ``RemoteSpanRewardModel`` (``rewards.text2grad.remote``) asks ``posttrain serve``'s ``/v1/span_feedback``
 instead. Both answer
@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 from rewards.text2grad.alignment import SpanRule, resolve_rule, score_tokens
 from rewards.text2grad.feedback import FeedbackParseError, SpanFeedback, check_form, parse_feedback
 from rewards.text2grad.templates import STYLES, render_request

@@ -18,8 +18,8 @@ import torch
 from safetensors.torch import load_file
 
 from posttrain.algos.sequences import pack_sequences
+from posttrain.engines.base import Rollouts
 from posttrain.models.likelihood import causal_token_logprobs
-from posttrain.rollout.base import Rollouts
 from tests.e2e.conftest import REPO
 
 LOGPROB_ATOL = 1e-3

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from posttrain.engines.base import SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.models.padding import left_pad
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
-from posttrain.rollout.base import SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
 from tests.e2e.conftest import deepspeed_launcher, run_entry
 from tests.e2e.test_train import SMALL, check_run, weights_changed
 
@@ -71,9 +71,9 @@ def test_hf_engine_greedy_matches_generate_on_cuda(tokenizer, prompt_ids):
 
 
 def test_diffusion_sampler_on_cuda(tiny_diffusion: Path):
+    from posttrain.engines.diffusion import DiffusionRolloutEngine, DiffusionSampling
     from posttrain.models.diffusion import load_diffusion_lm
     from posttrain.models.loading import load_tokenizer
-    from posttrain.rollout.diffusion import DiffusionRolloutEngine, DiffusionSampling
 
     tokenizer = load_tokenizer(str(tiny_diffusion))
     engine = DiffusionRolloutEngine(load_diffusion_lm(tiny_diffusion), tokenizer, device="cuda",

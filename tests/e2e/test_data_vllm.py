@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from data_pipelines.common.backends import encode_text, engine_label, load_backend
-from posttrain.rollout.base import SamplingParams
+from posttrain.engines.base import SamplingParams
 from tests.e2e.tiny_llama import save_tiny_llama
 
 pytest.importorskip("vllm")
@@ -20,7 +20,7 @@ def model_dir(tmp_path_factory) -> str:
 
 def test_vllm_spec_scores_generates_and_maps(model_dir):
     from data_pipelines.dmap.pipeline import map_texts
-    from posttrain.rollout.vllm import VLLMRolloutEngine
+    from posttrain.engines.vllm import VLLMRolloutEngine
 
     engine = load_backend(f"vllm:{model_dir}", top_k=25)  # above vLLM's default max_logprobs of 20
     assert isinstance(engine, VLLMRolloutEngine) and engine.score_top_k == 25

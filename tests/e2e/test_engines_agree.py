@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posttrain.rollout.base import SamplingParams, ScoringEngine
-from posttrain.rollout.http import OpenAIHTTPEngine
+from posttrain.engines.base import SamplingParams, ScoringEngine
+from posttrain.engines.http import OpenAIHTTPEngine
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import load_served_model
 from rewards.server.local import serve_in_thread

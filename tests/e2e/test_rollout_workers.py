@@ -25,6 +25,7 @@ import httpx
 import pytest
 import torch
 
+from posttrain.weight_sync import trainer_weights
 from tests.e2e.conftest import deepspeed_launcher, run_entry
 from tests.e2e.sync_harness import assert_engine_holds, assert_synced, completion_logprobs, run_sync_check
 
@@ -44,8 +45,8 @@ def vllm_tiny() -> Path:
 
 @pytest.fixture(scope="module")
 def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen]]]:
-    from posttrain.rollout.weight_transfer import free_port
-    from posttrain.rollout.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
+    from posttrain.engines.weight_transfer import free_port
+    from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
 
     logs = tmp_path_factory.mktemp("worker-logs")
     started = []
@@ -71,7 +72,7 @@ def _hf(model_path: Path) -> tuple[torch.nn.Module, object, list[list[int]]]:
 
 
 def _greedy(engine: object, prompts: list[list[int]]) -> list[list[int]]:
-    from posttrain.rollout.base import SamplingParams
+    from posttrain.engines.base import SamplingParams
 
     return engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0)).completion_ids
 
@@ -80,7 +81,7 @@ def _assert_holds(engine: object, model: torch.nn.Module, prompts: list[list[int
                   other: torch.nn.Module | None = None) -> None:
     """The engine decodes ``prompts`` greedily with ``model``'s weights: its log-probs of its own tokens are
     the model's (and, with ``other``, not that model's); greedy tokens alone could differ on a near-tie."""
-    from posttrain.rollout.base import SamplingParams
+    from posttrain.engines.base import SamplingParams
 
     rollouts = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0))
     pad_id = engine.tokenizer.pad_token_id
@@ -89,9 +90,9 @@ def _assert_holds(engine: object, model: torch.nn.Module, prompts: list[list[int
 
 
 def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vllm_tiny: Path) -> None:
-    from posttrain.rollout.base import SamplingParams
-    from posttrain.rollout.hf import HFRolloutEngine
-    from posttrain.rollout.remote import RemoteVLLMEngine
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.hf import HFRolloutEngine
+    from posttrain.engines.remote import RemoteVLLMEngine
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     hf = HFRolloutEngine(model=model, tokenizer=tokenizer, device=torch.device("cpu"))
@@ -108,7 +109,7 @@ def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vll
     batch = torch.tensor([prompts[0] + prompts[1]])
     model(input_ids=batch, labels=batch).loss.backward()
     optimizer.step()
-    engine.sync_from(model, zero_stage=0, version=1)
+    engine.sync_from(trainer_weights(model, 0), version=1)
     for url in urls:  # prompts 0-2 went to worker 0, 3-5 to worker 1: both hold the stepped weights
         assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "1"
     _assert_holds(engine, model, prompts)
@@ -122,7 +123,7 @@ def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vll
 
 
 def test_worker_on_another_version_is_named(workers, vllm_tiny: Path) -> None:
-    from posttrain.rollout.remote import RemoteVLLMEngine, WorkerError
+    from posttrain.engines.remote import RemoteVLLMEngine, WorkerError
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     urls = [url for url, _ in workers]
@@ -153,8 +154,8 @@ def test_async_grpo_through_train_py_with_remote_workers(workers, vllm_tiny: Pat
 def test_a_sync_resets_the_workers_prefix_cache(workers, vllm_tiny: Path) -> None:
     """A prompt longer than a KV block (128 tokens on CPU) leaves cached keys and values computed by the old
     weights; after a sync the workers must decode it with the new ones."""
+    from posttrain.engines.remote import RemoteVLLMEngine
     from posttrain.models.tiny import RECIPES, build_model
-    from posttrain.rollout.remote import RemoteVLLMEngine
 
     model, tokenizer, _ = _hf(vllm_tiny)
     long = [tokenizer.encode(" ".join(PROMPTS * 8))[:200]]
@@ -181,7 +182,7 @@ def test_two_zero3_ranks_leave_the_workers_on_the_trainers_weights(workers, vllm
 
 
 def test_silent_then_killed_worker_is_named_within_the_timeout(workers, vllm_tiny: Path) -> None:
-    from posttrain.rollout.remote import RemoteVLLMEngine, WorkerError
+    from posttrain.engines.remote import RemoteVLLMEngine, WorkerError
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     (good, _), (bad, process) = workers

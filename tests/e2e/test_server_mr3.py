@@ -9,8 +9,8 @@ import subprocess
 import httpx
 import pytest
 
+from posttrain.engines.base import Rollouts, SamplingParams, sample_seed
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams, sample_seed
 from rewards.mr3.templates import COMPACT_VERDICT_TOKENS
 from rewards.remote import RemoteReward
 from rewards.server.app import ServerSettings, create_app

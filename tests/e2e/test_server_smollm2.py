@@ -7,9 +7,9 @@ from __future__ import annotations
 import openai
 import pytest
 
+from posttrain.engines.base import SamplingParams
+from posttrain.engines.http import OpenAIHTTPEngine
 from posttrain.models.chat import render_chat
-from posttrain.rollout.base import SamplingParams
-from posttrain.rollout.http import OpenAIHTTPEngine
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import load_served_model
 from rewards.server.local import serve_in_thread

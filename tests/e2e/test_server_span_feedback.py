@@ -8,8 +8,8 @@ import re
 import httpx
 import pytest
 
+from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
 from posttrain.tasks.step_arithmetic import program_feedback
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import ServedModel

@@ -108,9 +108,9 @@ def test_bad_dataset_row_names_file_row_and_field(tiny_arithmetic: Path, tmp_pat
 def test_logged_eval_matches_exported_checkpoint(tiny_arithmetic: Path, tmp_path: Path) -> None:
     """The final evaluation scores the trained weights (also for SFT, whose rollout engine is only
     synced for evaluation): re-evaluating the exported checkpoint gives the logged numbers."""
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.hf import HFRolloutEngine
     from posttrain.models.loading import load_causal_lm, load_tokenizer
-    from posttrain.rollout.base import SamplingParams
-    from posttrain.rollout.hf import HFRolloutEngine
     from posttrain.tasks import TASKS
     from posttrain.tasks.prompts import encode_prompts
 

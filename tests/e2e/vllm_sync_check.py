@@ -21,8 +21,8 @@ import torch
 
 from posttrain.algos import get_algorithm
 from posttrain.config import build_config
+from posttrain.engines.base import SamplingParams
 from posttrain.models.loading import load_causal_lm
-from posttrain.rollout.base import SamplingParams
 from posttrain.tasks.prompts import encode_prompts
 from posttrain.trainer import Trainer
 from tests.e2e.sync_harness import completion_logprobs
@@ -31,7 +31,7 @@ from tests.e2e.sync_harness import completion_logprobs
 def trainer_copy(trainer: Trainer) -> torch.nn.Module:
     """A plain HF model holding the trainer's current (full, un-partitioned) weights."""
     from posttrain.dist import gathered_named_parameters
-    from posttrain.rollout.weights import WeightReceiver
+    from posttrain.engines.weights import WeightReceiver
 
     model = load_causal_lm(trainer.config.model)
     WeightReceiver(model).update(gathered_named_parameters(trainer.deepspeed_model.module, trainer.config.zero_stage))

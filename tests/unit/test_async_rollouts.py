@@ -7,15 +7,16 @@ import json
 
 import pytest
 
-from posttrain.config import ConfigError, TrainConfig
-from posttrain.rollout.async_rollouts import (
+from posttrain.async_rollouts import (
     AsyncRollouts,
     GenerationRequest,
     check_staleness,
     launch_ahead,
 )
-from posttrain.rollout.base import Rollouts, SamplingParams
-from posttrain.rollout.remote import balanced_slices, parse_worker_urls
+from posttrain.config import ConfigError, TrainConfig, build_config
+from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.engines.remote import balanced_slices
+from posttrain.engines.spec import parse_worker_urls
 
 
 def test_balanced_slices_cover_in_order_with_sizes_within_one() -> None:
@@ -29,7 +30,7 @@ def test_balanced_slices_cover_in_order_with_sizes_within_one() -> None:
 
 def test_parse_worker_urls_names_the_bad_entry() -> None:
     assert parse_worker_urls(" http://h1:8100/, http://h2:8100") == ["http://h1:8100", "http://h2:8100"]
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="no worker URL"):
         parse_worker_urls(" , ")
     with pytest.raises(ValueError, match="'h1:8100' must look like"):
         parse_worker_urls("h1:8100")
@@ -38,14 +39,17 @@ def test_parse_worker_urls_names_the_bad_entry() -> None:
 
 
 def test_config_checks_for_workers_and_staleness() -> None:
-    with pytest.raises(ConfigError, match="rollout_workers"):
-        TrainConfig(rollout="vllm-remote").validate()
-    with pytest.raises(ConfigError, match="vllm-remote only"):
-        TrainConfig(rollout_workers="http://h:1").validate()
+    with pytest.raises(ConfigError, match="'rollout.urls'.*no worker URL"):
+        TrainConfig(rollout="vllm-remote")
+    with pytest.raises(ConfigError, match="'rollout.urls'.*the hf engine has no such option"):
+        build_config(TrainConfig, ["--rollout_workers", "http://h:1"])
     with pytest.raises(ConfigError, match="max_staleness"):
         TrainConfig(async_rollouts=True, max_staleness=0).validate()
-    with pytest.raises(ConfigError, match="worker_timeout_s"):
-        TrainConfig(rollout="vllm-remote", rollout_workers="http://h:1", worker_timeout_s=0).validate()
+    with pytest.raises(ConfigError, match="'rollout.timeout_s'.*must be > 0"):
+        build_config(TrainConfig, ["--rollout", "vllm-remote", "--rollout_workers", "http://h:1",
+                                   "--worker_timeout_s", "0"])
+    remote = build_config(TrainConfig, ["--rollout", "vllm-remote:http://h:1,http://h:2", "--rollout.timeout_s", "5"])
+    assert remote.rollout.urls == ("http://h:1", "http://h:2") and remote.rollout.timeout_s == 5.0
 
 
 def test_staleness_bound() -> None:

@@ -10,6 +10,7 @@ import yaml
 from posttrain.algos.pg import GRPOConfig, RLOOConfig
 from posttrain.config import ConfigError, build_config, help_text, requested_algo
 from posttrain.dist import deepspeed_config, lr_lambda
+from posttrain.engines.spec import DiffusionSpec, HFSpec
 
 
 def test_precedence_defaults_yaml_cli(tmp_path: Path) -> None:
@@ -79,19 +80,21 @@ def test_help_documents_every_field() -> None:
 def test_model_kind_follows_the_rollout_engine() -> None:
     from posttrain.algos.espo import ESPOConfig
     from posttrain.algos.sft import SFTConfig
-    from posttrain.rollout.registry import engine_options
 
     espo = build_config(ESPOConfig, ["--algo", "espo"])
-    assert (espo.task, espo.rollout, espo.model_kind) == ("sudoku", "diffusion", "diffusion")
+    assert (espo.task, espo.rollout, espo.model_kind) == ("sudoku", DiffusionSpec(), "diffusion")
     assert espo.output_dir == "outputs/espo-sudoku"
-    sampling = engine_options(build_config(ESPOConfig, ["--block_length", "8", "--diffusion_steps", "12"]))["sampling"]
-    assert (sampling.block_length, sampling.steps, sampling.remasking) == (8, 12, "low_confidence")
+    old_flags = build_config(ESPOConfig, ["--block_length", "8", "--diffusion_steps", "12"]).rollout
+    assert old_flags == DiffusionSpec(block_length=8, steps=12, remasking="low_confidence")
+    assert build_config(ESPOConfig, ["--rollout.block_length", "8", "--rollout.steps", "12"]).rollout == old_flags
     assert build_config(SFTConfig, ["--rollout", "diffusion"]).model_kind == "diffusion"
-    assert build_config(SFTConfig, []).model_kind == "causal" and engine_options(build_config(SFTConfig, [])) == {}
+    assert build_config(SFTConfig, []).model_kind == "causal" and build_config(SFTConfig, []).rollout == HFSpec()
     with pytest.raises(ConfigError, match="rollout"):
         build_config(GRPOConfig, ["--rollout", "diffusion"]).validate()
-    with pytest.raises(ConfigError, match="block_length"):
-        build_config(ESPOConfig, ["--block_length", "0"]).validate()
+    with pytest.raises(ConfigError, match="rollout.block_length"):
+        build_config(ESPOConfig, ["--block_length", "0"])
+    with pytest.raises(ConfigError, match="'rollout.block_length'.*the hf engine has no such option"):
+        build_config(GRPOConfig, ["--block_length", "8"])
 
 
 def test_algo_comes_from_the_flag_then_the_config_file_then_grpo(tmp_path: Path) -> None:

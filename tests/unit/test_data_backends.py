@@ -18,11 +18,11 @@ from data_pipelines.common.backends import (
     tokenize,
 )
 from data_pipelines.common.cachelm import CacheLMScorer
-from posttrain.rollout.base import GenerationEngine, SamplingParams, ScoringEngine
-from posttrain.rollout.hf import HFRolloutEngine
-from posttrain.rollout.hf_scoring import length_sorted_batches
-from posttrain.rollout.http import OpenAIHTTPEngine
-from posttrain.rollout.scores import mass_above_from_logits, tied_mass_from_logits, topk_entropy
+from posttrain.engines.base import GenerationEngine, SamplingParams, ScoringEngine
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.engines.hf_scoring import length_sorted_batches
+from posttrain.engines.http import OpenAIHTTPEngine
+from posttrain.engines.scores import mass_above_from_logits, tied_mass_from_logits, topk_entropy
 
 pytestmark = pytest.mark.heavy  # builds and loads models, starts a loopback server
 

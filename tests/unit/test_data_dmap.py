@@ -18,7 +18,7 @@ from data_pipelines.dmap.core import (
     terrell_scott_bins,
     weighted_histogram,
 )
-from posttrain.rollout.scores import mass_above_from_logits, tied_mass_from_logits, topk_tied_mass
+from posttrain.engines.scores import mass_above_from_logits, tied_mass_from_logits, topk_tied_mass
 
 ALPHA = 0.01  # significance level of the uniformity test in these tests
 
@@ -98,8 +98,8 @@ def test_weighted_histogram_by_hand():
 
 @pytest.fixture(scope="module")
 def peaky_backend():
+    from posttrain.engines.hf import HFRolloutEngine
     from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
-    from posttrain.rollout.hf import HFRolloutEngine
 
     tok = build_tokenizer()
     recipe = dataclasses.replace(RECIPES.get("corpus-lm"), hidden_size=32, num_layers=1, num_heads=2,
@@ -119,7 +119,7 @@ def _dmap_pvalue(backend, params, n=24, seed=7):
 
 
 def test_pure_sampling_is_uniform_and_truncation_is_not(peaky_backend):
-    from posttrain.rollout.base import SamplingParams
+    from posttrain.engines.base import SamplingParams
 
     pure = _dmap_pvalue(peaky_backend, SamplingParams(max_new_tokens=64, temperature=1.0, seed=11))
     mean_h = float(pure.h.mean())

@@ -22,7 +22,7 @@ from data_pipelines.entropylong.pipeline import (
     relative_reduction,
     select_contexts,
 )
-from posttrain.rollout.hf import HFRolloutEngine
+from posttrain.engines.hf import HFRolloutEngine
 
 pytestmark = pytest.mark.heavy  # builds tiny models and runs the pipeline
 

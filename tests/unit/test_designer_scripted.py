@@ -15,8 +15,8 @@ from data_pipelines.common.runner import Reject
 from data_pipelines.designer.run import add_designer_args, run_pipeline
 from data_pipelines.designer.stages import CallSettings, make_annotate_stage, make_generate_stage
 from data_pipelines.designer.steps import retrieve_step
+from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
 from tests.unit.ray_session import ray_session_fixture  # noqa: F401 - the `ray_session` fixture
 
 pytestmark = pytest.mark.heavy  # its whole-pipeline tests start Ray

@@ -11,10 +11,11 @@ import torch
 
 from posttrain.algos.base import AlgoContext
 from posttrain.algos.espo import ESPO, DiffuGRPO, DiffuGRPOConfig, ESPOConfig, TokenELBO, TokenELBOConfig
+from posttrain.engines.diffusion import DiffusionRolloutEngine, DiffusionSampling
+from posttrain.engines.spec import DiffusionSpec
 from posttrain.metrics import PhaseTimer
 from posttrain.models.diffusion import tiny_diffusion_model
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.diffusion import DiffusionRolloutEngine, DiffusionSampling
 from posttrain.tasks.base import Example
 
 EXAMPLES = [Example(prompt="12.4", answer="1234"), Example(prompt="4.21", answer="4321")]
@@ -36,7 +37,7 @@ def policy(tokenizer):
 
 def _algo(cls, config_cls, tokenizer, policy, **overrides):
     config = config_cls(seed=0, group_size=4, prompts_per_step=2, micro_batch_size=4, mu=2, max_new_tokens=8,
-                        block_length=4, **overrides)
+                        rollout=DiffusionSpec(block_length=4), **overrides)
     engine = DiffusionRolloutEngine(copy.deepcopy(policy), tokenizer, DiffusionSampling(block_length=4))
     ctx = AlgoContext(tokenizer=tokenizer, reward_fn=_reward, is_correct=lambda c, e: c == e.answer, rollout=engine,
                       reference=copy.deepcopy(policy), timer=PhaseTimer(), device=torch.device("cpu"))

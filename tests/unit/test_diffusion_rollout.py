@@ -9,16 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posttrain.models.diffusion import diffusion_logits, tiny_diffusion_model
-from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import RolloutEngine, SamplingParams
-from posttrain.rollout.diffusion import (
+from posttrain.engines.base import RolloutEngine, SamplingParams
+from posttrain.engines.diffusion import (
     DiffusionRolloutEngine,
     DiffusionSampling,
     fixed_length_completions,
     gumbel_candidates,
     transfer_schedule,
 )
+from posttrain.models.diffusion import diffusion_logits, tiny_diffusion_model
+from posttrain.models.tiny import build_tokenizer
 
 
 @pytest.fixture(scope="module")

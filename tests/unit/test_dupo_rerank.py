@@ -12,7 +12,7 @@ from posttrain.algos.dupo.rerank import (
     score_answers,
     summarise,
 )
-from posttrain.rollout.base import SamplingParams
+from posttrain.engines.base import SamplingParams
 from posttrain.tasks.base import Example
 from posttrain.tasks.word_arithmetic import WordArithmeticTask
 from tests.unit.test_dupo_reward import PROBLEM, ScriptedEngine, inverse_of_addition

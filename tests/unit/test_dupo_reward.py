@@ -16,9 +16,10 @@ from posttrain.algos.dupo.selection import select_unknown
 from posttrain.algos.dupo.solver import SOLVER, snapshot_step
 from posttrain.algos.roles import INITIAL_POLICY, POLICY, check_roles
 from posttrain.config import ConfigError
+from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.engines.spec import HFSpec
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
 
 _DUAL = re.compile(r"^(?P<problem>.*) Given that the answer is (?P<answer>\S+), what is (?P<var>V[a-z]+)\?$")
 
@@ -117,7 +118,7 @@ def test_snapshot_solver_is_a_refreshed_model_role() -> None:
                       engines={POLICY: ScriptedEngine(inverse_of_addition), SOLVER: ScriptedEngine(inverse_of_addition)})
     snapshot = DuPO(DuPOConfig(algo="dupo", dual_refresh_every=3), ctx)
     role = check_roles(snapshot.roles())[SOLVER]
-    assert (role.source, role.trains, role.engine, role.refresh_every) == (INITIAL_POLICY, False, "hf", 3)
+    assert (role.source, role.trains, role.engine, role.refresh_every) == (INITIAL_POLICY, False, HFSpec(), 3)
     assert snapshot.dual_solver() is ctx.engines[SOLVER]
     live = DuPO(DuPOConfig(algo="dupo", dual_solver="policy"), ctx)
     assert SOLVER not in check_roles(live.roles()) and live.dual_solver() is ctx.engines[POLICY]

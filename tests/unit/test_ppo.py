@@ -14,10 +14,10 @@ from posttrain.algos.base import AlgoContext
 from posttrain.algos.ppo.algo import CRITIC, PPO, PPOConfig
 from posttrain.algos.roles import CHECKPOINT, INITIAL_POLICY, POLICY, REFERENCE, check_roles
 from posttrain.config import ConfigError
+from posttrain.engines.hf import HFRolloutEngine
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.models.value import ValueModel
-from posttrain.rollout.hf import HFRolloutEngine
 from posttrain.tasks import TASKS
 
 TASK = TASKS.get("arithmetic")()

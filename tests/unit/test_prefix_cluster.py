@@ -17,8 +17,8 @@ from posttrain.algos.prefix_rl.cluster import (
     representatives,
 )
 from posttrain.algos.prefix_rl.cluster_cli import build_parser, prefixed_accuracy, run
+from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
 from posttrain.tasks import TASKS
 
 

@@ -15,10 +15,11 @@ from posttrain.algos.base import AlgoContext
 from posttrain.algos.prefix_rl.algo import TARGET, PrefixRL, PrefixRLConfig
 from posttrain.algos.prefix_rl.generation import PrefixThenTarget
 from posttrain.algos.roles import CHECKPOINT, POLICY, REFERENCE, check_roles
+from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.engines.spec import HFSpec
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
 from posttrain.tasks import TASKS
 
 K = 5
@@ -69,7 +70,7 @@ def test_roles_are_adapter_target_and_reference() -> None:
     roles = check_roles(algo.roles())
     assert set(roles) == {POLICY, REFERENCE, TARGET}
     target = roles[TARGET]
-    assert (target.source, target.trains, target.engine, target.config_field) == (CHECKPOINT, False, "hf",
+    assert (target.source, target.trains, target.engine, target.config_field) == (CHECKPOINT, False, HFSpec(),
                                                                                    "target_model")
     assert target.recipe == "causal-answer-format" and target.checkpoint is None  # the embedded target
     assert PrefixRLConfig(model="m").target_role().checkpoint == "m"  # self-prefix by default

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from posttrain.engines.base import SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.pretrained import PackagedGGUF, packaged_file, resolve_model_name
-from posttrain.rollout.base import SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
 
 
 def test_alias_resolves_to_a_plain_checkpoint(smollm2: str) -> None:

@@ -20,6 +20,7 @@ from posttrain.algos.roles import (
     reference_role,
 )
 from posttrain.config import ConfigError
+from posttrain.engines.spec import DiffusionSpec
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import build_tokenizer
 
@@ -34,7 +35,7 @@ def test_each_algorithm_declares_what_it_used_to_need() -> None:
     assert _roles("grpo") == {POLICY: policy_role("hf")}
     assert _roles("grpo", kl_coef=0.1) == {POLICY: policy_role("hf"), REFERENCE: reference_role()}
     assert set(_roles("rloo", kl_coef=0.1)) == {POLICY, REFERENCE}
-    assert _roles("espo")[POLICY].engine == "diffusion" and REFERENCE in _roles("espo")  # kl_coef 1e-2
+    assert _roles("espo")[POLICY].engine == DiffusionSpec() and REFERENCE in _roles("espo")  # kl_coef 1e-2
     assert REFERENCE not in _roles("espo", kl_coef=0.0)
     assert _roles("gpo") == {POLICY: policy_role("hf")}
     assert _roles("sft") == {POLICY: policy_role(None)}  # no rollout engine: SFT samples nothing

@@ -10,13 +10,14 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from posttrain.engines.base import RolloutEngine, SamplingParams
+from posttrain.engines.build import build_engine
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.engines.spec import HFSpec
+from posttrain.engines.weights import canonical_name, is_adapter_tensor
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.models.padding import left_pad
 from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
-from posttrain.rollout.base import RolloutEngine, SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
-from posttrain.rollout.registry import build_rollout_engine
-from posttrain.rollout.weights import canonical_name, is_adapter_tensor
 
 PROMPTS = ["12+7=", "a", "hello there", "x*y", "99-3=", "The cat"]
 
@@ -239,10 +240,8 @@ def test_adapter_tensors_are_recognised(name):
 
 
 def test_registry_and_input_validation(model, tokenizer):
-    engine = build_rollout_engine("hf", model=copy.deepcopy(model), tokenizer=tokenizer)
+    engine = build_engine(HFSpec(), model=copy.deepcopy(model), tokenizer=tokenizer)
     assert isinstance(engine, HFRolloutEngine) and isinstance(engine, RolloutEngine)
-    with pytest.raises(KeyError, match="hf"):
-        build_rollout_engine("no-such-engine")
     with pytest.raises(ValueError, match="prompt 1 is empty"):
         engine.generate([[5], []], SamplingParams())
     assert len(engine.generate([], SamplingParams())) == 0

@@ -11,9 +11,9 @@ import torch
 from fastapi import FastAPI, Request  # module level: the handler's string annotations must resolve here
 from fastapi.responses import JSONResponse
 
-from posttrain.rollout.base import GenerationEngine, SamplingParams, ScoringEngine, sample_seed
-from posttrain.rollout.hf import HFRolloutEngine
-from posttrain.rollout.http import OpenAIHTTPEngine, completions_url
+from posttrain.engines.base import GenerationEngine, SamplingParams, ScoringEngine, sample_seed
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.engines.http import OpenAIHTTPEngine, completions_url
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.local import free_port, serve_in_thread
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from posttrain.rollout.topk import scores_from_topk
+from posttrain.engines.topk import scores_from_topk
 
 LOG = math.log
 

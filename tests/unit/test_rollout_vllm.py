@@ -15,11 +15,11 @@ import torch
 
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import ConfigError
+from posttrain.engines.base import RolloutEngine, SamplingParams, sample_seed
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.engines.vllm import VLLMRolloutEngine, vllm_servable_problem
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.models.loading import load_causal_lm, load_tokenizer
-from posttrain.rollout.base import RolloutEngine, SamplingParams, sample_seed
-from posttrain.rollout.hf import HFRolloutEngine
-from posttrain.rollout.vllm import VLLMRolloutEngine, vllm_servable_problem
 from posttrain.tasks import TASKS
 from posttrain.tasks.prompts import encode_prompts
 
@@ -91,7 +91,7 @@ def test_sampled_logprobs_equal_the_hf_scoring_of_the_same_tokens(engine, hf_mod
 
 
 def test_top_k_logprobs_are_those_of_the_processed_distribution(engine, hf_model, prompt_ids) -> None:
-    from posttrain.rollout.hf import process_logits
+    from posttrain.engines.hf import process_logits
 
     params = SamplingParams(max_new_tokens=1, temperature=0.8, top_k=3, seed=1)
     rollouts = engine.generate(prompt_ids, params)
@@ -189,7 +189,7 @@ def test_json_schema_greedy_equals_the_hf_engine_and_logprobs_are_masked(engine,
     log-probs, every completion is valid, and sampled log-probs are those of the masked distribution."""
     import jsonschema
 
-    from posttrain.rollout.hf import process_logits
+    from posttrain.engines.hf import process_logits
 
     schema = {"type": "integer", "minimum": 0, "maximum": 99999}  # no whitespace: ends within the budget
     hf = HFRolloutEngine(hf_model, engine.tokenizer)
@@ -214,7 +214,7 @@ def test_json_schema_greedy_equals_the_hf_engine_and_logprobs_are_masked(engine,
 
 
 def test_a_schema_vllm_rejects_names_the_engine(engine, prompt_ids) -> None:
-    from posttrain.rollout.base import SamplingParamsError
+    from posttrain.engines.base import SamplingParamsError
 
     bad = SamplingParams(max_new_tokens=4, json_schema='{"type": "integer", "minimum": 5, "maximum": 1}')
     with pytest.raises(SamplingParamsError, match="VLLMRolloutEngine: vLLM rejects json_schema"):

@@ -7,8 +7,8 @@ import pytest
 
 from data_pipelines.sci2pol.bench import load_bench, make_generate_stage, make_judge_stage, paper_of
 from data_pipelines.sci2pol.judge import TASK11_COMPONENTS, parse_judgement, rubric_schema, task_score
+from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
 
 
 class ScriptedEngine:

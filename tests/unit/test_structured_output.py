@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 import torch
 
+from posttrain.engines.base import SamplingParams, SamplingParamsError
+from posttrain.engines.hf import HFRolloutEngine, process_logits
 from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
-from posttrain.rollout.base import SamplingParams, SamplingParamsError
-from posttrain.rollout.hf import HFRolloutEngine, process_logits
 
 pytest.importorskip("xgrammar")
 
@@ -111,8 +111,8 @@ def test_a_schema_the_grammar_compiler_rejects_names_the_engine(engine, prompt_i
 
 def test_engines_that_cannot_constrain_decoding_refuse(engine, tokenizer, prompt_ids) -> None:
     from posttrain.algos.prefix_rl.generation import PrefixThenTarget
-    from posttrain.rollout.diffusion import DiffusionRolloutEngine
-    from rewards.server.fake import FakeEngine
+    from posttrain.engines.diffusion import DiffusionRolloutEngine
+    from posttrain.engines.fake import FakeEngine
 
     recipe = TinyRecipe(name="test-structured-diffusion", kind="diffusion", arch="qwen2", hidden_size=32,
                         num_layers=1, num_heads=4, num_kv_heads=2, intermediate_size=64, max_position_embeddings=128,

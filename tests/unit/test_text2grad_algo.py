@@ -15,11 +15,11 @@ import torch
 from posttrain.algos.base import AlgoContext
 from posttrain.algos.ppo.algo import CRITIC
 from posttrain.algos.ppo.text2grad import SPAN_RM, Text2Grad, Text2GradConfig
+from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.models.value import ValueModel
-from posttrain.rollout.base import Rollouts, SamplingParams
-from posttrain.rollout.hf import HFRolloutEngine
 from posttrain.tasks import TASKS
 from posttrain.tasks.base import Example
 from posttrain.tasks.step_arithmetic import program_feedback

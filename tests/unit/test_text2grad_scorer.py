@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams
 from posttrain.tasks import TASKS
 from posttrain.tasks.step_arithmetic import noisy_response, program_feedback, solution
 from rewards.text2grad.evaluate import span_metrics

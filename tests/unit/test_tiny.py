@@ -189,7 +189,7 @@ def test_resolve_model_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert loading.resolve_model_path(TrainConfig(task="sudoku"), kind="diffusion") == "/cache/diffusion-sudoku"
     assert loading.resolve_model_path(TrainConfig(task="dataset", dataset="x.jsonl")) == "/cache/causal-arithmetic"
     assert loading.resolve_model_path(TrainConfig(rollout="vllm")) == "/cache/causal-arithmetic-vllm"
-    assert loading.resolve_model_path(TrainConfig(rollout="vllm-remote", task="countdown")) == \
+    assert loading.resolve_model_path(TrainConfig(rollout="vllm-remote:http://h:1", task="countdown")) == \
         "/cache/causal-countdown-vllm"
     assert built == ["causal-countdown", "diffusion-sudoku", "causal-arithmetic", "causal-arithmetic-vllm",
                      "causal-countdown-vllm"]

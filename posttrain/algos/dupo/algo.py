@@ -35,7 +35,7 @@ from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.roles import ModelRole
 from posttrain.algos.scoring import score_rollouts
 from posttrain.config import opt
-from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams
+from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
 from posttrain.tasks.base import Example
 
 
@@ -68,7 +68,7 @@ class DuPOConfig(GRPOConfig):
                                                            "use 1, or a dual_temperature > 0")))
         if self.dual_lambda <= 0:
             bad.append(("dual_lambda", self.dual_lambda, "must be > 0"))
-        if self.dual_solver == "snapshot" and self.rollout != "hf":
+        if self.dual_solver == "snapshot" and self.rollout.kind != "hf":
             bad.append(("dual_solver", self.dual_solver, (f"the snapshot is served by an HF engine like the policy's; "
                                                          f"with --rollout {self.rollout} use dual_solver policy")))
         return bad

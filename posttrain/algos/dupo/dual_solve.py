@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 from rewards.dual import equality_distance

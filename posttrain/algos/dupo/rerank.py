@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from posttrain.algos.core import pass_at_k
 from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_distances
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example, Task
 from posttrain.tasks.prompts import encode_prompts
 from rewards.dual import final_answer

@@ -2,7 +2,7 @@
 
     posttrain dupo-rerank                                   # embedded default: tiny word-arithmetic model
     posttrain dupo-rerank --model smollm2-135m --n 4 8 --k 8
-    posttrain dupo-rerank --engine http --base_url http://127.0.0.1:8000 --model smollm2-135m
+    posttrain dupo-rerank --engine http://127.0.0.1:8000 --model smollm2-135m
 
 Samples max(N) solutions per held-out question once; for each N in ``--n`` the first N samples are reranked
 (``posttrain.algos.dupo.rerank``) and compared, against the gold answers, with one sample, majority vote and
@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
-from posttrain.cli_help import HelpFormatter, add_engine_arguments, summary_command
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.cli_help import (
+    HelpFormatter,
+    add_engine_arguments,
+    check_engine_argument,
+    command_engine,
+    summary_command,
+)
+from posttrain.engines.base import GenerationEngine, SamplingParams
 
 ENGINES = ("hf", "vllm", "http")
 
@@ -39,7 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_prompt_tokens", type=int, default=1024, help="Longer prompts are rejected with an error.")
     p.add_argument("--system_prompt", default=None, help="Optional system message for primal and dual prompts.")
     add_engine_arguments(p, ENGINES, "Generation engine.")
-    p.add_argument("--base_url", default=None, help="--engine http: the OpenAI-compatible server's URL.")
     p.add_argument("--seed", type=int, default=0, help="Sampling seed.")
     p.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
     return p
@@ -55,24 +60,12 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--examples must be >= 0, got {args.examples}")
     if args.k > 1 and args.dual_temperature == 0:
         raise ValueError(f"--k {args.k} greedy dual samples are all the same: use --k 1 or a --dual_temperature > 0")
-    if (args.engine == "http") != (args.base_url is not None):
-        raise ValueError("--base_url goes with --engine http, and --engine http needs --base_url")
+    check_engine_argument(args.engine, ENGINES)
 
 
 def build_engine(args: argparse.Namespace) -> GenerationEngine:
     """The engine ``--engine`` names, on ``--model`` (or the task's tiny model)."""
-    from posttrain.models.loading import load_tokenizer, resolve_cli_model
-
-    path = resolve_cli_model(args.model, args.task, args.engine)
-    tokenizer = load_tokenizer(path, trust_remote_code=args.trust_remote_code)
-    if args.engine == "http":
-        from posttrain.rollout.http import OpenAIHTTPEngine
-
-        return OpenAIHTTPEngine(args.base_url, tokenizer)
-    from posttrain.rollout.registry import checkpoint_engine
-
-    return checkpoint_engine(args.engine, path, tokenizer, device=args.device, max_batch_size=args.batch_size,
-                             trust_remote_code=args.trust_remote_code)
+    return command_engine(args, args.model, args.task)
 
 
 def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:

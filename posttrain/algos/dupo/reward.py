@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_distances
 from posttrain.algos.dupo.selection import select_unknown
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
 from rewards.dual import dual_reward, final_answer
 from rewards.dual_questions import masked_problems
 

@@ -54,10 +54,10 @@ from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import opt
 from posttrain.dist import all_reduce_mean
+from posttrain.engines.base import Rollouts
 from posttrain.models.likelihood import logprobs_from_logits
 from posttrain.models.padding import left_padded_positions
 from posttrain.models.value import token_values
-from posttrain.rollout.base import Rollouts
 from posttrain.tasks.base import Example
 
 CRITIC = "critic"
@@ -112,7 +112,7 @@ class PPOConfig(GRPOConfig):
             bad.append(("critic_lr", self.critic_lr, "must be > 0 (unset = --lr)"))
         if self.kl_mode == "loss" and self.kl_estimator == "full":
             bad.append(("kl_estimator", "full", "with --kl_mode loss use k1, k2 or k3 (full is a reward term)"))
-        if self.rollout == "diffusion":
+        if self.rollout.kind == "diffusion":
             bad.append(("rollout", self.rollout, "ppo trains causal LMs: use hf or vllm"))
         if self.tis_cap is not None and self.tis_cap < 0:
             bad.append(("tis_cap", self.tis_cap, "must be unset (auto), 0 (off) or > 0 (the cap C)"))

@@ -32,7 +32,7 @@ from posttrain.algos.base import ALGORITHMS
 from posttrain.algos.ppo.algo import PPO, PPOConfig
 from posttrain.algos.roles import CHECKPOINT, ModelRole
 from posttrain.config import opt
-from posttrain.rollout.base import Rollouts, SamplingParams
+from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.tasks.base import Example
 from rewards.text2grad.tiny import SPAN_RM_RECIPES
 

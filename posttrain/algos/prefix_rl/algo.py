@@ -35,7 +35,8 @@ from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.prefix_rl.generation import PrefixThenTarget, scored_prefixes
 from posttrain.algos.roles import CHECKPOINT, ModelRole
 from posttrain.config import opt
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import GenerationEngine, SamplingParams
+from posttrain.engines.spec import EngineSpec
 from posttrain.tasks.base import Example
 
 TARGET = "target"
@@ -64,8 +65,9 @@ class PrefixRLConfig(GRPOConfig):
     target_model: str | None = opt(None, "The frozen target: path, hub id or alias (smollm2-135m); unset = the "
                                          "--model checkpoint itself (self-prefix), or without --model the task's "
                                          "embedded target. It must share the adapter's tokenizer.")
-    target_rollout: str = opt("hf", "Engine that serves the target (never synced: its weights never change).",
-                              TARGET_ROLLOUTS)
+    target_rollout: EngineSpec = opt("hf", "Engine that serves the target, an engine spec (never synced: its "
+                                               "weights never change); its options are --target_rollout.OPTION value.",
+                                     TARGET_ROLLOUTS)
     target_max_new_tokens: int = opt(32, "Longest continuation the target writes after the prefix.")
     target_temperature: float = opt(0.7, "The target's sampling temperature (greedy at evaluation).")
     temperature: float = opt(0.7, "The adapter's sampling temperature (the paper's 0.7).")
@@ -97,7 +99,7 @@ class PrefixRLConfig(GRPOConfig):
         from posttrain.models.tiny import default_recipe_for, vllm_variant
 
         name = default_recipe_for(self.task, "causal")
-        return vllm_variant(name) if self.target_rollout == "vllm" else name
+        return vllm_variant(name) if self.target_rollout.kind == "vllm" else name
 
     def target_role(self) -> ModelRole:
         """The frozen target as a model role (see ``target_model``)."""
@@ -113,21 +115,17 @@ class PrefixRLConfig(GRPOConfig):
             bad.append(("target_max_new_tokens", self.target_max_new_tokens, "must be >= 1"))
         if self.target_temperature <= 0:
             bad.append(("target_temperature", self.target_temperature, "must be > 0 (evaluation is greedy anyway)"))
-        if self.rollout == "diffusion":
+        if self.rollout.kind == "diffusion":
             bad.append(("rollout", self.rollout, "prefix-rl's adapter is a causal LM: use hf or vllm"))
-        if self.target_rollout == "vllm":
-            problem = _vllm_target_problem(self)
-            if problem:
-                bad.append(("target_rollout", "vllm", problem))
+        if self.target_rollout.location:
+            bad.append(("target_rollout", str(self.target_rollout),
+                        "the target's checkpoint is --target_model; name the engine kind without a path"))
+        # the engine's own check on the target's checkpoint (for vLLM: installed, the model servable)
+        target = dataclasses.replace(self, model=self.target_model or self.model, rollout=self.target_rollout)
+        problem = self.target_rollout.config_problem(target)
+        if problem:
+            bad.append(("target_rollout", str(self.target_rollout), problem))
         return bad
-
-
-def _vllm_target_problem(cfg: PrefixRLConfig) -> str | None:
-    """Why vLLM cannot serve the run's target, checked without starting it (``rollout.vllm.vllm_config_problem``
-    on the target's checkpoint; without one, the embedded twins, all of heads of 32, need vLLM installed only)."""
-    from posttrain.rollout.vllm import vllm_config_problem
-
-    return vllm_config_problem(dataclasses.replace(cfg, model=cfg.target_model or cfg.model, rollout="vllm"))
 
 
 @ALGORITHMS.register("prefix-rl")

@@ -26,13 +26,21 @@ from typing import Any
 
 from posttrain.algos.prefix_rl.algo import EMBEDDED_PREFIX_TOKENS
 from posttrain.algos.prefix_rl.cluster import best_cluster, elbow, kmeans, prefix_features, representatives
-from posttrain.cli_help import HelpFormatter, add_engine_arguments, summary_command
-from posttrain.rollout.base import GenerationEngine, SamplingParams
+from posttrain.cli_help import (
+    HelpFormatter,
+    add_engine_arguments,
+    check_engine_argument,
+    command_engine,
+    summary_command,
+)
+from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example, Task
 
 CLUSTERING_PREFIX_TOKENS = 16
 """The paper's k for Prefix Clustering (with ``--target_model``; the embedded default uses
 ``EMBEDDED_PREFIX_TOKENS``, where its two answer formats part)."""
+ENGINES = ("hf", "vllm")
+"""The engine kinds ``--engine`` may name (the target is sampled in this process)."""
 SAMPLE_MEMBERS = 3
 """Member prefixes shown per cluster in the summary."""
 
@@ -55,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_prompt_tokens", type=int, default=1024, help="Longer prompts are rejected with an error.")
     p.add_argument("--system_prompt", default=None, help="Optional system message in front of every question.")
     p.add_argument("--dims", type=int, default=4096, help="Width of the hashed prefix embedding.")
-    add_engine_arguments(p, ("hf", "vllm"), "Engine that serves the target.")
+    add_engine_arguments(p, ENGINES, "Engine that serves the target.")
     p.add_argument("--seed", type=int, default=0, help="Seed of the samples and of k-means++.")
     p.add_argument("--no_progress", action="store_true", help="No progress bar.")
     p.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
@@ -75,17 +83,12 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--temperature must be > 0 (one sample per question is drawn), got {args.temperature}")
     if args.eval_temperature is not None and args.eval_temperature < 0:
         raise ValueError(f"--eval_temperature must be >= 0 (0 = greedy), got {args.eval_temperature}")
+    check_engine_argument(args.engine, ENGINES)
 
 
 def build_engine(args: argparse.Namespace) -> GenerationEngine:
     """The target's engine (``--engine``) on ``--target_model``, or the task's embedded tiny target."""
-    from posttrain.models.loading import load_tokenizer, resolve_cli_model
-    from posttrain.rollout.registry import checkpoint_engine
-
-    path = resolve_cli_model(args.target_model, args.task, args.engine)
-    tokenizer = load_tokenizer(path, trust_remote_code=args.trust_remote_code)
-    return checkpoint_engine(args.engine, path, tokenizer, device=args.device, max_batch_size=args.batch_size,
-                             trust_remote_code=args.trust_remote_code, seed=args.seed)
+    return command_engine(args, args.target_model, args.task)
 
 
 def prefixed_accuracy(engine: GenerationEngine, task: Task, examples: list[Example], prompt_ids: list[list[int]],

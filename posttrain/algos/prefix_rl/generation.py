@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from posttrain.rollout.base import GenerationEngine, Rollouts, SamplingParams, refuse_json_schema
+from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams, refuse_json_schema
 
 
 def target_params(params: SamplingParams, max_new_tokens: int, temperature: float) -> SamplingParams:

@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from posttrain.rollout.base import RolloutEngine, Rollouts, SamplingParams
+from posttrain.engines.base import RolloutEngine, Rollouts, SamplingParams
 
 
 @dataclass

@@ -9,7 +9,8 @@ the named tensors; the adapter tensors themselves (``lora_A``, ``lora_B``, ...) 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -17,6 +18,22 @@ _WRAPPER_PREFIXES = ("module.", "_orig_mod.", "base_model.model.")
 _ADAPTER_MARKER = re.compile(r"(^|\.)lora_[A-Za-z_]+(\.|$)")
 _PEFT_ORIGINAL = re.compile(r"(^|\.)original_module\.")
 _PEFT_SAVED = re.compile(r"\.modules_to_save\.[^.]+\.")
+
+
+@dataclass(frozen=True)
+class TrainerWeights:
+    """A training module's weights as the trainer hands them to an engine for one sync: every parameter's
+    name (as ``named_parameters`` gives it, wrappers included) and full shape, and ``gather(buckets)``, which
+    yields the full tensors one bucket of names at a time. Gathering is the trainer's side of a sync (under
+    ZeRO-3 each bucket is a collective every training rank runs together); engines only iterate it."""
+
+    shapes: dict[str, tuple[int, ...]]
+    gather: Callable[[list[list[str]]], Iterator[list[tuple[str, torch.Tensor]]]]
+
+    def named_tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Every parameter but the adapter tensors, one full tensor at a time."""
+        for bucket in self.gather([[name] for name in self.shapes if not is_adapter_tensor(name)]):
+            yield from bucket
 
 
 def is_adapter_tensor(name: str) -> bool:

@@ -47,11 +47,15 @@ from vllm.distributed.weight_transfer.base import (
 )
 from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory, WeightTransferTrainerFactory
 
-from posttrain.dist import gathered_parameter_buckets
-from posttrain.rollout.weights import canonical_name, canonical_named_tensors, is_adapter_tensor
+from posttrain.engines.weights import (
+    TrainerWeights,
+    canonical_name,
+    canonical_named_tensors,
+    is_adapter_tensor,
+)
 
 GLOO_BACKEND = "posttrain-gloo"
-WORKER_EXTENSION = "posttrain.rollout.weight_transfer.WorkerExtension"
+WORKER_EXTENSION = "posttrain.engines.weight_transfer.WorkerExtension"
 DEFAULT_TIMEOUT_S = 300.0
 
 
@@ -229,14 +233,13 @@ class WorkerExtension:
 class TrainerWeightSource(WeightSource):
     """The policy's weights as vLLM expects them: checkpoint names (``weights.canonical_name``; LoRA
     adapter tensors skipped, so PEFT callers merge first), full shapes (ZeRO-3 partitions included),
-    one wire dtype, gathered a bucket (decoder layer) at a time by ``dist.gathered_parameter_buckets``.
+    one wire dtype, gathered a bucket (decoder layer) at a time by the trainer's ``TrainerWeights.gather``.
     Under ZeRO-3 every training rank must iterate it together (the gathers are collectives)."""
 
-    def __init__(self, module: torch.nn.Module, zero_stage: int, dtype: torch.dtype) -> None:
-        self.module = module
-        self.zero_stage = zero_stage
+    def __init__(self, weights: TrainerWeights, dtype: torch.dtype) -> None:
+        self.weights = weights
         self.dtype = dtype
-        self._params = [(n, p) for n, p in module.named_parameters() if not is_adapter_tensor(n)]
+        self._params = [(n, shape) for n, shape in weights.shapes.items() if not is_adapter_tensor(n)]
         names = [canonical_name(n) for n, _ in self._params]
         if len(set(names)) != len(names):
             seen: set[str] = set()
@@ -245,8 +248,7 @@ class TrainerWeightSource(WeightSource):
         self._canonical = dict(zip((n for n, _ in self._params), names))
 
     def metadata(self) -> list[ParamMeta]:
-        return [ParamMeta(self._canonical[n], self.dtype, tuple(getattr(p, "ds_shape", p.shape)))
-                for n, p in self._params]
+        return [ParamMeta(self._canonical[n], self.dtype, tuple(shape)) for n, shape in self._params]
 
     def groups(self) -> list[list[str]]:
         return layerwise_groups([self._canonical[n] for n, _ in self._params])
@@ -254,7 +256,7 @@ class TrainerWeightSource(WeightSource):
     def iter_groups(self) -> Iterator[tuple[list[str], list[torch.Tensor]]]:
         by_canonical = {self._canonical[n]: n for n, _ in self._params}
         buckets = [[by_canonical[c] for c in group] for group in self.groups()]
-        for bucket in gathered_parameter_buckets(self.module, self.zero_stage, buckets):
+        for bucket in self.weights.gather(buckets):
             yield [self._canonical[n] for n, _ in bucket], [t.to(self.dtype) for _, t in bucket]
 
     def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:

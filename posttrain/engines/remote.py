@@ -1,15 +1,15 @@
-"""Remote rollout workers (``--rollout vllm-remote --rollout_workers http://h1:8100,http://h2:8100``).
+"""Remote rollout workers (``--rollout vllm-remote:http://h1:8100,http://h2:8100``).
 
-Each worker is a vLLM OpenAI server started with ``posttrain rollout-worker`` (``rollout/worker.py``):
+Each worker is a vLLM OpenAI server started with ``posttrain rollout-worker`` (``engines/worker.py``):
 dev-mode RLHF routes on, our weight transport registered, processed (sampling) log-probs. The trainer side
 is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and colocated vLLM engines:
 
 - ``generate`` spreads the prompts over the N workers in contiguous, balanced, order-preserving slices
-  (``balanced_slices``), sends them through the OpenAI-compatible client (``rollout/http.py``), and
+  (``balanced_slices``), sends them through the OpenAI-compatible client (``engines/http.py``), and
   returns them in input order. Prompt ``i`` of a call seeded ``s`` is sampled with the seed
   ``base.sample_seed(s, i)`` whichever worker serves it, so the samples do not depend on the worker count.
 - Weights: ``sync_from`` / ``update_weights`` push the trainer's weights into every worker through
-  vLLM's weight-transfer protocol, over our gloo transport on CPU (``rollout/weight_transfer.py``) and
+  vLLM's weight-transfer protocol, over our gloo transport on CPU (``engines/weight_transfer.py``) and
   vLLM's ``nccl`` on CUDA (``default_transport``; the NCCL path has not run here: this machine has no
   GPU), stamp them with the trainer step (``weight_version``) and reset each worker's prefix cache (its
   cached blocks hold keys and values computed by the old weights; vLLM keeps them across a weight update,
@@ -43,9 +43,9 @@ from typing import Any
 import httpx
 import torch
 
-from posttrain.dist import barrier
-from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, sample_seed
-from posttrain.rollout.http import OpenAIHTTPEngine
+from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seed
+from posttrain.engines.http import OpenAIHTTPEngine
+from posttrain.engines.weights import TrainerWeights
 
 SERVED_MODEL_NAME = "default"
 """The model name ``posttrain rollout-worker`` serves under (``--served-model-name``)."""
@@ -75,21 +75,6 @@ def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
         slices.append(slice(start, start + size))
         start += size
     return slices
-
-
-def parse_worker_urls(spec: str) -> list[str]:
-    """The worker URLs of a comma-separated ``--rollout_workers`` value (``http://host:port``, no
-    trailing slash); an empty list, a non-http URL or a repeated URL raises naming it."""
-    urls = [u.strip().rstrip("/") for u in spec.split(",") if u.strip()]
-    if not urls:
-        raise ValueError("rollout_workers is empty; give one or more worker URLs, e.g. http://127.0.0.1:8100")
-    for url in urls:
-        if not url.startswith(("http://", "https://")) or "://" not in url or not url.split("://", 1)[1]:
-            raise ValueError(f"rollout worker URL {url!r} must look like http://HOST:PORT")
-    repeated = sorted({u for u in urls if urls.count(u) > 1})
-    if repeated:
-        raise ValueError(f"rollout worker URL(s) {repeated} are listed more than once")
-    return urls
 
 
 class _ControlClient:
@@ -238,14 +223,14 @@ class RemoteVLLMEngine:
             from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
             from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
 
-            from posttrain.rollout.weight_transfer import free_port
+            from posttrain.engines.weight_transfer import free_port
 
             info = NCCLTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
                                        world_size=world_size, rank=self.rank)
             sender = self._bounded(url, "opening the NCCL transfer group", lambda: WeightTransferTrainerFactory
                                    .trainer_init(info, client=control, source=source))
         else:
-            from posttrain.rollout.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
+            from posttrain.engines.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
 
             info = GlooTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
                                        world_size=world_size, timeout_s=self.timeout_s, rank=self.rank)
@@ -265,7 +250,7 @@ class RemoteVLLMEngine:
             pool.shutdown(wait=False)  # a hung collective's thread must not turn the error into a hang
 
     def _send(self, source: Any, version: int) -> None:
-        from posttrain.rollout.weight_transfer import WeightSyncError
+        from posttrain.engines.weight_transfer import WeightSyncError
 
         for worker, url in enumerate(self.urls):
             try:
@@ -282,19 +267,19 @@ class RemoteVLLMEngine:
             except (WeightSyncError, WorkerError) as err:
                 self._senders[worker] = None  # the group is unusable after a failure; a retry opens a new one
                 raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err
-        barrier(_trainer_world_size())  # no rank generates before rank 0 has finished every worker's update and cache reset
+        _trainer_barrier()  # no rank generates before rank 0 has finished every worker's update and cache reset
         self._version = version
 
-    def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
-        """Push a training module's weights (PEFT adapters already merged) to every worker as ``version``;
-        every trainer rank calls it together (ZeRO-3 gathers), rank 0 sends."""
-        from posttrain.rollout.weight_transfer import TrainerWeightSource
+    def sync_from(self, weights: TrainerWeights, version: int) -> None:
+        """Push the trainer's weights (PEFT adapters already merged) to every worker as ``version``; every
+        trainer rank calls it together (``weights.gather`` runs the ZeRO-3 collectives), rank 0 sends."""
+        from posttrain.engines.weight_transfer import TrainerWeightSource
 
-        self._send(TrainerWeightSource(module, zero_stage, self.dtype), version)
+        self._send(TrainerWeightSource(weights, self.dtype), version)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Push named full tensors to every worker; ``version`` defaults to the current one plus 1."""
-        from posttrain.rollout.weight_transfer import NamedTensorSource
+        from posttrain.engines.weight_transfer import NamedTensorSource
 
         source = NamedTensorSource(named_tensors, self.dtype)
         self._send(source, self._version + 1 if version is None else version)
@@ -326,10 +311,12 @@ def local_address_towards(url: str) -> str:
         raise WorkerError(url, f"no network route to the worker's host {host!r}: {err}") from err
 
 
-def _trainer_world_size() -> int:
+def _trainer_barrier() -> None:
+    """Wait for every rank of the trainer's process group (none to wait for outside one)."""
     import torch.distributed as torch_dist
 
-    return torch_dist.get_world_size() if torch_dist.is_initialized() else 1
+    if torch_dist.is_initialized() and torch_dist.get_world_size() > 1:
+        torch_dist.barrier()
 
 
 def _trainer_rank() -> int:

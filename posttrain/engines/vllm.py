@@ -16,13 +16,13 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
 - ``SamplingParams.json_schema``: vLLM's structured outputs (``StructuredOutputsParams(json=...)``),
   which mask the logits before the sampler, so the recorded log-probs are those of the masked
   distribution, as in the HF engine. The engine starts with the grammar the HF engine compiles
-  (``rollout/grammar.py``): the xgrammar backend with ``disable_any_whitespace`` (compact JSON). A schema
+  (``engines/grammar.py``): the xgrammar backend with ``disable_any_whitespace`` (compact JSON). A schema
   xgrammar cannot compile raises ``SamplingParamsError``.
 - Scoring (``score``, the ``ScoringEngine`` protocol): vLLM's ``prompt_logprobs`` give the top
   ``score_top_k`` log-probs of each position (at most the engine's ``max_logprobs``, 20 by default), so
-  entropies and mass-above are the top-k approximations of ``rollout.topk`` (``TokenScores.exact`` False).
+  entropies and mass-above are the top-k approximations of ``engines.topk`` (``TokenScores.exact`` False).
 - Weights: ``update_weights`` / ``sync_from`` go through vLLM's weight-transfer protocol
-  (``rollout/weight_transfer.py``); ``weight_version`` is the trainer step the engine holds.
+  (``engines/weight_transfer.py``); ``weight_version`` is the trainer step the engine holds.
 - Sleep: ``sleep()`` / ``wake_up()`` free the engine's accelerator memory while the trainer trains
   (vLLM's sleep mode, level 1). vLLM supports it on CUDA only; on CPU both are no-ops, since the weights
   and KV cache already live in host RAM, which sleep mode would only copy around.
@@ -46,7 +46,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from posttrain.rollout.base import (
+from posttrain.engines.base import (
     Rollouts,
     SamplingParams,
     SamplingParamsError,
@@ -54,8 +54,9 @@ from posttrain.rollout.base import (
     check_score_inputs,
     sample_seed,
 )
-from posttrain.rollout.scores import TokenScores
-from posttrain.rollout.topk import scores_from_topk
+from posttrain.engines.scores import TokenScores
+from posttrain.engines.topk import scores_from_topk
+from posttrain.engines.weights import TrainerWeights
 
 INSTALL_HINT = ('vLLM is not installed: pip install -e ".[gpu]" on a CUDA machine, '
                 'or pip install -e ".[cpu-vllm]" for its CPU build')
@@ -224,7 +225,7 @@ class VLLMRolloutEngine:
         vllm = import_vllm()
         from vllm.config import WeightTransferConfig
 
-        from posttrain.rollout.weight_transfer import GLOO_BACKEND
+        from posttrain.engines.weight_transfer import GLOO_BACKEND
 
         cuda = _on_cuda()
         options: dict[str, Any] = {
@@ -326,7 +327,7 @@ class VLLMRolloutEngine:
         return self._version
 
     def _send(self, source: Any, version: int) -> None:
-        from posttrain.rollout.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
+        from posttrain.engines.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
 
         if self._sender is None:
             info = GlooTrainerInitInfo(master_address="127.0.0.1", master_port=free_port(), world_size=2,
@@ -339,17 +340,17 @@ class VLLMRolloutEngine:
         self.llm.reset_prefix_cache()
         self._version = version
 
-    def sync_from(self, module: torch.nn.Module, zero_stage: int, version: int) -> None:
-        """Load a training module's weights (ZeRO-3 gathered a layer at a time on every rank together;
-        PEFT adapters must already be merged) and record ``version``, the trainer step they belong to."""
-        from posttrain.rollout.weight_transfer import TrainerWeightSource
+    def sync_from(self, weights: TrainerWeights, version: int) -> None:
+        """Load the trainer's weights (``weights.gather``: ZeRO-3 gathered a layer at a time on every rank
+        together; PEFT adapters already merged) and record ``version``, the trainer step they belong to."""
+        from posttrain.engines.weight_transfer import TrainerWeightSource
 
-        self._send(TrainerWeightSource(module, zero_stage, self.dtype), version)
+        self._send(TrainerWeightSource(weights, self.dtype), version)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Load named full tensors (names as ``weights.canonical_name`` maps them; adapter tensors skipped);
         ``version`` defaults to the current one plus 1."""
-        from posttrain.rollout.weight_transfer import NamedTensorSource
+        from posttrain.engines.weight_transfer import NamedTensorSource
 
         self._send(NamedTensorSource(named_tensors, self.dtype), self._version + 1 if version is None else version)
 

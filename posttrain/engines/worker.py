@@ -2,7 +2,7 @@
 
     posttrain rollout-worker --model PATH_OR_ALIAS --port 8100 [--host 0.0.0.0] [-- extra vllm serve args]
 
-then train with ``--rollout vllm-remote --rollout_workers http://HOST:8100[,http://HOST2:8100]``. The
+then train with ``--rollout vllm-remote:http://HOST:8100[,http://HOST2:8100]``. The
 command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind ``vllm serve``) with:
 
 - ``VLLM_SERVER_DEV_MODE=1``: vLLM's dev-mode RLHF routes (``/init_weight_transfer_engine``,
@@ -36,14 +36,14 @@ import sys
 import time
 
 from posttrain.cli_help import HelpFormatter
-from posttrain.rollout.remote import SERVED_MODEL_NAME
+from posttrain.engines.remote import SERVED_MODEL_NAME
 
 
 def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = "auto", max_model_len: int = 0,
                    seed: int = 0, cuda: bool | None = None, extra: list[str] | None = None) -> list[str]:
     """The vLLM server command line of a rollout worker (``model`` already resolved to a path)."""
-    from posttrain.rollout.vllm import cpu_scheduler_options
-    from posttrain.rollout.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION
+    from posttrain.engines.vllm import cpu_scheduler_options
+    from posttrain.engines.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION
 
     if cuda is None:
         import torch
@@ -68,7 +68,7 @@ def worker_environment(base: dict[str, str] | None = None, cuda: bool | None = N
     defaults (user settings win)."""
     env = dict(os.environ if base is None else base)
     env["VLLM_SERVER_DEV_MODE"] = "1"
-    # The colocated engine's in-process default (rollout/vllm.py) must not leak into a server, whose
+    # The colocated engine's in-process default (engines/vllm.py) must not leak into a server, whose
     # engine runs in its own process.
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     if cuda is None:
@@ -104,8 +104,8 @@ def rollout_worker_main(argv: list[str]) -> int:
     if not 0 < args.port < 65536:
         print(f"error: --port {args.port} must be in 1..65535", file=sys.stderr)
         return 2
+    from posttrain.engines.vllm import INSTALL_HINT, vllm_servable_problem
     from posttrain.models.pretrained import resolve_model_name
-    from posttrain.rollout.vllm import INSTALL_HINT, vllm_servable_problem
 
     if importlib.util.find_spec("vllm") is None:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)

@@ -19,7 +19,7 @@ answers 400, raised like any other refused request.
 
 Scoring (``score``) sends ``echo=true, max_tokens=1, logprobs=k`` and reads the prompt's log-probs:
 top-k only (k <= 20 on a default vLLM server), so entropies and mass-above are the approximations of
-``posttrain.rollout.topk`` and ``TokenScores.exact`` is False.
+``posttrain.engines.topk`` and ``TokenScores.exact`` is False.
 
 Failures: a connection error, a timeout (``timeout_s`` per request), 429 or 5xx is retried
 ``max_retries`` times with exponential backoff (``backoff_s * 2**attempt``); other 4xx answers are not
@@ -36,9 +36,9 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seed
-from posttrain.rollout.scores import TokenScores
-from posttrain.rollout.topk import scores_from_topk
+from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seed
+from posttrain.engines.scores import TokenScores
+from posttrain.engines.topk import scores_from_topk
 
 T = TypeVar("T")
 R = TypeVar("R")

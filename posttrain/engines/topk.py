@@ -1,6 +1,6 @@
 """Token scores of engines that only see the top-k log-probs of each position (vLLM's ``prompt_logprobs``,
 an OpenAI-compatible server's ``echo=true, logprobs=k``): the approximations are those of
-``posttrain.rollout.scores`` (``topk_entropy``, ``topk_mass_above``, ``topk_tied_mass``), so
+``posttrain.engines.scores`` (``topk_entropy``, ``topk_mass_above``, ``topk_tied_mass``), so
 ``TokenScores.exact`` is False."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from posttrain.rollout.scores import TokenScores, topk_entropy, topk_mass_above, topk_tied_mass
+from posttrain.engines.scores import TokenScores, topk_entropy, topk_mass_above, topk_tied_mass
 
 
 def scores_from_topk(token_ids: list[int], observed: Sequence[float | None], tops: Sequence[Sequence[float]],

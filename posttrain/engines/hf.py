@@ -8,7 +8,7 @@ Conventions (shared with ``posttrain.models.likelihood.causal_token_logprobs``, 
 log-probs agree): prompts are left-padded, positions are ``cumsum(attention_mask) - 1``.
 
 - Processed distribution: with ``SamplingParams.json_schema``, first the tokens the row's JSON grammar
-  forbids are masked to ``-inf`` (``rollout/grammar.py``: xgrammar, compiled once per call, one matcher
+  forbids are masked to ``-inf`` (``engines/grammar.py``: xgrammar, compiled once per call, one matcher
   per row); then ``logits / T``, top-k, top-p (nucleus, the most likely token is always kept); the
   recorded log-prob is that of the sampled token under it, in float32.
 - ``temperature == 0`` is greedy decoding; its recorded log-prob is that of the argmax token under the
@@ -20,7 +20,7 @@ log-probs agree): prompts are left-padded, positions are ``cumsum(attention_mask
   matcher terminates (on that stop token).
   Finished rows stay in the batch and are fed pad tokens with attention mask 0; the loop ends when all
   rows are done.
-- Scoring (``score``, the ``ScoringEngine`` protocol) is exact: ``posttrain.rollout.hf_scoring``.
+- Scoring (``score``, the ``ScoringEngine`` protocol) is exact: ``posttrain.engines.hf_scoring``.
 - Reproducibility: the same seed, inputs, ``max_batch_size``, model and device give identical outputs
   (on CPU; GPU kernels may add their own nondeterminism).
   Outputs *do* depend on batch composition: one generator is shared by all rows and chunks (a row's draws
@@ -38,13 +38,13 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
+from posttrain.engines.base import Rollouts, SamplingParams, check_score_inputs, start_generation
+from posttrain.engines.grammar import RowGrammars, SchemaCompiler
+from posttrain.engines.hf_scoring import score_causal_lm
+from posttrain.engines.scores import TokenScores
+from posttrain.engines.weights import WeightReceiver
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.padding import left_pad, left_padded_positions
-from posttrain.rollout.base import Rollouts, SamplingParams, check_score_inputs, start_generation
-from posttrain.rollout.grammar import RowGrammars, SchemaCompiler
-from posttrain.rollout.hf_scoring import score_causal_lm
-from posttrain.rollout.scores import TokenScores
-from posttrain.rollout.weights import WeightReceiver
 
 
 def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

@@ -40,9 +40,9 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from posttrain.engines.base import Rollouts, SamplingParams, refuse_json_schema, start_generation
+from posttrain.engines.weights import WeightReceiver
 from posttrain.models.diffusion import diffusion_logits, diffusion_mask_token_id, resolve_mask_token_id
-from posttrain.rollout.base import Rollouts, SamplingParams, refuse_json_schema, start_generation
-from posttrain.rollout.weights import WeightReceiver
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from posttrain.rollout.base import SamplingParamsError
+from posttrain.engines.base import SamplingParamsError
 
 INSTALL_HINT = 'JSON-schema constrained decoding needs xgrammar: pip install -e ".[structured]"'
 

@@ -1,6 +1,6 @@
 """A deterministic stand-in generation engine for the reward server's tests and load benchmark.
 
-``FakeEngine`` implements ``posttrain.rollout.base.GenerationEngine`` like the real engines, with no
+``FakeEngine`` implements ``posttrain.engines.base.GenerationEngine`` like the real engines, with no
 model: each ``generate`` call sleeps ``base_latency_s + per_item_latency_s * len(batch)`` (an
 accelerator whose cost is dominated by a fixed per-step overhead, which is why batching pays). Rubric
 prompts get a well-formed verdict: pairwise prefers the response containing "good" (else the longer one),
@@ -14,8 +14,8 @@ import re
 import threading
 import time
 
+from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, refuse_json_schema
 from posttrain.models.tiny import build_tokenizer
-from posttrain.rollout.base import Rollouts, SamplingParams, check_prompts, refuse_json_schema
 
 
 class FakeEngine:

@@ -6,12 +6,12 @@
   (``update_weights``): hf, diffusion, vLLM.
 - ``SamplingParams.json_schema``: structured output. The completion must be one JSON document valid under
   the schema; the hf engine masks every step's logits with an xgrammar token bitmask
-  (``rollout/grammar.py``), vLLM uses its structured outputs, the HTTP client sends the schema as
+  (``engines/grammar.py``), vLLM uses its structured outputs, the HTTP client sends the schema as
   ``response_format``; an engine that cannot constrain decoding (the diffusion sampler) raises
   ``SamplingParamsError`` naming itself (``refuse_json_schema``), never ignores it.
 - ``ScoringEngine``: ``score(sequences) -> list[TokenScores]`` (per-token log-probs, entropies, the DMAP
   mass above the observed token, full distributions where the engine has them; see
-  ``posttrain.rollout.scores``): exact on the HF engine, top-k approximations on vLLM and HTTP.
+  ``posttrain.engines.scores``): exact on the HF engine, top-k approximations on vLLM and HTTP.
 
 Scoring convention (the same as ``posttrain.models.likelihood.causal_token_logprobs``): a sequence of ids
 ``x_0..x_{T-1}`` gets values for positions ``1..T-1``, ``logprobs[t-1] = log p(x_t | x_<t)``; callers that
@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from posttrain.rollout.scores import TokenScores
+from posttrain.engines.scores import TokenScores
 
 
 class SamplingParamsError(ValueError):

@@ -1,1 +1,0 @@
-"""Rollout engines: one generation core per backend behind the RolloutEngine protocol."""
