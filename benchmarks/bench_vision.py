@@ -5,10 +5,11 @@
     OMP_NUM_THREADS=1 python benchmarks/bench_vision.py deleaker --seeds 0 1 2
 
 - ``attwarp`` ("Constructive Distortion", AttWarp): a tiny Llava (32 px input, 8 x 8 image tokens) trained to
-  name the colour of the one coloured square among grey ones, on 128 px scenes plainly downsampled to 32 px, with
-  object sizes 4-24 px; tested on 6 px objects (1.5 px at the model's input). Accuracy of the plain resize,
-  AttWarp (the model's own layer-1 map), AttWarp-Chain (up to 3 rounds) and an oracle warp (a map peaked on the
-  true object: what a perfect map would give).
+  name the colour of the one coloured square among grey ones, on 128 px scenes area-resized to 32 px, with
+  object sizes 4-24 px; tested on ``--object_px`` objects. Accuracy (and the share of inputs where the object is
+  gone) of the plain area resize, a uniform-map warp (no attention: the control), AttWarp (the model's own
+  layer-1 map), AttWarp-Chain (up to 3 rounds) and an oracle warp (a map peaked on the true object); all warps
+  resample area-exactly, and the uniform and AttWarp warps are also point-sampled as the released code does.
 - ``fga`` (FGA): a tiny CLIP trained on coloured shapes (12 classes) with three caption templates; then CoOp and
   SAPT context learned 16-shot on clean images; tested under noise, blur and a colour cast: zero-shot (hand
   prompt), CoOp, TPT on CoOp, STSS on CoOp, and FGA (STSS on SAPT).
@@ -38,6 +39,7 @@ from posttrain.vision.attwarp import AttWarpConfig, attwarp, attwarp_chain, next
 from posttrain.vision.shapes import COLOURS, small_object_scenes
 from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
 from posttrain.vision.vlm import TensorPrompter
+from posttrain.vision.warp import Warp
 
 RESULTS = REPO / "benchmarks" / "results"
 QUESTION = [FIRST_WORD_ID + 10]  # "colour?"
@@ -50,7 +52,15 @@ def _mean_std(values: list[float]) -> dict[str, float]:
 
 
 def _downsample(images: torch.Tensor, size: int) -> torch.Tensor:
-    return F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    """The plain resize: area-exact, the same resampler as the warps (a uniform-map warp equals it)."""
+    return Warp.identity(images.shape[0], tuple(images.shape[-2:]), (size, size)).apply(images)
+
+
+def _object_lost(images: torch.Tensor) -> float:
+    """Share of model inputs where the coloured object is gone: peak saturation (max - min channel) < 0.05.
+    Background and clutter are grey (equal channels), so saturation can only come from the object."""
+    saturation = images.max(dim=1).values - images.min(dim=1).values
+    return float((saturation.flatten(1).max(dim=1).values < 0.05).float().mean())
 
 
 def _vlm_accuracy(model, images: torch.Tensor, labels: torch.Tensor) -> float:
@@ -88,8 +98,12 @@ def _oracle_map(centres: torch.Tensor, src: int, grid: int) -> torch.Tensor:
     return m / m.sum(dim=(1, 2), keepdim=True)
 
 
+def _uniform_map(batch: int, grid: int) -> torch.Tensor:
+    return torch.full((batch, grid, grid), 1.0 / grid ** 2)
+
+
 def run_attwarp(args: argparse.Namespace) -> dict:
-    src, size, n_test = 128, 32, args.test_examples
+    src, size, n_test, grid = 128, 32, args.test_examples, 32 // 4
     per_seed, pictures = [], None
     for seed in args.seeds:
         t0 = time.time()
@@ -98,30 +112,38 @@ def run_attwarp(args: argparse.Namespace) -> dict:
         images, colours, centres = small_object_scenes(n_test, src, args.object_px, g, clutter=CLUTTER)
         prompter = TensorPrompter(model, [QUESTION] * n_test)
         config = AttWarpConfig(layers=(1,), max_new_tokens=1)
-        base = _vlm_accuracy(model, _downsample(images, size), colours)
+        plain = _downsample(images, size)
         warped = attwarp(model, prompter, images, (size, size), config)
         chain = attwarp(model, prompter, images, (size, size), AttWarpConfig(layers=(1,), max_new_tokens=1,
                                                                              max_rounds=3))
-        oracle_map = _oracle_map(centres, src, size // 4)
+        uniform = attwarp_chain(images, lambda v: _uniform_map(v.shape[0], grid), (size, size), config)
+        oracle_map = _oracle_map(centres, src, grid)
         oracle = attwarp_chain(images, lambda _v, m=oracle_map: m, (size, size), config)
+        inputs = {"base": plain, "uniform_warp": uniform.warped, "attwarp": warped.warped, "chain": chain.warped,
+                  "oracle_warp": oracle.warped,
+                  "uniform_warp_point_sampled": uniform.warp.apply(images, mode="bilinear"),
+                  "attwarp_point_sampled": warped.warp.apply(images, mode="bilinear")}
         peak = warped.maps[0].flatten(1).argmax(dim=1)
-        true_cell = (centres / src * (size // 4)).long().clamp(0, size // 4 - 1)
-        hit = (peak == true_cell[:, 1] * (size // 4) + true_cell[:, 0]).float().mean()
+        true_cell = (centres / src * grid).long().clamp(0, grid - 1)
+        hit = (peak == true_cell[:, 1] * grid + true_cell[:, 0]).float().mean()
         row = {"seed": seed, "train_loss_last50": statistics.mean(losses[-50:]),
-               "accuracy_base": base, "accuracy_attwarp": _vlm_accuracy(model, warped.warped, colours),
-               "accuracy_chain": _vlm_accuracy(model, chain.warped, colours),
-               "chain_rounds_mean": float(chain.rounds.float().mean()),
-               "accuracy_oracle_warp": _vlm_accuracy(model, oracle.warped, colours),
-               "map_peak_on_object": float(hit), "seconds": time.time() - t0}
+               "uniform_warp_equals_plain_max_abs": float((uniform.warped - plain).abs().max())}
+        row.update({f"accuracy_{k}": _vlm_accuracy(model, v, colours) for k, v in inputs.items()})
+        row.update({f"object_lost_{k}": _object_lost(v) for k, v in inputs.items()})
+        row.update({"chain_rounds_mean": float(chain.rounds.float().mean()), "map_peak_on_object": float(hit),
+                    "seconds": time.time() - t0})
         print(json.dumps(row), flush=True)
         per_seed.append(row)
         if pictures is None:
-            pictures = (images[:4], _downsample(images[:4], size), warped.warped[:4], warped.maps[0][:4])
-    keys = [k for k in per_seed[0] if k.startswith("accuracy") or k == "map_peak_on_object"]
+            pictures = (images[:4], plain[:4], warped.warped[:4], warped.maps[0][:4])
+    keys = [k for k in per_seed[0] if k.startswith(("accuracy", "object_lost")) or k == "map_peak_on_object"]
     summary = {k: _mean_std([r[k] for r in per_seed]) for k in keys}
     _plot_attwarp(pictures, RESULTS / "vision_attwarp.png")
     return {"settings": {"source_px": src, "input_px": size, "object_px": args.object_px,
-                         "train_steps": args.train_steps, "test_examples": n_test, "layers": [1]},
+                         "train_steps": args.train_steps, "test_examples": n_test, "layers": [1],
+                         "resampling": "area-exact (Warp.apply); *_point_sampled: the released code's bilinear "
+                                       "point sampling of the same warp",
+                         "object_lost": "peak saturation of the model input < 0.05"},
             "per_seed": per_seed, "summary": summary}
 
 
@@ -135,7 +157,7 @@ def _plot_attwarp(pictures, path: Path) -> None:
     fig, axes = plt.subplots(4, 4, figsize=(8, 8))
     for i in range(4):
         for j, (img, title) in enumerate(((originals[i], "original 128 px"), (plain[i], "plain resize 32 px"),
-                                          (maps[i], "layer-1 map (8x8)"), (warped[i], "AttWarp 32 px"))):
+                                          (maps[i], "layer-1 map (8x8)"), (warped[i], "AttWarp 32 px (area)"))):
             ax = axes[i, j]
             ax.imshow(img.permute(1, 2, 0).numpy() if img.dim() == 3 and img.shape[0] == 3 else img.numpy(),
                       interpolation="nearest", cmap=None if img.dim() == 3 and img.shape[0] == 3 else "magma")

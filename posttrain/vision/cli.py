@@ -104,6 +104,7 @@ def attwarp_run(args: argparse.Namespace) -> dict[str, Any]:
     from posttrain.vision.shapes import small_object_scenes
     from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
     from posttrain.vision.vlm import ProcessorPrompter, TensorPrompter
+    from posttrain.vision.warp import Warp
 
     set_cpu_threads(args.num_threads)
     device = resolve_device(args.device)
@@ -129,7 +130,7 @@ def attwarp_run(args: argparse.Namespace) -> dict[str, Any]:
         generic = TensorPrompter(model, [[FIRST_WORD_ID + 11]] * n)
     config = _config(args)
     result = attwarp(model, prompter, images, (size, size), config, generic)
-    plain = torch.nn.functional.interpolate(images, size=(size, size), mode="bilinear", antialias=True)
+    plain = Warp.identity(images.shape[0], tuple(images.shape[-2:]), (size, size)).apply(images)
     if args.model:
         answers = {k: _generate(model, processor, prompter(v), args.answer_tokens)
                    for k, v in (("plain", plain), ("warped", result.warped))}
