@@ -102,9 +102,8 @@ def test_tap_refuses_attention_without_4d_masks(implementation):
     model = tiny_llava(seed=0)
     config = model.config.text_config
     config._attn_implementation = implementation
-    with pytest.raises(ValueError, match="attn_implementation='sdpa'"):
-        with AttentionTap(model, [0]):
-            pass
+    with pytest.raises(ValueError, match="attn_implementation='sdpa'"), AttentionTap(model, [0]):
+        pass
     assert config._attn_implementation == implementation
 
 

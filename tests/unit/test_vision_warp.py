@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 import torch.nn.functional as F
 
 from posttrain.vision.warp import Warp, area_weights, forward_knots, interp, map_marginals
