@@ -5,16 +5,18 @@
     OMP_NUM_THREADS=1 python benchmarks/bench_vision.py deleaker --seeds 0 1 2
 
 - ``attwarp`` ("Constructive Distortion", AttWarp): a tiny Llava (32 px input, 8 x 8 image tokens) trained to
-  name the colour of the one coloured square among grey ones, on 128 px scenes plainly downsampled to 32 px, with
-  object sizes 4-24 px; tested on 6 px objects (1.5 px at the model's input). Accuracy of the plain resize,
-  AttWarp (the model's own layer-1 map), AttWarp-Chain (up to 3 rounds) and an oracle warp (a map peaked on the
-  true object: what a perfect map would give).
+  name the colour of the one coloured square among grey ones, on 128 px scenes area-resized to 32 px, with
+  object sizes 4-24 px; tested on ``--object_px`` objects. Accuracy (and the share of inputs where the object is
+  gone) of the plain area resize, a uniform-map warp (no attention: the control), AttWarp (the model's own
+  layer-1 map), AttWarp-Chain (up to 3 rounds) and an oracle warp (a map peaked on the true object); all warps
+  resample area-exactly, and the uniform and AttWarp warps are also point-sampled as the released code does.
 - ``fga`` (FGA): a tiny CLIP trained on coloured shapes (12 classes) with three caption templates; then CoOp and
   SAPT context learned 16-shot on clean images; tested under noise, blur and a colour cast: zero-shot (hand
-  prompt), CoOp, TPT on CoOp, STSS on CoOp, and FGA (STSS on SAPT).
+  prompt), CoOp, TPT on CoOp, STSS on CoOp, and FGA (STSS on SAPT); the controls that attribute a gain to
+  sharpness: all views averaged without selection, STSS at rho' = 0 (entropy-only selection), a rho' sweep.
 - ``deleaker`` (DeLeaker): a random-init tiny Flux transformer (2 double + 2 single blocks) sampled for 20 Euler
-  steps from structured latents (two regions), two entities; the cross-entity attention mass without and with
-  reweighting.
+  steps from structured latents (two bands, one per entity), two entities; the cross-entity attention mass
+  without and with reweighting, scored with the bands as masks (not the masks the rule edits).
 
 Writes benchmarks/results/vision_<method>.json (command, settings, per-seed numbers) and PNG pictures.
 """
@@ -22,6 +24,7 @@ Writes benchmarks/results/vision_<method>.json (command, settings, per-seed numb
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -38,6 +41,7 @@ from posttrain.vision.attwarp import AttWarpConfig, attwarp, attwarp_chain, next
 from posttrain.vision.shapes import COLOURS, small_object_scenes
 from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
 from posttrain.vision.vlm import TensorPrompter
+from posttrain.vision.warp import Warp
 
 RESULTS = REPO / "benchmarks" / "results"
 QUESTION = [FIRST_WORD_ID + 10]  # "colour?"
@@ -45,12 +49,22 @@ ANSWERS = [FIRST_WORD_ID + c for c in range(len(COLOURS))]
 CLUTTER = 3  # grey distractor squares per scene
 
 
-def _mean_std(values: list[float]) -> dict[str, float]:
-    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+def _mean_std(values: list[float]) -> dict[str, float | int | None]:
+    """Mean and sample std over seeds, and how many seeds had a value (a score is None without masks)."""
+    return {"mean": statistics.mean(values) if values else None,
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0, "seeds": len(values)}
 
 
 def _downsample(images: torch.Tensor, size: int) -> torch.Tensor:
-    return F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    """The plain resize: area-exact, the same resampler as the warps (a uniform-map warp equals it)."""
+    return Warp.identity(images.shape[0], tuple(images.shape[-2:]), (size, size)).apply(images)
+
+
+def _object_lost(images: torch.Tensor) -> float:
+    """Share of model inputs where the coloured object is gone: peak saturation (max - min channel) < 0.05.
+    Background and clutter are grey (equal channels), so saturation can only come from the object."""
+    saturation = images.max(dim=1).values - images.min(dim=1).values
+    return float((saturation.flatten(1).max(dim=1).values < 0.05).float().mean())
 
 
 def _vlm_accuracy(model, images: torch.Tensor, labels: torch.Tensor) -> float:
@@ -88,8 +102,12 @@ def _oracle_map(centres: torch.Tensor, src: int, grid: int) -> torch.Tensor:
     return m / m.sum(dim=(1, 2), keepdim=True)
 
 
+def _uniform_map(batch: int, grid: int) -> torch.Tensor:
+    return torch.full((batch, grid, grid), 1.0 / grid ** 2)
+
+
 def run_attwarp(args: argparse.Namespace) -> dict:
-    src, size, n_test = 128, 32, args.test_examples
+    src, size, n_test, grid = 128, 32, args.test_examples, 32 // 4
     per_seed, pictures = [], None
     for seed in args.seeds:
         t0 = time.time()
@@ -98,30 +116,38 @@ def run_attwarp(args: argparse.Namespace) -> dict:
         images, colours, centres = small_object_scenes(n_test, src, args.object_px, g, clutter=CLUTTER)
         prompter = TensorPrompter(model, [QUESTION] * n_test)
         config = AttWarpConfig(layers=(1,), max_new_tokens=1)
-        base = _vlm_accuracy(model, _downsample(images, size), colours)
+        plain = _downsample(images, size)
         warped = attwarp(model, prompter, images, (size, size), config)
         chain = attwarp(model, prompter, images, (size, size), AttWarpConfig(layers=(1,), max_new_tokens=1,
                                                                              max_rounds=3))
-        oracle_map = _oracle_map(centres, src, size // 4)
+        uniform = attwarp_chain(images, lambda v: _uniform_map(v.shape[0], grid), (size, size), config)
+        oracle_map = _oracle_map(centres, src, grid)
         oracle = attwarp_chain(images, lambda _v, m=oracle_map: m, (size, size), config)
+        inputs = {"base": plain, "uniform_warp": uniform.warped, "attwarp": warped.warped, "chain": chain.warped,
+                  "oracle_warp": oracle.warped,
+                  "uniform_warp_point_sampled": uniform.warp.apply(images, mode="bilinear"),
+                  "attwarp_point_sampled": warped.warp.apply(images, mode="bilinear")}
         peak = warped.maps[0].flatten(1).argmax(dim=1)
-        true_cell = (centres / src * (size // 4)).long().clamp(0, size // 4 - 1)
-        hit = (peak == true_cell[:, 1] * (size // 4) + true_cell[:, 0]).float().mean()
+        true_cell = (centres / src * grid).long().clamp(0, grid - 1)
+        hit = (peak == true_cell[:, 1] * grid + true_cell[:, 0]).float().mean()
         row = {"seed": seed, "train_loss_last50": statistics.mean(losses[-50:]),
-               "accuracy_base": base, "accuracy_attwarp": _vlm_accuracy(model, warped.warped, colours),
-               "accuracy_chain": _vlm_accuracy(model, chain.warped, colours),
-               "chain_rounds_mean": float(chain.rounds.float().mean()),
-               "accuracy_oracle_warp": _vlm_accuracy(model, oracle.warped, colours),
-               "map_peak_on_object": float(hit), "seconds": time.time() - t0}
+               "uniform_warp_equals_plain_max_abs": float((uniform.warped - plain).abs().max())}
+        row.update({f"accuracy_{k}": _vlm_accuracy(model, v, colours) for k, v in inputs.items()})
+        row.update({f"object_lost_{k}": _object_lost(v) for k, v in inputs.items()})
+        row.update({"chain_rounds_mean": float(chain.rounds.float().mean()), "map_peak_on_object": float(hit),
+                    "seconds": time.time() - t0})
         print(json.dumps(row), flush=True)
         per_seed.append(row)
         if pictures is None:
-            pictures = (images[:4], _downsample(images[:4], size), warped.warped[:4], warped.maps[0][:4])
-    keys = [k for k in per_seed[0] if k.startswith("accuracy") or k == "map_peak_on_object"]
+            pictures = (images[:4], plain[:4], warped.warped[:4], warped.maps[0][:4])
+    keys = [k for k in per_seed[0] if k.startswith(("accuracy", "object_lost")) or k == "map_peak_on_object"]
     summary = {k: _mean_std([r[k] for r in per_seed]) for k in keys}
     _plot_attwarp(pictures, RESULTS / "vision_attwarp.png")
     return {"settings": {"source_px": src, "input_px": size, "object_px": args.object_px,
-                         "train_steps": args.train_steps, "test_examples": n_test, "layers": [1]},
+                         "train_steps": args.train_steps, "test_examples": n_test, "layers": [1],
+                         "resampling": "area-exact (Warp.apply); *_point_sampled: the released code's bilinear "
+                                       "point sampling of the same warp",
+                         "object_lost": "peak saturation of the model input < 0.05"},
             "per_seed": per_seed, "summary": summary}
 
 
@@ -135,7 +161,7 @@ def _plot_attwarp(pictures, path: Path) -> None:
     fig, axes = plt.subplots(4, 4, figsize=(8, 8))
     for i in range(4):
         for j, (img, title) in enumerate(((originals[i], "original 128 px"), (plain[i], "plain resize 32 px"),
-                                          (maps[i], "layer-1 map (8x8)"), (warped[i], "AttWarp 32 px"))):
+                                          (maps[i], "layer-1 map (8x8)"), (warped[i], "AttWarp 32 px (area)"))):
             ax = axes[i, j]
             ax.imshow(img.permute(1, 2, 0).numpy() if img.dim() == 3 and img.shape[0] == 3 else img.numpy(),
                       interpolation="nearest", cmap=None if img.dim() == 3 and img.shape[0] == 3 else "magma")
@@ -186,9 +212,19 @@ def train_clip(seed: int, steps: int):
     return clip, loss.item()
 
 
+FGA_RHO_PRIMES = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
+"""STSS's perturbation radius rho' swept on FGA's (SAPT) context; 0.5 is the paper's (FGA), 0 = entropy alone."""
+
+
 def run_fga(args: argparse.Namespace) -> dict:
-    from posttrain.vision.cli_methods import evaluate_views
-    from posttrain.vision.fga import FGAConfig, PromptLearner, perturbed_classes, train_prompt
+    from posttrain.vision.fga import (
+        FGAConfig,
+        PromptLearner,
+        evaluate_views,
+        perturbed_classes,
+        train_prompt,
+        view_features,
+    )
     from posttrain.vision.shapes import SHAPES, shapes_dataset, shift
     from posttrain.vision.tiny import TOKENS
 
@@ -202,6 +238,7 @@ def run_fga(args: argparse.Namespace) -> dict:
         labels = colour_ids * len(SHAPES) + shape_ids
         shots, shot_labels = images[:16 * 12], labels[:16 * 12]
         test, test_labels = images[16 * 12:], labels[16 * 12:]
+
         def norm(x: torch.Tensor) -> torch.Tensor:
             return (x - 0.5) / 0.5
         contexts = {}
@@ -211,19 +248,24 @@ def run_fga(args: argparse.Namespace) -> dict:
                          generator=torch.Generator().manual_seed(seed))
             contexts[name] = learner
         hand = PromptLearner(clip, _fga_classes(), FGA_TEMPLATES[0], TOKENS["bos"], 63)
+        coop, sapt = contexts["coop"], contexts["sapt"]
+
+        def stss(learner: PromptLearner, rho_prime: float) -> tuple:
+            cfg = dataclasses.replace(config, rho_prime=rho_prime)
+            return learner, "stss", perturbed_classes(learner, cfg, torch.Generator().manual_seed(1)), cfg
+
+        arms = {"zero_shot": (hand, "zero-shot", None, config), "coop": (coop, "zero-shot", None, config),
+                "tpt_coop": (coop, "tpt", None, config), "stss_coop": stss(coop, config.rho_prime),
+                "sapt": (sapt, "zero-shot", None, config), "fga": stss(sapt, config.rho_prime),
+                "all_views_coop": (coop, "all-views", None, config),
+                "all_views_sapt": (sapt, "all-views", None, config), "stss_coop_rho0": stss(coop, 0.0),
+                **{f"fga_rho{r:g}": stss(sapt, r) for r in FGA_RHO_PRIMES if r != config.rho_prime}}
         row = {"seed": seed, "clip_train_loss_last": clip_loss}
         for kind, severity in {"clean": 0.0, **FGA_SHIFTS}.items():
             shifted = test if kind == "clean" else shift(test, kind, severity, torch.Generator().manual_seed(seed))
-            coop, sapt = contexts["coop"], contexts["sapt"]
-            arms = {"zero_shot": (hand, "zero-shot", None), "coop": (coop, "zero-shot", None),
-                    "tpt_coop": (coop, "tpt", None),
-                    "stss_coop": (coop, "stss", perturbed_classes(coop, config, torch.Generator().manual_seed(1))),
-                    "sapt": (sapt, "zero-shot", None),
-                    "fga": (sapt, "stss", perturbed_classes(sapt, config, torch.Generator().manual_seed(1)))}
-            for arm, (learner, method, classes) in arms.items():
-                view_g = torch.Generator().manual_seed(5000 + seed)
-                row[f"{kind}/{arm}"] = evaluate_views(learner, shifted, test_labels, config, norm, view_g, method,
-                                                 classes)["accuracy"]
+            feats = view_features(hand, shifted, config.n_views, norm, torch.Generator().manual_seed(5000 + seed))
+            for arm, (learner, method, classes, cfg) in arms.items():
+                row[f"{kind}/{arm}"] = evaluate_views(learner, feats, test_labels, cfg, method, classes)
         row["seconds"] = time.time() - t0
         print(json.dumps(row), flush=True)
         per_seed.append(row)
@@ -231,7 +273,10 @@ def run_fga(args: argparse.Namespace) -> dict:
     summary = {k: _mean_std([r[k] for r in per_seed]) for k in keys}
     _plot_fga(summary, RESULTS / "vision_fga.png")
     return {"settings": {"clip_steps": args.train_steps, "shots_per_class": 16, "prompt_steps": 100,
-                         "test_examples": args.test_examples, "shifts": FGA_SHIFTS, "fga": vars(config)},
+                         "test_examples": args.test_examples, "shifts": FGA_SHIFTS, "fga": vars(config),
+                         "rho_prime_sweep": list(FGA_RHO_PRIMES),
+                         "arms": "fga = STSS on SAPT at rho' 0.5; fga_rho<r> = the same at rho' r (rho' 0: entropy "
+                                 "alone); all_views_* = mean of all 64 views' probabilities (no selection)"},
             "per_seed": per_seed, "summary": summary}
 
 
@@ -242,8 +287,8 @@ def _plot_fga(summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     kinds = ["clean", *FGA_SHIFTS]
-    arms = ["zero_shot", "coop", "tpt_coop", "stss_coop", "sapt", "fga"]
-    fig, ax = plt.subplots(figsize=(9, 3.5))
+    arms = ["zero_shot", "coop", "tpt_coop", "all_views_sapt", "sapt", "fga"]
+    fig, (ax, sweep) = plt.subplots(1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [3, 2]})
     width = 0.8 / len(arms)
     for i, arm in enumerate(arms):
         means = [summary[f"{k}/{arm}"]["mean"] for k in kinds]
@@ -252,14 +297,28 @@ def _plot_fga(summary: dict, path: Path) -> None:
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(kinds))], kinds)
     ax.set_ylabel("top-1 accuracy (12 classes)")
     ax.legend(fontsize=7, ncol=3)
+    for k in kinds:
+        names = [("fga" if r == 0.5 else f"fga_rho{r:g}") for r in FGA_RHO_PRIMES]
+        sweep.errorbar(FGA_RHO_PRIMES, [summary[f"{k}/{n}"]["mean"] for n in names],
+                       yerr=[summary[f"{k}/{n}"]["std"] for n in names], marker="o", capsize=2, label=k)
+    sweep.set_xscale("symlog", linthresh=0.1)
+    sweep.set_xlabel("STSS rho' (on the SAPT context; 0 = entropy only)")
+    sweep.set_ylabel("top-1 accuracy")
+    sweep.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def run_deleaker(args: argparse.Namespace) -> dict:
-    from posttrain.vision.deleaker import DeleakerConfig
-    from posttrain.vision.deleaker_flux import DeleakerState, flux_sample, install_deleaker
+    from posttrain.vision.deleaker import DeleakerConfig, leakage_score
+    from posttrain.vision.deleaker_flux import (
+        DeleakerState,
+        flux_sample,
+        install_deleaker,
+        leakage_summary,
+        tiny_flux_inputs,
+    )
     from posttrain.vision.tiny import tiny_flux
 
     side, t, steps, entities = 16, 16, 20, [[2, 3], [9, 10]]
@@ -267,34 +326,36 @@ def run_deleaker(args: argparse.Namespace) -> dict:
     for seed in args.seeds:
         model = tiny_flux(num_layers=2, num_single_layers=2, seed=seed)
         g = torch.Generator().manual_seed(6000 + seed)
-        n = side * side
-        left = (torch.arange(n) % side < side // 2).view(1, n, 1)
-        a, b = torch.randn(1, 1, 4, generator=g), torch.randn(1, 1, 4, generator=g)
-        noise = torch.where(left, a, b) + 0.3 * torch.randn(1, n, 4, generator=g)
-        text, pooled = torch.randn(1, t, 32, generator=g), torch.randn(1, 32, generator=g)
-        runs = {}
-        with install_deleaker(model) as blocks:
-            config = DeleakerConfig(num_text_tokens=t).for_blocks(blocks)
-            for name, enabled in (("stock", False), ("deleaker", True)):
-                state = DeleakerState(config, entities, blocks_per_step=blocks, text_len=t, grid=(side, side),
-                                      enabled=enabled, record=True)
-                runs[name] = (flux_sample(model, noise, text, pooled, (side, side), steps, state), state)
-        (x0, stock), (x1, dl) = runs["stock"], runs["deleaker"]
-        row = {"seed": seed, "calls_scored": len(stock.natural_leakage), "edited_calls": dl.edited_calls,
-               "leakage_stock": statistics.mean(stock.natural_leakage),
-               "leakage_deleaker_used": statistics.mean(dl.used_leakage),
-               "leakage_deleaker_unedited": statistics.mean(dl.natural_leakage),
-               "relative_output_change": float((x1 - x0).norm() / x0.norm())}
+        noise, text, pooled, layout = tiny_flux_inputs(side, t, len(entities), g)
+        row = {"seed": seed}
+        for arm, smoothing in (("default", True), ("no_smoothing", False)):
+            runs = {}
+            with install_deleaker(model) as blocks:
+                config = dataclasses.replace(DeleakerConfig(num_text_tokens=t), do_smoothing=smoothing)
+                config = config.for_blocks(blocks)
+                for name, enabled in (("stock", False), ("deleaker", True)):
+                    state = DeleakerState(config, entities, blocks_per_step=blocks, text_len=t, grid=(side, side),
+                                          enabled=enabled, record=True)
+                    runs[name] = (flux_sample(model, noise, text, pooled, (side, side), steps, state), state)
+            (x0, stock), (x1, dl) = runs["stock"], runs["deleaker"]
+            row.update({f"{arm}/{k}": v for k, v in leakage_summary(stock, dl, layout).items()})
+            row[f"{arm}/relative_output_change"] = float((x1 - x0).norm() / x0.norm())
+            if arm == "no_smoothing" and not curves:
+                edited = [c for c in dl.calls if c.edited]
+                window = {c.block_step for c in edited}
+                curves = {"stock": [leakage_score(c.natural, layout) for c in stock.calls if c.block_step in window],
+                          "deleaker, unedited": [leakage_score(c.natural, layout) for c in edited],
+                          "deleaker, edited": [leakage_score(c.used, layout) for c in edited]}
         print(json.dumps(row), flush=True)
         per_seed.append(row)
-        if not curves:
-            curves = {"stock": stock.natural_leakage, "deleaker (unedited)": dl.natural_leakage,
-                      "deleaker (used)": dl.used_leakage}
-    keys = [k for k in per_seed[0] if k.startswith("leakage") or k == "relative_output_change"]
-    summary = {k: _mean_std([r[k] for r in per_seed]) for k in keys}
+    keys = [k for k in per_seed[0] if "/" in k]
+    summary = {k: _mean_std([r[k] for r in per_seed if r[k] is not None]) for k in keys}
     _plot_curves(curves, RESULTS / "vision_deleaker.png")
     return {"settings": {"grid": side, "text_tokens": t, "steps": steps, "entities": entities,
-                         "blocks": "2 double + 2 single", "config": "FLUX.1 preset scaled by for_blocks(4)"},
+                         "blocks": "2 double + 2 single",
+                         "config": "FLUX.1 preset scaled by for_blocks(4); no_smoothing: do_smoothing off",
+                         "score_masks": "the latent layout: entity e's vertical band of the grid, which starts "
+                                        "from its own base vector (the rule never sees these masks)"},
             "per_seed": per_seed, "summary": summary}
 
 
@@ -307,8 +368,8 @@ def _plot_curves(curves: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 3))
     for name, values in curves.items():
         ax.plot(values, label=name)
-    ax.set_xlabel("scored attention call (block-steps)")
-    ax.set_ylabel("cross-entity image->text mass")
+    ax.set_xlabel("edited attention call (seed 0)")
+    ax.set_ylabel("cross-entity image->text mass\n(layout masks)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

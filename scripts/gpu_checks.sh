@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU tier on a machine with a CUDA GPU and the project installed: the `gpu`-marked tests, then the
 # CUDA benchmarks (our rollout engine vs HF generate, our GRPO step vs TRL's, our vLLM engine vs our HF
-# engine when vLLM is installed). Each part runs even when an earlier one failed; the exit status is the
+# engine when vLLM is installed), and the vision commands with --device cuda when diffusers is installed. Each part runs even when an earlier one failed; the exit status is the
 # tests'. Results and logs go to RESULTS_DIR.
 #
 #   bash scripts/gpu_checks.sh [RESULTS_DIR] [MODEL_CONFIG_DIR]
@@ -69,5 +69,36 @@ if "$python" -c "import vllm" 2>/dev/null; then
   part vllm_rollout "$python" benchmarks/bench_vllm_rollout.py --out "$out/vllm_rollout_cuda.json"
 else
   echo "== vllm_rollout: skipped, vllm is not installed (pip install -e '.[gpu]')"
+fi
+if "$python" -c "import diffusers" 2>/dev/null; then
+  # The vision commands on CUDA (pip install -e '.[vision]'): the embedded tiny models, then the --model paths
+  # on tiny checkpoints saved to disk (from_pretrained, processors, tokenizers; --dtype auto is bf16 on CUDA).
+  vision="$out/vision"
+  part vision_attwarp_tiny "$python" -m posttrain.cli vision attwarp --device cuda --output "$vision/attwarp_tiny.json"
+  part vision_deleaker_tiny "$python" -m posttrain.cli vision deleaker --device cuda \
+    --output "$vision/deleaker_tiny.json"
+  part vision_fga_tiny "$python" -m posttrain.cli vision fga --device cuda --output "$vision/fga_tiny.json"
+  part vision_checkpoints "$python" - "$vision/ckpt" <<'EOF'
+import sys
+from pathlib import Path
+
+from tests.e2e.vision_checkpoints import save_image_folder, save_tiny_clip, save_tiny_flux_pipeline, save_tiny_llava
+
+root = Path(sys.argv[1])
+save_tiny_llava(root / "llava")
+save_tiny_clip(root / "clip")
+save_image_folder(root / "images", ["cat", "dog"], per_class=2)
+save_tiny_flux_pipeline(root / "flux")
+EOF
+  part vision_attwarp_model "$python" -m posttrain.cli vision attwarp --device cuda --model "$vision/ckpt/llava" \
+    --layers -1 --out_size 32 --max_new_tokens 2 --answer_tokens 2 --examples 2 --output "$vision/attwarp_model.json"
+  part vision_deleaker_model "$python" -m posttrain.cli vision deleaker --device cuda --model "$vision/ckpt/flux" \
+    --prompt "a cat and a dog" --size 128 --steps 8 --max_sequence_length 16 --no_smoothing \
+    --output "$vision/deleaker_model.json"
+  part vision_fga_model "$python" -m posttrain.cli vision fga --device cuda --model "$vision/ckpt/clip" \
+    --images "$vision/ckpt/images" --train_images "$vision/ckpt/images" --train_steps 2 --n_views 8 --views_kept 2 \
+    --perturbations 2 --output "$vision/fga_model.json"
+else
+  echo "== vision: skipped, diffusers is not installed (pip install -e '.[vision]')"
 fi
 exit $tests_rc

@@ -18,7 +18,9 @@ sigmoid, ``blur`` x ``blur`` box blur with replicate padding, resize to the imag
 Deviations, stated: the map is resized with bilinear interpolation, not PIL's LANCZOS (which can overshoot
 below zero); the image is warped straight into the model's input size (``out_hw``) from the original, and
 the chain composes its warps so the final image is one resampling of the original pixels (the code warps at
-the original size, and a chain would resample twice). The paper gives no epsilon for the chain: the default
+the original size, and a chain would resample twice). That resampling is area-exact (``Warp.apply``): each
+model-input pixel is the average of its source cell, so with a uniform map the warp is exactly an area resize,
+and a magnifying or compressing warp never skips source pixels the way a 4x point-sampled downsample does. The paper gives no epsilon for the chain: the default
 ``kl_eps`` = 0.05 nats is ours. Layer 20 of a 32-layer LLaVA-1.5 is the code's default layer; for other models
 pick a late-middle layer (``layers``).
 """
@@ -152,7 +154,7 @@ class AttWarpResult:
 def attwarp_chain(images: torch.Tensor, map_fn: Callable[[torch.Tensor], torch.Tensor], out_hw: tuple[int, int],
                   config: AttWarpConfig) -> AttWarpResult:
     """AttWarp (``max_rounds`` 1) or AttWarp-Chain on ``images`` (B, 3, H, W); ``map_fn`` maps model-input images
-    (B, 3, *out_hw) to token-grid maps (B, h, w) summing to 1. Round 1 reads the plainly resized image; each
+    (B, 3, *out_hw) to token-grid maps (B, h, w) summing to 1. Round 1 reads the plainly (area-)resized image; each
     round's warp is composed onto the previous ones; a sample stops when its KL to the last round drops below
     ``kl_eps``, the whole batch when all have stopped or after ``max_rounds`` warps."""
     config.validate()

@@ -30,7 +30,8 @@ SUBCOMMANDS = {"attwarp": "AttWarp / AttWarp-Chain: attention-guided rectilinear
 
 def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="Torch device; default cuda if available, else cpu.")
-    p.add_argument("--dtype", default="fp32", help="Weights' dtype with --model: fp32, bf16, fp16 or auto.")
+    p.add_argument("--dtype", default="auto", help="Weights' dtype with --model: fp32, bf16, fp16 or auto (bf16 on "
+                   "CUDA, fp32 on CPU). The embedded tiny models stay in fp32.")
     p.add_argument("--seed", type=int, default=0, help="Seed of the generated inputs and the tiny models.")
     p.add_argument("--num_threads", type=int, default=0, help="CPU threads (0: $OMP_NUM_THREADS or a share).")
     p.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
@@ -104,6 +105,7 @@ def attwarp_run(args: argparse.Namespace) -> dict[str, Any]:
     from posttrain.vision.shapes import small_object_scenes
     from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
     from posttrain.vision.vlm import ProcessorPrompter, TensorPrompter
+    from posttrain.vision.warp import Warp
 
     set_cpu_threads(args.num_threads)
     device = resolve_device(args.device)
@@ -112,7 +114,8 @@ def attwarp_run(args: argparse.Namespace) -> dict[str, Any]:
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
         processor = AutoProcessor.from_pretrained(args.model)
-        model = AutoModelForImageTextToText.from_pretrained(args.model, dtype=resolve_dtype(args.dtype)).to(device)
+        model = AutoModelForImageTextToText.from_pretrained(args.model,
+                                                            dtype=resolve_dtype(args.dtype, device)).to(device)
         args.layers, args.max_new_tokens = args.layers or [20], args.max_new_tokens or 20
         size = args.out_size or 336
         images = load_image(args.image, 0) if args.image else small_object_scenes(args.examples, 4 * size, 24, g)[0]
@@ -129,7 +132,7 @@ def attwarp_run(args: argparse.Namespace) -> dict[str, Any]:
         generic = TensorPrompter(model, [[FIRST_WORD_ID + 11]] * n)
     config = _config(args)
     result = attwarp(model, prompter, images, (size, size), config, generic)
-    plain = torch.nn.functional.interpolate(images, size=(size, size), mode="bilinear", antialias=True)
+    plain = Warp.identity(images.shape[0], tuple(images.shape[-2:]), (size, size)).apply(images)
     if args.model:
         answers = {k: _generate(model, processor, prompter(v), args.answer_tokens)
                    for k, v in (("plain", plain), ("warped", result.warped))}

@@ -180,15 +180,22 @@ def reweight_logits(scores: torch.Tensor, probs: torch.Tensor, text_len: int, en
     return edited
 
 
-def leakage_score(probs: torch.Tensor, text_len: int, entities: list[list[int]],
-                  masks: list[torch.Tensor]) -> float | None:
+def entity_mass(probs: torch.Tensor, text_len: int, entities: list[list[int]]) -> list[torch.Tensor]:
+    """Per entity e, the head-averaged attention mass (B, N) that each image query puts on e's text tokens."""
+    return [probs[:, :, text_len:, tokens].float().mean(dim=1).sum(dim=-1) for tokens in entities]
+
+
+def leakage_score(mass: list[torch.Tensor], masks: list[torch.Tensor]) -> float | None:
     """Cross-entity attention mass: over ordered entity pairs (i, j != i) and samples whose mask_i is non-empty,
-    the mean over image queries in mask_i of the head-averaged attention mass on K_j. None if no mask has pixels."""
+    the mean over the image queries in mask_i of their mass on entity j (``entity_mass``). None if no mask has
+    pixels. Scored with the rule's own masks it is 0 after the edit by construction; a measurement needs masks
+    the rule did not choose."""
+    if len(mass) != len(masks):
+        raise ValueError(f"{len(mass)} entity masses but {len(masks)} masks")
     values = []
-    for i, j in ((i, j) for i in range(len(entities)) for j in range(len(entities)) if i != j):
-        mass = probs[:, :, text_len:, entities[j]].float().mean(dim=1).sum(dim=-1)
-        rows = masks[i].to(mass.device)
-        for n in range(mass.shape[0]):
+    for i, j in ((i, j) for i in range(len(mass)) for j in range(len(mass)) if i != j):
+        rows = masks[i].to(mass[j].device)
+        for n in range(mass[j].shape[0]):
             if bool(rows[n].any()):
-                values.append(float(mass[n][rows[n]].mean()))
+                values.append(float(mass[j][n][rows[n]].mean()))
     return sum(values) / len(values) if values else None

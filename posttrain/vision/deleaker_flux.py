@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,6 +27,7 @@ from diffusers.models.transformers.transformer_flux import FluxAttnProcessor, _g
 
 from posttrain.vision.deleaker import (
     DeleakerConfig,
+    entity_mass,
     image_text_slice,
     leakage_score,
     open_close,
@@ -34,12 +37,30 @@ from posttrain.vision.deleaker import (
 from posttrain.vision.processors import swap_processors
 
 
-class DeleakerState:
-    """One generation's DeLeaker state: config, entities (text token positions), step counter, history, scores.
+@dataclass
+class CallRecord:
+    """One observed attention call: its block-step, whether the rule edited it, the rule's masks (B, N) and,
+    per entity, the image queries' attention mass on its tokens (B, N) before (``natural``) and after
+    (``used``, edited calls only) the edit. Kept on the CPU; a few KB per call."""
 
-    ``enabled`` False keeps the stock attention but, with ``record``, still measures the leakage (the baseline
-    of the benchmark). ``natural_leakage`` holds the cross-entity mass of the unedited attention of every
-    observed call, ``used_leakage`` that of the attention actually used in reweighted calls."""
+    block_step: int
+    edited: bool
+    rule_masks: list[torch.Tensor]
+    natural: list[torch.Tensor]
+    used: list[torch.Tensor] | None
+
+    @property
+    def masks_nonempty(self) -> bool:
+        """Whether every entity's rule mask has a pixel: only then can the rule edit anything."""
+        return all(bool(m.any()) for m in self.rule_masks)
+
+
+class DeleakerState:
+    """One generation's DeLeaker state: config, entities (text token positions), step counter, history, records.
+
+    ``enabled`` False keeps the stock attention but, with ``record``, still records every call (the baseline of
+    the benchmark); ``calls`` holds a ``CallRecord`` per observed call, scored afterwards with any masks
+    (``leakage_summary``)."""
 
     def __init__(self, config: DeleakerConfig, entities: Sequence[Sequence[int]], *, blocks_per_step: int,
                  text_len: int | None = None, grid: tuple[int, int] | None = None, enabled: bool = True,
@@ -54,8 +75,7 @@ class DeleakerState:
         self.step = -1
         self.history: list[torch.Tensor] | None = None
         self.history_count = 0
-        self.natural_leakage: list[float] = []
-        self.used_leakage: list[float] = []
+        self.calls: list[CallRecord] = []
         self.edited_calls = 0
 
     def begin_step(self) -> None:
@@ -86,9 +106,18 @@ class DeleakerState:
                 (h * n + x) / (n + 1) for h, x in zip(self.history, current, strict=True)]
             self.history_count += 1
         use = c.use_history and b > c.start_aggregating_from and self.history is not None
-        source = self.history if use else current
-        masks = [threshold_mask(s.mean(dim=-1), c.std_mul_text) for s in source]
-        if c.do_smoothing:
+        return self._threshold(self.history if use else current)
+
+    def history_masks(self) -> list[torch.Tensor]:
+        """The masks the running history gives at the end of a run (the entities' regions as this run's
+        attention saw them); raises if nothing was aggregated."""
+        if self.history is None:
+            raise ValueError("no attention history: the run aggregated no block-step (use_history, windows)")
+        return self._threshold(self.history)
+
+    def _threshold(self, source: list[torch.Tensor]) -> list[torch.Tensor]:
+        masks = [threshold_mask(s.mean(dim=-1), self.config.std_mul_text) for s in source]
+        if self.config.do_smoothing:
             masks = [open_close(m, self._grid(m.shape[-1])) for m in masks]
         return masks
 
@@ -140,19 +169,16 @@ class DeleakerFluxProcessor:
         query, key, value = _joint_qkv(attn, hidden_states, encoder_hidden_states, image_rotary_emb)
         scores = torch.einsum("blhd,bmhd->bhlm", query.float(), key.float()) * attn.head_dim ** -0.5
         probs = torch.softmax(scores, dim=-1)
-        masks = state.masks(probs, b)
+        masks, edited = state.masks(probs, b), state.intervening(b)
         if state.record:
-            score = leakage_score(probs, text_len, state.entities, masks)
-            if score is not None:
-                state.natural_leakage.append(score)
-        if not state.intervening(b):
+            state.calls.append(CallRecord(b, edited, [m.cpu() for m in masks],
+                                          [m.cpu() for m in entity_mass(probs, text_len, state.entities)], None))
+        if not edited:
             return self.stock(attn, hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb)
         used = torch.softmax(reweight_logits(scores, probs, text_len, state.entities, masks, state.config), dim=-1)
         state.edited_calls += 1
         if state.record:
-            score = leakage_score(used, text_len, state.entities, masks)
-            if score is not None:
-                state.used_leakage.append(score)
+            state.calls[-1].used = [m.cpu() for m in entity_mass(used, text_len, state.entities)]
         out = torch.einsum("bhlm,bmhd->blhd", used, value.float()).flatten(2, 3).to(query.dtype)
         if encoder_hidden_states is None:
             return out
@@ -190,8 +216,8 @@ def flux_sample(transformer: torch.nn.Module, noise: torch.Tensor, text: torch.T
     embeddings ``text`` (B, T, D) and ``pooled`` (B, D'); with ``state``, DeLeaker's processors reweight."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    img_ids, txt_ids = latent_ids(grid, text.shape[1])
-    times = torch.linspace(1.0, 0.0, steps + 1)
+    img_ids, txt_ids = (ids.to(noise.device) for ids in latent_ids(grid, text.shape[1]))
+    times = torch.linspace(1.0, 0.0, steps + 1, device=noise.device)
     x = noise
     for t, t_next in itertools.pairwise(times):
         v = transformer(hidden_states=x, encoder_hidden_states=text, pooled_projections=pooled,
@@ -199,3 +225,47 @@ def flux_sample(transformer: torch.nn.Module, noise: torch.Tensor, text: torch.T
                         joint_attention_kwargs={"deleaker_state": state} if state is not None else None).sample
         x = x + (t_next - t) * v
     return x
+
+
+def _mean(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return statistics.mean(kept) if kept else None
+
+
+def leakage_summary(stock: DeleakerState, deleaker: DeleakerState, score_masks: list[torch.Tensor]) -> dict:
+    """The cross-entity attention mass (``leakage_score``) of a stock and a DeLeaker run of the same inputs,
+    scored with ``score_masks`` (B, N) per entity, masks the rule did not choose (e.g. the scene's layout).
+
+    - ``leakage_unedited`` / ``leakage_edited``: the same calls before and after the edit: the edited calls
+      whose rule masks are all non-empty (``calls_edited_with_masks`` of ``calls_edited``; with an empty mask
+      the rule changes nothing and would only dilute the comparison);
+    - ``leakage_stock_window`` / ``leakage_deleaker_window``: the unedited attention of the stock and of the
+      DeLeaker run over the intervention window's block-steps (what the earlier edits did to the trajectory);
+    - ``leakage_edited_rule_masks``: the edited attention scored with the rule's own masks, 0 by construction
+      (a check of the rule, not a measurement)."""
+    edited = [c for c in deleaker.calls if c.edited]
+    with_masks = [c for c in edited if c.masks_nonempty]
+    window = {c.block_step for c in edited}
+    return {"calls_edited": len(edited), "calls_edited_with_masks": len(with_masks),
+            "leakage_unedited": _mean([leakage_score(c.natural, score_masks) for c in with_masks]),
+            "leakage_edited": _mean([leakage_score(c.used, score_masks) for c in with_masks]),
+            "leakage_stock_window": _mean([leakage_score(c.natural, score_masks) for c in stock.calls
+                                           if c.block_step in window]),
+            "leakage_deleaker_window": _mean([leakage_score(c.natural, score_masks) for c in edited]),
+            "leakage_edited_rule_masks": _mean([leakage_score(c.used, c.rule_masks) for c in with_masks])}
+
+
+def tiny_flux_inputs(side: int, text_len: int, n_entities: int, generator: torch.Generator,
+                     width: int = 32) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """Inputs for a tiny Flux transformer with a known layout: the side x side latent grid is cut into
+    ``n_entities`` vertical bands, each starting from its own base vector (plus noise), so entity e "is" band e.
+    Returns (noise (1, N, 4), prompt embeddings (1, text_len, width), pooled (1, width), the bands as masks
+    (1, N) per entity: scoring masks the rule never sees)."""
+    if not 1 <= n_entities <= side:
+        raise ValueError(f"need 1 <= entities <= grid side, got {n_entities} entities on a {side}-grid")
+    n = side * side
+    band = (torch.arange(n) % side) * n_entities // side
+    bases = torch.randn(n_entities, 4, generator=generator)
+    noise = (bases[band] + 0.3 * torch.randn(n, 4, generator=generator)).unsqueeze(0)
+    text, pooled = torch.randn(1, text_len, width, generator=generator), torch.randn(1, width, generator=generator)
+    return noise, text, pooled, [(band == e).unsqueeze(0) for e in range(n_entities)]

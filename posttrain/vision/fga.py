@@ -12,6 +12,11 @@ with TPT (test-time prompt tuning by entropy minimisation, Shu et al. 2022) as i
   (``PerturbedClasses``). The ``views_kept`` lowest-scoring views' probabilities are averaged -> the label.
 - TPT: keep the 10% lowest-entropy views, minimise the entropy of their mean prediction by one AdamW step on
   the context (lr 5e-3), predict the original image, reset the context.
+- Controls (``evaluate_views``): the original view alone, and all views averaged without selection; with
+  rho' = 0 STSS's score is the entropy alone, so rho' = 0 vs rho' > 0 isolates what the sharpness term adds.
+
+Tensors are created on the model's device (token ids, masks, perturbations, crops' sampling grids); random
+draws come from CPU generators and are moved, so a seed gives the same draws on any device.
 
 Defaults: rho' = 0.5 and lam = 1 (the paper's, fixed across datasets). Not given by the paper, so ours: R = 8
 perturbations, 6 views kept (TPT's 10% of 64), SAPT's rho = 0.05 (SAM's usual value). Views are random resized
@@ -44,12 +49,15 @@ class PromptLearner(torch.nn.Module):
         width = max(map(len, rows))
         if width > clip.text_model.config.max_position_embeddings:
             raise ValueError(f"prompts of {width} tokens exceed the text tower's max_position_embeddings")
-        self.register_buffer("ids", torch.tensor([r + [pad_id] * (width - len(r)) for r in rows]), persistent=False)
-        self.register_buffer("eos_at", torch.tensor([len(r) - 1 for r in rows]), persistent=False)
-        self.register_buffer("mask", (torch.arange(width) < torch.tensor([[len(r)] for r in rows])).long(),
-                             persistent=False)
         embed = clip.text_model.embeddings.token_embedding
-        self.ctx = torch.nn.Parameter(embed(torch.tensor(list(init_ids))).detach().clone())
+        device = embed.weight.device
+        ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], device=device)
+        lengths = torch.tensor([len(r) for r in rows], device=device)
+        self.register_buffer("ids", ids, persistent=False)
+        self.register_buffer("eos_at", lengths - 1, persistent=False)
+        self.register_buffer("mask", (torch.arange(width, device=device) < lengths.unsqueeze(-1)).long(),
+                             persistent=False)
+        self.ctx = torch.nn.Parameter(embed(torch.tensor(list(init_ids), device=device)).detach().clone())
         self.text_calls = 0
 
     def class_features(self, ctx: torch.Tensor | None = None) -> torch.Tensor:
@@ -66,7 +74,7 @@ class PromptLearner(torch.nn.Module):
         mask = create_causal_mask(config=text.config, inputs_embeds=hidden, attention_mask=self.mask, cache=None)
         out = text.final_layer_norm(text.encoder(inputs_embeds=hidden, attention_mask=mask,
                                                  is_causal=True).last_hidden_state)
-        pooled = out[torch.arange(out.shape[0]), self.eos_at]
+        pooled = out[torch.arange(out.shape[0], device=out.device), self.eos_at]
         return F.normalize(self.clip.text_projection(pooled), dim=-1)
 
     def image_features(self, pixels: torch.Tensor) -> torch.Tensor:
@@ -124,6 +132,7 @@ def train_prompt(learner: PromptLearner, pixels: torch.Tensor, labels: torch.Ten
     history = []
     for _ in range(steps):
         idx = torch.randint(0, feats.shape[0], (min(batch_size, feats.shape[0]),), generator=generator)
+        idx = idx.to(feats.device)
 
         def loss_fn(idx: torch.Tensor = idx) -> torch.Tensor:
             return F.cross_entropy(learner.logits(feats[idx], learner.class_features()), labels[idx])
@@ -144,7 +153,8 @@ def train_prompt(learner: PromptLearner, pixels: torch.Tensor, labels: torch.Ten
 def augment_views(image: torch.Tensor, n_views: int, generator: torch.Generator,
                   scale: tuple[float, float] = (0.3, 1.0)) -> torch.Tensor:
     """The original image plus ``n_views - 1`` random resized crops (area share in ``scale``, aspect 3/4-4/3),
-    each flipped horizontally with probability 1/2: (n_views, 3, H, W)."""
+    each flipped horizontally with probability 1/2: (n_views, 3, H, W) on ``image``'s device. The crops are
+    drawn on ``generator`` (CPU), so the views do not depend on the image's device."""
     if n_views < 1:
         raise ValueError(f"n_views must be >= 1, got {n_views}")
     m = n_views - 1
@@ -157,7 +167,7 @@ def augment_views(image: torch.Tensor, n_views: int, generator: torch.Generator,
     flip = torch.where(torch.rand(m, generator=generator) < 0.5, -1.0, 1.0)
     theta = torch.zeros(m, 2, 3)
     theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = sx * flip, cx, sy, cy
-    grid = F.affine_grid(theta, [m, *image.shape], align_corners=False)
+    grid = F.affine_grid(theta, [m, *image.shape], align_corners=False).to(image.device, image.dtype)
     crops = F.grid_sample(image.unsqueeze(0).expand(m, -1, -1, -1), grid, align_corners=False)
     return torch.cat([image.unsqueeze(0), crops])
 
@@ -203,11 +213,13 @@ class PerturbedClasses:
 
 @torch.no_grad()
 def perturbed_classes(learner: PromptLearner, config: FGAConfig, generator: torch.Generator) -> PerturbedClasses:
-    """The class features at the context p and at p + rho' eps_r / ||eps_r||, eps_r ~ N(0, I), r = 1..R."""
+    """The class features at the context p and at p + rho' eps_r / ||eps_r||, eps_r ~ N(0, I), r = 1..R; eps_r
+    is drawn on ``generator``'s device (a CPU generator gives the same draws for a model on any device)."""
     config.validate()
     perturbed = []
     for _ in range(config.perturbations):
-        eps = torch.randn(learner.ctx.shape, generator=generator)
+        eps = torch.randn(learner.ctx.shape, generator=generator, device=generator.device,
+                          dtype=torch.float32).to(learner.ctx.device, learner.ctx.dtype)
         perturbed.append(learner.class_features(learner.ctx + config.rho_prime * eps / eps.norm()))
     return PerturbedClasses(learner.class_features(), torch.stack(perturbed))
 
@@ -243,3 +255,40 @@ def tpt_predict(learner: PromptLearner, view_feats: torch.Tensor, config: FGACon
         probs = torch.softmax(learner.logits(view_feats[:1], learner.class_features()), dim=-1)[0]
         learner.ctx.copy_(saved)
     return probs
+
+
+METHODS = ("zero-shot", "all-views", "tpt", "stss")
+"""How one image's views become a prediction: the original view alone; the mean probabilities of all views (the
+control for view selection); TPT; STSS (FGA's selection, given ``PerturbedClasses``)."""
+
+
+@torch.no_grad()
+def view_features(learner: PromptLearner, images: torch.Tensor, n_views: int,
+                  norm: Callable[[torch.Tensor], torch.Tensor], generator: torch.Generator) -> torch.Tensor:
+    """Unit image features (N, n_views, d) of each image's views (view 0: the original), ``norm`` mapping
+    [0, 1] pixels to the model's input (device and dtype included). The image tower is frozen, so the same
+    features serve every context and every method."""
+    return torch.stack([learner.image_features(norm(augment_views(img, n_views, generator))) for img in images])
+
+
+def evaluate_views(learner: PromptLearner, feats: torch.Tensor, labels: torch.Tensor, config: FGAConfig,
+                   method: str, classes: PerturbedClasses | None = None) -> float:
+    """Top-1 accuracy of ``method`` (one of ``METHODS``) over images' view features (N, V, d)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "stss" and classes is None:
+        raise ValueError("method 'stss' needs the perturbed class features (classes)")
+    with torch.no_grad():
+        base = learner.class_features().detach()
+    correct = 0
+    for views, label in zip(feats, labels.tolist(), strict=True):
+        if method == "tpt":
+            probs = tpt_predict(learner, views, config)
+        elif method == "stss":
+            probs = stss_predict(views, classes, learner.scale, config)
+        else:
+            with torch.no_grad():
+                probs = torch.softmax(learner.logits(views[:1] if method == "zero-shot" else views, base), -1)
+            probs = probs.mean(dim=0)
+        correct += int(probs.argmax().item() == label)
+    return correct / len(labels)

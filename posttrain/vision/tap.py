@@ -9,7 +9,10 @@ computes softmax(q k^T * scaling + mask) for the requested query rows (the last 
 
 The tapped model's text config is switched to the tap's implementation name only inside the ``with`` block.
 Not supported (a clear error): layers with a sliding window or logit soft-capping, whose probabilities the
-plain softmax here would not reproduce.
+plain softmax here would not reproduce; and attention implementations other than ``eager`` and ``sdpa``
+(flash-attention 2/3/4, flex attention, paged), whose masks are not the 4-D (B, 1, Q, K) tensors the tap adds
+to its scores (flash-attention takes a 2-D padding mask or none, flex attention a ``BlockMask``): load the model
+with ``attn_implementation="sdpa"`` (or ``"eager"``) to tap it.
 """
 
 from __future__ import annotations
@@ -54,13 +57,16 @@ def _tapped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     return out
 
 
+SUPPORTED = ("eager", "sdpa")
+"""Attention implementations whose masks are 4-D additive/boolean tensors (B, 1, Q, K), which the tap reads."""
+
+
 def _register(base: str) -> str:
+    if base not in SUPPORTED:
+        raise ValueError(f"the attention tap supports attn_implementation {SUPPORTED}, got {base!r}: its attention "
+                         "mask is not a 4-D (B, 1, Q, K) tensor; load the model with attn_implementation='sdpa'")
     name = _PREFIX + base
     if name not in ALL_ATTENTION_FUNCTIONS:
-        if base != "eager" and base not in ALL_ATTENTION_FUNCTIONS:
-            raise ValueError(f"attention implementation {base!r} is not registered in transformers")
-        if base not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:
-            raise ValueError(f"attention implementation {base!r} has no mask function; use sdpa or eager")
         AttentionInterface.register(name, _tapped_attention)
         AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
     return name

@@ -32,14 +32,17 @@ def resolve_device(device: str | None) -> torch.device:
     return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
-def resolve_dtype(name: str) -> torch.dtype:
-    """``--dtype`` by the reward server's names (fp32, bf16, fp16); ``auto`` is float32 for a built model."""
+def resolve_dtype(name: str, device: torch.device | None = None) -> torch.dtype:
+    """``--dtype`` by the reward server's names (fp32, bf16, fp16); ``auto`` (the commands' default) is bf16 on
+    CUDA and float32 elsewhere (a FLUX.1-dev pipeline is about 68 GB in float32, half in bf16)."""
     from rewards.server.backends import DTYPES
 
     if name not in DTYPES:
         raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {name!r}")
     dtype = DTYPES[name]
-    return torch.float32 if dtype == "auto" else dtype
+    if dtype == "auto":
+        return torch.bfloat16 if device is not None and device.type == "cuda" else torch.float32
+    return dtype
 
 
 def _seeded(seed: int, build: Callable[[], M]) -> M:

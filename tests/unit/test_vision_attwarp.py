@@ -95,6 +95,18 @@ def test_tap_refuses_bad_layers(llava_pair):
         AttentionTap(llava_pair[0], [0], rows="first")
 
 
+@pytest.mark.parametrize("implementation", ["flash_attention_2", "flex_attention"])
+def test_tap_refuses_attention_without_4d_masks(implementation):
+    # flash-attention's mask is 2-D padding (or none) and flex attention's a BlockMask: the tap would index them
+    # as (B, 1, Q, K). It refuses on entry and leaves the model's implementation as it was.
+    model = tiny_llava(seed=0)
+    config = model.config.text_config
+    config._attn_implementation = implementation
+    with pytest.raises(ValueError, match="attn_implementation='sdpa'"), AttentionTap(model, [0]):
+        pass
+    assert config._attn_implementation == implementation
+
+
 def test_kl_and_relative_by_hand():
     p = torch.tensor([[[0.5, 0.5]]])
     q = torch.tensor([[[0.25, 0.75]]])

@@ -14,12 +14,14 @@ from posttrain.vision.fga import (
     PromptLearner,
     augment_views,
     entropy,
+    evaluate_views,
     perturbed_classes,
     sam_gradient,
     stss_predict,
     stss_scores,
     tpt_predict,
     train_prompt,
+    view_features,
 )
 from posttrain.vision.tiny import TOKENS, tiny_clip
 
@@ -129,3 +131,50 @@ def test_config_errors_name_the_field():
     for field, value in (("views_kept", 100), ("perturbations", 0), ("rho_prime", -1.0)):
         with pytest.raises(ValueError, match=field):
             FGAConfig(**{field: value}).validate()
+
+
+def test_tensors_are_created_on_the_models_device():
+    # On the meta device a tensor created on the CPU and mixed in raises (or stays on the CPU): ids, masks,
+    # context, perturbations and crops must all be made on the model's device.
+    learner = PromptLearner(tiny_clip(vocab_size=VOCAB).to("meta"), CLASSES, INIT, TOKENS["bos"], EOS)
+    assert {t.device.type for t in (learner.ctx, learner.ids, learner.mask, learner.eos_at)} == {"meta"}
+    seen = []
+
+    def class_features(ctx=None):
+        seen.append((ctx if ctx is not None else learner.ctx).device.type)
+        return torch.zeros(len(CLASSES), 32, device="meta")
+
+    learner.class_features = class_features
+    classes = perturbed_classes(learner, FGAConfig(perturbations=2), torch.Generator().manual_seed(0))
+    assert seen == ["meta"] * 3 and classes.perturbed.device.type == "meta"
+    views = augment_views(torch.rand(3, 32, 32).to("meta"), 4, torch.Generator().manual_seed(0))
+    assert views.device.type == "meta" and views.shape == (4, 3, 32, 32)
+
+
+def test_evaluate_views_methods_by_hand(learner):
+    g = torch.Generator().manual_seed(3)
+    feats = F.normalize(torch.randn(5, 6, 32, generator=g), dim=-1)
+    labels = torch.randint(0, len(CLASSES), (5,), generator=g)
+    with torch.no_grad():
+        base = learner.class_features()
+        probs = torch.softmax(learner.logits(feats.flatten(0, 1), base), -1).view(5, 6, -1)
+    original = (probs[:, 0].argmax(-1) == labels).float().mean().item()
+    averaged = (probs.mean(dim=1).argmax(-1) == labels).float().mean().item()
+    config = FGAConfig(n_views=6, views_kept=6, perturbations=2)
+    assert evaluate_views(learner, feats, labels, config, "zero-shot") == pytest.approx(original)
+    assert evaluate_views(learner, feats, labels, config, "all-views") == pytest.approx(averaged)
+    # keeping every view, STSS's selection is moot: it equals the all-views average
+    classes = perturbed_classes(learner, config, torch.Generator().manual_seed(0))
+    assert evaluate_views(learner, feats, labels, config, "stss", classes) == pytest.approx(averaged)
+    with pytest.raises(ValueError, match="method"):
+        evaluate_views(learner, feats, labels, config, "vote")
+    with pytest.raises(ValueError, match="classes"):
+        evaluate_views(learner, feats, labels, config, "stss")
+
+
+def test_view_features_start_with_the_original(learner):
+    images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(4))
+    feats = view_features(learner, images, 5, lambda x: x, torch.Generator().manual_seed(0))
+    assert feats.shape == (2, 5, 32)
+    with torch.no_grad():
+        assert torch.allclose(feats[:, 0], learner.image_features(images), atol=1e-6)

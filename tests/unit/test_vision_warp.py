@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from posttrain.vision.warp import Warp, forward_knots, interp, map_marginals
+from posttrain.vision.warp import Warp, area_weights, forward_knots, interp, map_marginals
 
 
 def test_interp_matches_numpy_and_clamps():
@@ -43,6 +44,52 @@ def test_uniform_map_is_identity():
     image = torch.rand(2, 3, 13, 17)
     warp = Warp.from_map(torch.ones(2, 13, 17))
     assert torch.allclose(warp.apply(image), image, atol=1e-5, rtol=0)
+    assert torch.allclose(warp.apply(image, mode="bilinear"), image, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="mode"):
+        warp.apply(image, mode="nearest")
+
+
+def test_area_weights_by_hand():
+    # Source pixels [j, j+1], j = 0..3; cells [0, 1.5] and [1.5, 4]: overlaps (1, 0.5) / 1.5 and (0.5, 1, 1) / 2.5.
+    w = area_weights(torch.tensor([[0.0, 1.5, 4.0]], dtype=torch.float64), 4)
+    assert torch.allclose(w, torch.tensor([[[2 / 3, 1 / 3, 0, 0], [0, 0.2, 0.4, 0.4]]], dtype=torch.float64))
+    # A cell of zero length takes the pixel its start falls on.
+    w = area_weights(torch.tensor([[0.0, 2.5, 2.5, 4.0]], dtype=torch.float64), 4)
+    assert w[0, 1].tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_area_resample_by_hand():
+    # Row [1, 2, 3] into 2 pixels: [0, 1.5] -> (1 + 0.5 * 2) / 1.5 = 4/3; [1.5, 3] -> (0.5 * 2 + 3) / 1.5 = 8/3.
+    image = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64).view(1, 1, 1, 3)
+    out = Warp.identity(1, (1, 3), (1, 2)).apply(image)
+    assert torch.allclose(out.flatten(), torch.tensor([4 / 3, 8 / 3], dtype=torch.float64))
+
+
+def test_uniform_map_downsample_is_an_area_resize():
+    g = torch.Generator().manual_seed(4)
+    image = torch.rand(2, 3, 32, 48, generator=g)
+    warp = Warp.from_map(torch.ones(2, 32, 48), (8, 12))
+    assert torch.allclose(warp.apply(image), F.interpolate(image, size=(8, 12), mode="area"), atol=1e-6)
+
+
+def test_area_resample_conserves_mass():
+    # sum over output cells of value x cell area (in source pixels) = the source's sum, for any map.
+    g = torch.Generator().manual_seed(5)
+    image = torch.rand(2, 1, 20, 30, generator=g, dtype=torch.float64)
+    warp = Warp.from_map(torch.rand(2, 20, 30, generator=g) ** 4, (7, 9))
+    out = warp.apply(image)
+    area = warp.src_y.diff(dim=-1).view(2, 1, 7, 1) * warp.src_x.diff(dim=-1).view(2, 1, 1, 9)
+    assert torch.allclose((out * area).sum(dim=(-2, -1)), image.sum(dim=(-2, -1)))
+
+
+def test_area_keeps_a_one_pixel_object_that_point_sampling_skips():
+    # A bright source column 2 of 16, resized 4x by a uniform map: area keeps a quarter of it in output column 0;
+    # point sampling reads source columns 0, 4, 8, 12 only and loses it.
+    image = torch.zeros(1, 1, 16, 16)
+    image[..., 2] = 1.0
+    warp = Warp.identity(1, (16, 16), (4, 4))
+    assert torch.allclose(warp.apply(image)[0, 0, :, 0], torch.full((4,), 0.25))
+    assert float(warp.apply(image, mode="bilinear").abs().max()) == 0.0
 
 
 def test_monotone_bijection_without_cropping_and_point_roundtrip():
@@ -102,7 +149,7 @@ def _numpy_reference(image: np.ndarray, attn: np.ndarray, out_hw: tuple[int, int
 def test_batched_warp_matches_numpy_reference():
     g = torch.Generator().manual_seed(2)
     images, attn = torch.rand(2, 3, 9, 12, generator=g), torch.rand(2, 9, 12, generator=g) ** 2
-    out = Warp.from_map(attn, (10, 8)).apply(images)
+    out = Warp.from_map(attn, (10, 8)).apply(images, mode="bilinear")
     for b in range(2):
         ref = _numpy_reference(images[b].double().numpy(), attn[b].double().numpy(), (10, 8))
         assert np.allclose(out[b].numpy(), ref, atol=1e-4)
