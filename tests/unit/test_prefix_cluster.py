@@ -13,6 +13,7 @@ from posttrain.algos.prefix_rl.cluster import (
     best_cluster,
     elbow,
     kmeans,
+    pair_bucket,
     prefix_features,
     representatives,
 )
@@ -22,13 +23,31 @@ from posttrain.rollout.base import Rollouts, SamplingParams
 from posttrain.tasks import TASKS
 
 
-def test_prefix_features_are_positional_one_hots_hashed_into_dims() -> None:
+def test_prefix_features_are_exact_positional_one_hots_when_they_fit() -> None:
     exact = prefix_features([[1, 2], [2], []], length=2, vocab_size=3)
     assert exact.tolist() == [[0, 1, 0, 0, 0, 1], [0, 0, 1, 0, 0, 0], [0] * 6]  # index position * 3 + token
-    hashed = prefix_features([[1, 2, 0]], length=2, vocab_size=3, dims=4)  # 1 % 4 and 5 % 4 collide; 3rd ignored
-    assert hashed.tolist() == [[0, 2, 0, 0]]
+    assert prefix_features([[1, 2, 0]], length=2, vocab_size=3).tolist() == [[0, 1, 0, 0, 0, 1]]  # 3rd ignored
     with pytest.raises(ValueError, match="prefix 0: token id 3"):
         prefix_features([[3]], length=1, vocab_size=3)
+
+
+# printf '0:10' | b2sum -l 64 etc. (coreutils), by hand: the last three hex digits are the value mod 4096
+B2SUM_64 = {(0, 10): "a6779e1cbbd3f830", (1, 20): "44956ec2976c8b02", (2, 30): "dc7ca678593d1ed6",
+            (0, 30): "65d4a2e038f9198d", (1, 10): "ffbb8a7a3a5c75c9", (2, 20): "c0e4e3b8325fc37b"}
+
+
+def test_hashed_prefix_features_keep_the_position_when_the_vocabulary_is_a_multiple_of_dims() -> None:
+    vocab, dims = 12 * 4096, 4096  # SmolLM2's 49,152 tokens: (position * vocab + token) mod dims drops the position
+    assert {pair: pair_bucket(*pair, dims) for pair in B2SUM_64} == {
+        (0, 10): 0x830, (1, 20): 0xB02, (2, 30): 0xED6, (0, 30): 0x98D, (1, 10): 0x5C9, (2, 20): 0x37B}
+    assert all(pair_bucket(*pair, 2**64) == int(digest, 16) for pair, digest in B2SUM_64.items())
+    features = prefix_features([[10, 20, 30], [30, 10, 20]], length=3, vocab_size=vocab, dims=dims)
+    assert features.shape == (2, dims)
+    assert features[0].nonzero().flatten().tolist() == [0x830, 0xB02, 0xED6]  # 2096, 2818, 3798
+    assert features[1].nonzero().flatten().tolist() == [0x37B, 0x5C9, 0x98D]  # 891, 1481, 2445
+    assert float((features[0] - features[1]).pow(2).sum()) == 6.0  # no position agrees: as far apart as can be
+    same_first = prefix_features([[10, 20, 30], [10, 10, 20]], length=3, vocab_size=vocab, dims=dims)
+    assert float((same_first[0] - same_first[1]).pow(2).sum()) == 4.0  # position 0 agrees
 
 
 def test_kmeans_finds_the_two_groups_and_their_inertia() -> None:
