@@ -14,9 +14,9 @@ same prompts per step, group size, steps and evaluation; only the trained model 
 - ``lora-rl``: the same with ``--lora_r 8`` (a LoRA on the target's projections).
 
 ``clustering`` is ``posttrain prefix-cluster`` (training-free) once per seed: prefixes sampled at the target's
-temperature 0.7, held-out accuracy greedy (``--eval_temperature 0``) with 40 new tokens (the whole answer, as
-full RL gets), like the trained arms' curves (step 0 of
-``full-rl`` is the target alone, greedy).
+temperature 0.7, held-out accuracy greedy (``--eval_temperature 0``) with a 40-token answer budget, prefix
+included, for the target alone and for the prefixed target alike (the whole answer, as full RL gets), like
+the trained arms' curves (step 0 of ``full-rl`` is the target alone, greedy).
 
 Training FLOPs per step are counted, not timed (``training_flops``): the forward and backward of the update
 from parameter and token counts, the usual dense-transformer estimate. The target's own inference, which every

@@ -91,9 +91,11 @@ class HandMadeTarget:
     def __init__(self) -> None:
         self.tokenizer = build_tokenizer()
         self.calls: list[list[list[int]]] = []
+        self.params: list[SamplingParams] = []
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         self.calls.append([list(p) for p in prompt_ids])
+        self.params.append(params)
         tok = self.tokenizer
         if len(self.calls) == 1:
             texts = [OPENINGS[i % len(OPENINGS)] for i in range(len(prompt_ids))]
@@ -140,3 +142,34 @@ def test_prefixed_accuracy_is_per_kind() -> None:
     prefix = engine.tokenizer("By steps", add_special_tokens=False)["input_ids"]
     result = prefixed_accuracy(engine, task, examples, ids, prefix, SamplingParams(max_new_tokens=40))
     assert result == {"accuracy": 1.0, "by_kind": {"long": 1.0, "short": 1.0}}
+
+
+def test_the_target_alone_and_the_prefixed_target_get_the_same_total_answer_budget() -> None:
+    engine = HandMadeTarget()
+    args = build_parser().parse_args(["--train_examples", "36", "--eval_examples", "8", "--max_clusters", "3",
+                                      "--no_progress"])
+    summary = run(args, engine)
+    assert args.max_new_tokens == 40
+    prompt_lengths = [len(ids) for ids in engine.calls[-2]]  # the target alone on the held-out prompts
+    assert engine.params[0].max_new_tokens == 8  # the sampled prefixes: k tokens
+    clusters = summary["clusters"]
+    assert len(engine.params) == 1 + len(clusters) + 2  # sampling, each cluster's train score, the held-out arms
+    alone_params, prefixed_calls, prefixed_params = engine.params[-2], engine.calls[-1], engine.params[-1]
+    prefix = summary["chosen_prefix_ids"]
+    assert len(prefix) == 8 and [len(ids) for ids in prefixed_calls] == [n + 8 for n in prompt_lengths]
+    assert alone_params.max_new_tokens == 40 == len(prefix) + prefixed_params.max_new_tokens
+    for cluster, params in zip(clusters, engine.params[1 : 1 + len(clusters)], strict=True):
+        assert len(cluster["representative_ids"]) + params.max_new_tokens == 40
+    with pytest.raises(ValueError, match="leaves nothing of the 8-token answer budget"):
+        prefixed_accuracy(engine, TASKS.get("answer-format")(), [], [], prefix, SamplingParams(max_new_tokens=8))
+
+
+def test_the_default_answer_budget_holds_every_answer_of_the_embedded_task() -> None:
+    from posttrain.tasks.answer_format import direct_answer, worked_answer
+
+    tokenizer, task = build_tokenizer(), TASKS.get("answer-format")()
+    longest = max(len(tokenizer(text, add_special_tokens=False)["input_ids"])
+                  for split in ("train", "test") for ex in task.split(split)
+                  for text in (direct_answer(int(ex.answer)), worked_answer(ex.columns["number"], int(ex.answer))))
+    assert longest == 33  # "Answer by steps: 12345+1 so 12346"
+    assert build_parser().parse_args([]).max_new_tokens >= longest + 1  # + EOS
