@@ -255,9 +255,9 @@ def score_tasks(rows: list[dict], resamples: int = 1000, seed: int = 42) -> dict
             entry = {"n": len(items), "metric": "micro_f1", "labels": labels}
             for name, pred in (("strict", strict), ("robust", robust)):
                 p = np.array(pred, dtype=object)
-                entry[name] = 100 * micro_f1(gold, pred, labels)
-                entry[f"{name}_se"] = 100 * bootstrap_se(len(items), lambda ix, g=g, p=p, labels=labels: micro_f1(
-                    list(g[ix]), list(p[ix]), labels), resamples, seed)
+                entry[name] = 100 * micro_f1(gold, pred)
+                entry[f"{name}_se"] = 100 * bootstrap_se(len(items), lambda ix, g=g, p=p: micro_f1(
+                    list(g[ix]), list(p[ix])), resamples, seed)
             entry["score"], entry["se"] = entry["robust"], entry["robust_se"]
         else:
             scores = np.array([r["score"] for r in items if r.get("score") is not None], dtype=float)
