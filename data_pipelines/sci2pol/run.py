@@ -89,17 +89,24 @@ def _stage(out: Path, name: str, factory, records: list[dict], args, config: dic
 
 
 def run_bench(args) -> int:
-    from data_pipelines.sci2pol.bench import load_bench, make_generate_stage, make_judge_stage, score_tasks
+    from data_pipelines.sci2pol.bench import (
+        load_bench,
+        make_generate_stage,
+        make_judge_stage,
+        release_papers,
+        score_tasks,
+    )
     from data_pipelines.sci2pol.embedded import bench_items
 
     started = time.perf_counter()
     names = args.tasks.split(",") if args.tasks else None
     if args.bench_dir:
         try:
-            bench = load_bench(args.bench_dir, names)
+            bench, papers = load_bench(args.bench_dir, names), release_papers(args.bench_dir)
         except (OSError, ValueError) as err:
             raise SystemExit(f"error: {err}") from None
     else:
+        papers = None
         bench = {t: [{**r, "task": t} for r in rows] for t, rows in bench_items(args.per_task).items()
                  if names is None or t in names}
     rows = [r for items in bench.values() for r in (items[:args.limit] if args.limit else items)]
@@ -114,7 +121,8 @@ def run_bench(args) -> int:
     structured = not args.no_structured_output
     judge = functools.partial(make_judge_stage, engine_factory(args.judge, args.device, args.batch_size,
                                                                args.tokenizer), args.judge,
-                              str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries, structured)
+                              str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries, structured,
+                              papers)
     judged = _stage(out, "judge", judge, generated, args,
                     {**config, "judge": args.judge, "judge_tokens": args.judge_tokens, "retries": args.judge_retries,
                      "structured": structured})
