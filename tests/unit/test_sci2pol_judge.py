@@ -13,7 +13,7 @@ from data_pipelines.sci2pol.bench import (
     release_papers,
     score_tasks,
 )
-from data_pipelines.sci2pol.judge import TASK11_COMPONENTS, parse_judgement, rubric_schema, task_score
+from data_pipelines.sci2pol.judge import TASK11_COMPONENTS, judge_prompt, parse_judgement, rubric_schema, task_score
 from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import Rollouts, SamplingParams
 
@@ -150,3 +150,12 @@ def test_tasks_11_to_14_find_the_paper_in_task16_by_id_else_use_the_whole_query(
     assert paper_of({"task": "task12", "id": "p1", "query": "q", "paper": "Own."}, papers) == "Own."
     assert paper_of({"task": "task15", "id": "p1", "query": "Whole."}, papers) == "Whole."  # task 15: own query
     assert release_papers(tmp_path / "missing") == {}
+
+
+def test_summary_judge_prompts_name_the_section_type_as_eval_py():
+    expected = {"task7": "Policy Problem", "task8": "Scientific Research Findings",
+                "task9": "Scientific Research Study Methods", "task10": "Policy Implications"}
+    for task, section in expected.items():
+        prompt = judge_prompt(task, source="A passage.", candidate="A summary.")
+        assert f"restates the {section} described in the source material" in prompt
+    assert "restates" not in judge_prompt("task12", source="A paper.", candidate="Findings.")
