@@ -141,22 +141,33 @@ class ResultCache:
 
 
 def _encode(engine, text: str, prefill: str | None, max_new_tokens: int) -> tuple[list[int], bool]:
-    """Chat-rendered prompt ids (left-truncated to the model's context, keeping the instructions at the
-    end) and whether it was truncated."""
+    """Chat-rendered prompt ids that leave ``max_new_tokens`` of the model's context free, and whether they had
+    to be truncated. Only the user message is cut, from its start (the instructions are at its end); the chat
+    template around it and the prefill stay whole. ``ValueError`` when the template and prefill alone leave no
+    room."""
     from data_pipelines.common.backends import tokenize
     from posttrain.models.chat import render_chat
 
-    messages = [{"role": "user", "content": text}]
-    if prefill is not None:
-        rendered = render_chat(engine.tokenizer, messages + [{"role": "assistant", "content": prefill}],
-                               add_generation_prompt=False, continue_final=True)
-    else:
-        rendered = render_chat(engine.tokenizer, messages)
-    ids = tokenize(engine.tokenizer, rendered)
+    def render(content: str) -> list[int]:
+        messages = [{"role": "user", "content": content}]
+        if prefill is None:
+            return tokenize(engine.tokenizer, render_chat(engine.tokenizer, messages))
+        return tokenize(engine.tokenizer, render_chat(engine.tokenizer, messages + [
+            {"role": "assistant", "content": prefill}], add_generation_prompt=False, continue_final=True))
+
+    ids = render(text)
     limit = getattr(getattr(getattr(engine, "model", None), "config", None), "max_position_embeddings", None)
-    if limit and len(ids) + max_new_tokens > limit:
-        return ids[len(ids) + max_new_tokens - limit:], True
-    return ids, False
+    if not limit or len(ids) + max_new_tokens <= limit:
+        return ids, False
+    content = tokenize(engine.tokenizer, text)
+    while len(ids) + max_new_tokens > limit:  # re-tokenising the cut text may shift a token or two: repeat
+        excess = len(ids) + max_new_tokens - limit
+        if excess >= len(content):
+            raise ValueError(f"the chat template and prefill take {len(ids) - len(content)} tokens: with "
+                             f"{max_new_tokens} new tokens nothing of the prompt fits the {limit}-token context")
+        content = content[excess:]
+        ids = render(engine.tokenizer.decode(content))
+    return ids, True
 
 
 def make_generate_stage(engine_factory: Callable, model_name: str, cache_path: str, max_new_tokens: int,

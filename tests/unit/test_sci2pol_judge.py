@@ -159,3 +159,22 @@ def test_summary_judge_prompts_name_the_section_type_as_eval_py():
         prompt = judge_prompt(task, source="A passage.", candidate="A summary.")
         assert f"restates the {section} described in the source material" in prompt
     assert "restates" not in judge_prompt("task12", source="A paper.", candidate="Findings.")
+
+
+def test_long_prompts_lose_the_start_of_their_content_never_the_chat_template():
+    from types import SimpleNamespace
+
+    from data_pipelines.sci2pol.bench import _encode
+
+    engine = ScriptedEngine([])
+    engine.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=40))
+    text = "0123456789" * 5 + "Answer now."  # 61 character tokens; the template adds <bos><|user|>, <|assistant|>
+    ids, truncated = _encode(engine, text, None, 8)
+    assert truncated and len(ids) == 40 - 8
+    assert engine.tokenizer.decode(ids) == "<bos><|user|>" + text[-29:] + "<|assistant|>"
+    ids, truncated = _encode(engine, text, '{"a":', 8)  # the prefill stays whole too
+    assert truncated and engine.tokenizer.decode(ids) == "<bos><|user|>" + text[-24:] + '<|assistant|>{"a":'
+    assert _encode(engine, "short", None, 8) == (engine.tokenizer("<bos><|user|>short<|assistant|>",
+                                                                  add_special_tokens=False)["input_ids"], False)
+    with pytest.raises(ValueError, match="nothing of the prompt fits the 40-token context"):
+        _encode(engine, text, None, 38)
