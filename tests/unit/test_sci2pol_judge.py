@@ -13,7 +13,13 @@ from data_pipelines.sci2pol.bench import (
     release_papers,
     score_tasks,
 )
-from data_pipelines.sci2pol.judge import TASK11_COMPONENTS, judge_prompt, parse_judgement, rubric_schema, task_score
+from data_pipelines.sci2pol.judge import (
+    TASK11_COMPONENTS,
+    judge_prompt,
+    parse_judgement,
+    rubric_schema,
+    task_score,
+)
 from posttrain.models.tiny import build_tokenizer
 from posttrain.rollout.base import Rollouts, SamplingParams
 

@@ -99,18 +99,24 @@ def build_engine(args: argparse.Namespace) -> GenerationEngine:
                              trust_remote_code=args.trust_remote_code, seed=args.seed)
 
 
-def prefixed_accuracy(engine: GenerationEngine, task: Task, examples: list[Example], prompt_ids: list[list[int]],
-                      prefix: list[int], params: SamplingParams) -> dict[str, Any]:
-    """The target's accuracy with ``prefix`` (token ids) after every prompt: the answer is the prefix then the
-    continuation, decoded from the ids together; overall and per ``kind`` column where examples have one.
-    ``params.max_new_tokens`` is the whole answer's budget, prefix included: the target continues for the rest."""
+def prefixed_correct(engine: GenerationEngine, task: Task, examples: list[Example], prompt_ids: list[list[int]],
+                     prefix: list[int], params: SamplingParams) -> list[bool]:
+    """Per example, whether the target is right with ``prefix`` (token ids) after its prompt: the answer is the
+    prefix then the continuation, decoded from the ids together. ``params.max_new_tokens`` is the whole answer's
+    budget, prefix included: the target continues for the rest."""
     if len(prefix) >= params.max_new_tokens:
         raise ValueError(f"a {len(prefix)}-token prefix leaves nothing of the {params.max_new_tokens}-token answer "
                          "budget (--max_new_tokens)")
     continuation = dataclasses.replace(params, max_new_tokens=params.max_new_tokens - len(prefix))
     done = engine.generate([list(p) + list(prefix) for p in prompt_ids], continuation)
     texts = engine.tokenizer.batch_decode([list(prefix) + ids for ids in done.completion_ids], skip_special_tokens=True)
-    correct = [task.is_correct(text, ex) for text, ex in zip(texts, examples)]
+    return [task.is_correct(text, ex) for text, ex in zip(texts, examples, strict=True)]
+
+
+def prefixed_accuracy(engine: GenerationEngine, task: Task, examples: list[Example], prompt_ids: list[list[int]],
+                      prefix: list[int], params: SamplingParams) -> dict[str, Any]:
+    """``prefixed_correct`` as accuracy, overall and per ``kind`` column where examples have one."""
+    correct = prefixed_correct(engine, task, examples, prompt_ids, prefix, params)
     out: dict[str, Any] = {"accuracy": sum(correct) / len(correct)}
     kinds = sorted({str(ex.columns["kind"]) for ex in examples if "kind" in ex.columns})
     if kinds:
