@@ -14,16 +14,21 @@ same prompts per step, group size, steps and evaluation; only the trained model 
 - ``lora-rl``: the same with ``--lora_r 8`` (a LoRA on the target's projections).
 
 ``clustering`` is ``posttrain prefix-cluster`` (training-free) once per seed: prefixes sampled at the target's
-temperature 0.7, held-out accuracy greedy (``--eval_temperature 0``) with 40 new tokens (the whole answer, as
-full RL gets), like the trained arms' curves (step 0 of
-``full-rl`` is the target alone, greedy).
+temperature 0.7, held-out accuracy greedy (``--eval_temperature 0``) with a 40-token answer budget, prefix
+included, for the target alone and for the prefixed target alike (the whole answer, as full RL gets), like
+the trained arms' curves (step 0 of ``full-rl`` is the target alone, greedy).
 
 Training FLOPs per step are counted, not timed (``training_flops``): the forward and backward of the update
 from parameter and token counts, the usual dense-transformer estimate. The target's own inference, which every
 arm pays, is left out.
 
-Writes PREFIX.json (command, per-arm and per-seed curves, summary, FLOPs) and PREFIX.png. A finished run
-under ``--runs`` is reused, so an interrupted benchmark resumes.
+``--no_training`` runs only the training-free rows: the clustering arm and ``format_ceiling``, the frozen
+target's greedy held-out accuracy after each of the two 8-token openings a k = 8 adapter can write
+(``Answer: `` and ``Answer b``), per problem, so the best any choice of opening per input can reach.
+
+Writes PREFIX.json (command, per-arm and per-seed curves, summary, FLOPs) and PREFIX.png (with
+``--no_training``: PREFIX.json with the clustering rows and the ceiling only). A finished run under ``--runs``
+is reused, so an interrupted benchmark resumes.
 """
 
 from __future__ import annotations
@@ -70,6 +75,43 @@ def run_clustering(seed: int, path: Path) -> dict:
 
 
 CURVES = ("eval/accuracy", "train/accuracy", "reward/mean")
+K8_OPENINGS = {"direct": "Answer: ", "worked": "Answer b"}
+"""The two 8-token openings that pick a format (character tokens; the formats part at the 7th)."""
+
+
+def format_ceiling(answer_tokens: int = 40) -> dict:
+    """The frozen embedded target's greedy accuracy on the held-out problems after each opening of
+    ``K8_OPENINGS`` and after none (``answer_tokens`` in all, opening included), per kind; the best fixed
+    opening per kind, and the per-problem oracle (right after at least one opening)."""
+    from posttrain.algos.prefix_rl.cluster_cli import build_engine, build_parser, prefixed_correct
+    from posttrain.engines.base import SamplingParams
+    from posttrain.tasks import TASKS
+    from posttrain.tasks.prompts import encode_prompts
+
+    args = build_parser().parse_args(["--device", "cpu", "--max_new_tokens", str(answer_tokens)])
+    engine = build_engine(args)
+    task = TASKS.get("answer-format")()
+    test = task.split("test")
+    prompt_ids = encode_prompts(engine.tokenizer, test, None, args.max_prompt_tokens)
+    greedy = SamplingParams(max_new_tokens=answer_tokens, temperature=0.0)
+    correct = {name: prefixed_correct(engine, task, test, prompt_ids,
+                                      engine.tokenizer(text, add_special_tokens=False)["input_ids"], greedy)
+               for name, text in {"none": "", **K8_OPENINGS}.items()}
+    kinds = sorted({ex.columns["kind"] for ex in test})
+
+    def accuracy(flags: list[bool], kind: str | None = None) -> float:
+        picked = [f for f, ex in zip(flags, test) if kind is None or ex.columns["kind"] == kind]
+        return sum(picked) / len(picked)
+
+    openings = {name: {"accuracy": accuracy(flags), "by_kind": {k: accuracy(flags, k) for k in kinds}}
+                for name, flags in correct.items()}
+    best_by_kind = {k: max(K8_OPENINGS, key=lambda name: openings[name]["by_kind"][k]) for k in kinds}
+    per_kind = sum(openings[best_by_kind[ex.columns["kind"]]]["by_kind"][ex.columns["kind"]] for ex in test) / len(test)
+    oracle = [any(correct[name][i] for name in K8_OPENINGS) for i in range(len(test))]
+    return {"answer_tokens": answer_tokens, "examples": len(test), "openings": openings,
+            "best_opening_by_kind": best_by_kind, "ceiling_opening_by_kind": per_kind,
+            "ceiling_opening_by_problem": accuracy(oracle),
+            "ceiling_opening_by_problem_by_kind": {k: accuracy(oracle, k) for k in kinds}}
 
 
 def parameter_counts(model: str, lora_r: int) -> tuple[int, int]:
@@ -123,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--no_clustering", action="store_true", help="skip the Prefix Clustering rows")
+    parser.add_argument("--no_training", action="store_true", help="only the clustering rows and the k = 8 "
+                        "format ceiling (format_ceiling), into PREFIX.json")
     parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_prefix_rl", help="run directories")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "prefix_rl",
                         help="output prefix: writes PREFIX.json and PREFIX.png")
@@ -132,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    if args.no_training:
+        return training_free(args)
     runs: dict[str, dict[int, dict]] = {}
     for seed in args.seeds:
         for arm in args.arms:
@@ -143,12 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         numbers.update(training_flops(arm))
     report: dict = {"command": " ".join([sys.executable, *sys.argv]), "summary": summary, "runs": runs}
     if not args.no_clustering:
-        clusters = [run_clustering(seed, args.runs / "clustering" / f"seed{seed}.json") for seed in args.seeds]
-        report["clustering"] = {
-            "target_alone": statistics.mean(c["heldout"]["target_alone"]["accuracy"] for c in clusters),
-            "with_prefix": statistics.mean(c["heldout"]["with_chosen_prefix"]["accuracy"] for c in clusters),
-            "per_seed": [{"chosen_prefix": c["chosen_prefix"], "clusters_chosen": c["clusters_chosen"],
-                          **c["heldout"]} for c in clusters]}
+        report["clustering"] = clustering_rows(args.seeds, args.runs)
     for upper in ("full-rl", "full-rl-4x"):
         if upper in summary:
             start, gain = summary[upper]["start_mean"], summary[upper]["final_mean"] - summary[upper]["start_mean"]
@@ -162,6 +203,26 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot(runs, report.get("clustering"), args.out.with_suffix(".png"))
     print(json.dumps({k: report[k] for k in ("summary", "clustering") if k in report}, indent=2))
+    return 0
+
+
+def clustering_rows(seeds: list[int], runs: Path) -> dict:
+    """``posttrain prefix-cluster`` per seed (``run_clustering``): mean held-out accuracies and the per-seed rows."""
+    clusters = [run_clustering(seed, runs / "clustering" / f"seed{seed}.json") for seed in seeds]
+    return {"target_alone": statistics.mean(c["heldout"]["target_alone"]["accuracy"] for c in clusters),
+            "with_prefix": statistics.mean(c["heldout"]["with_chosen_prefix"]["accuracy"] for c in clusters),
+            "per_seed": [{"chosen_prefix": c["chosen_prefix"], "clusters_chosen": c["clusters_chosen"],
+                          **c["heldout"]} for c in clusters]}
+
+
+def training_free(args: argparse.Namespace) -> int:
+    """``--no_training``: the clustering rows and the k = 8 format ceiling, into ``--out``.json."""
+    from data_pipelines.common.io import atomic_write_text
+
+    report = {"command": " ".join([sys.executable, *sys.argv]), "ceiling": format_ceiling(),
+              "clustering": clustering_rows(args.seeds, args.runs)}
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
     return 0
 
 

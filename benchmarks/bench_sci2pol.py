@@ -19,10 +19,12 @@ import json
 import platform
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
+from posttrain.jsonl import iter_jsonl
 
 ARMS = {"structured": [], "free_text": ["--no-structured-output"]}
 
@@ -43,7 +45,19 @@ def bench_model(model: str, judge: str, work: Path, per_task: int, arm: str) -> 
         "items": items, "items_failed": sum(t["judge_failures"] for t in judged),
         "item_failure_rate": sum(t["judge_failures"] for t in judged) / items if items else None,
         "calls": calls, "attempts": sum(t["judge_attempts"] for t in judged)}
+    report["judge_values"] = judge_value_counts(out / "responses.jsonl")
     return report
+
+
+def judge_value_counts(responses: Path) -> dict[str, dict[str, int]]:
+    """Per rubric, how often the judge gave each criterion value (over its validated judgements): how much
+    of the range it uses."""
+    counts: dict[str, Counter] = {}
+    for _, row in iter_jsonl(responses):
+        for rubric, values in (row.get("judgements") or {}).items():
+            if values is not None:
+                counts.setdefault(rubric, Counter()).update(f"{v:g}" for v in values.values())
+    return {rubric: dict(sorted(c.items())) for rubric, c in counts.items()}
 
 
 def main() -> None:

@@ -8,8 +8,12 @@ defaults), so reruns are identical. Judge outputs are validated; a parse failure
 ``retries`` times with seeded sampling, and what still fails is counted per task (``judge_failures``)
 and left out of that task's mean, never scored as zero.
 
-Deviation: tasks 11-14 read the paper from the record's ``paper`` field, else from the query's
-``Scientific Research Paper:`` block (the release's ``Eval.py`` looks it up in ``task16.jsonl`` by id).
+The paper a judge of tasks 11-14 reads is found as the release's ``Eval.py`` finds it: the ``task16.jsonl``
+record with the same id (``release_papers``), its ``Scientific Research Paper:`` block up to three newlines,
+else its whole query; no item is dropped for want of a paper. Deviations: a record's own ``paper`` field
+(the built-in items carry one) comes first, and an id that ``task16.jsonl`` lacks (or a bench folder without
+it) reads the item's own query the same way, where ``Eval.py`` would judge against an empty paper. Task 15
+reads its own query, as ``Eval.py``.
 The judge is asked for schema-constrained JSON (``judge.rubric_schema`` as ``SamplingParams.json_schema``:
 the engine decodes only documents with the rubric's keys and value ranges), an aid the paper's judge did
 not need; ``structured=False`` (``--no-structured-output``) is the ablation: free text whose answer is
@@ -27,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_pipelines.common.runner import Process, Reject
+from data_pipelines.common.runner import Process
 from data_pipelines.sci2pol.judge import (
     RUBRICS,
     judge_calls,
@@ -42,7 +46,9 @@ from posttrain.jsonl import iter_jsonl
 STAGES = {"autocompletion": [1, 2, 3, 4], "understanding": [5, 6], "summarization": [7, 8, 9, 10],
           "generation": [11, 12, 13, 14, 15], "verification": [16, 17, 18]}
 CLASSIFICATION = {f"task{n}" for n in (1, 2, 3, 4, 5, 6, 16, 17, 18)}
-_PAPER = re.compile(r"Scientific Research Paper:\s*(.*?)(?:\n\n\n|$)", re.DOTALL)
+PAPER_TASKS = {"task11", "task12", "task13", "task14"}
+"""The tasks whose paper ``Eval.py`` looks up in ``task16.jsonl`` by id."""
+_PAPER = re.compile(r"Scientific Research Paper:\s*(.+?)\n{3}", re.DOTALL)
 
 
 def load_bench(bench_dir: str | Path, tasks: list[str] | None = None) -> dict[str, list[dict]]:
@@ -74,11 +80,30 @@ def gold_label(answer: str) -> str:
     return str(obj["verdict"]).strip() if isinstance(obj, dict) and "verdict" in obj else str(answer).strip()
 
 
-def paper_of(row: dict) -> str | None:
+def paper_block(query: str) -> str:
+    """The ``Scientific Research Paper:`` block of a query (up to the first three newlines), else the whole
+    query (``Eval.py``'s fallback)."""
+    found = _PAPER.search(query)
+    return found.group(1).strip() if found else query
+
+
+def release_papers(bench_dir: str | Path) -> dict[str, str]:
+    """id -> ``paper_block`` of each ``task16.jsonl`` record in ``bench_dir`` (empty without that file): where
+    ``Eval.py`` finds the paper of tasks 11-14."""
+    path = Path(bench_dir) / "task16.jsonl"
+    if not path.exists():
+        return {}
+    return {row["id"]: paper_block(row["query"]) for row in load_bench(bench_dir, ["task16"])["task16"]}
+
+
+def paper_of(row: dict, papers: dict[str, str] | None = None) -> str:
+    """The paper text of a task 11-15 item (module docstring): its ``paper`` field, else for tasks 11-14 the
+    ``papers`` entry (``release_papers``) of its id, else ``paper_block`` of its own query."""
     if isinstance(row.get("paper"), str):
         return row["paper"]
-    found = _PAPER.search(row["query"])
-    return found.group(1).strip() if found else None
+    if row["task"] in PAPER_TASKS and papers and row["id"] in papers:
+        return papers[row["id"]]
+    return paper_block(row["query"])
 
 
 def prompt_hash(text: str) -> str:
@@ -116,22 +141,33 @@ class ResultCache:
 
 
 def _encode(engine, text: str, prefill: str | None, max_new_tokens: int) -> tuple[list[int], bool]:
-    """Chat-rendered prompt ids (left-truncated to the model's context, keeping the instructions at the
-    end) and whether it was truncated."""
+    """Chat-rendered prompt ids that leave ``max_new_tokens`` of the model's context free, and whether they had
+    to be truncated. Only the user message is cut, from its start (the instructions are at its end); the chat
+    template around it and the prefill stay whole. ``ValueError`` when the template and prefill alone leave no
+    room."""
     from data_pipelines.common.backends import tokenize
     from posttrain.models.chat import render_chat
 
-    messages = [{"role": "user", "content": text}]
-    if prefill is not None:
-        rendered = render_chat(engine.tokenizer, messages + [{"role": "assistant", "content": prefill}],
-                               add_generation_prompt=False, continue_final=True)
-    else:
-        rendered = render_chat(engine.tokenizer, messages)
-    ids = tokenize(engine.tokenizer, rendered)
+    def render(content: str) -> list[int]:
+        messages = [{"role": "user", "content": content}]
+        if prefill is None:
+            return tokenize(engine.tokenizer, render_chat(engine.tokenizer, messages))
+        return tokenize(engine.tokenizer, render_chat(engine.tokenizer, messages + [
+            {"role": "assistant", "content": prefill}], add_generation_prompt=False, continue_final=True))
+
+    ids = render(text)
     limit = getattr(getattr(getattr(engine, "model", None), "config", None), "max_position_embeddings", None)
-    if limit and len(ids) + max_new_tokens > limit:
-        return ids[len(ids) + max_new_tokens - limit:], True
-    return ids, False
+    if not limit or len(ids) + max_new_tokens <= limit:
+        return ids, False
+    content = tokenize(engine.tokenizer, text)
+    while len(ids) + max_new_tokens > limit:  # re-tokenising the cut text may shift a token or two: repeat
+        excess = len(ids) + max_new_tokens - limit
+        if excess >= len(content):
+            raise ValueError(f"the chat template and prefill take {len(ids) - len(content)} tokens: with "
+                             f"{max_new_tokens} new tokens nothing of the prompt fits the {limit}-token context")
+        content = content[excess:]
+        ids = render(engine.tokenizer.decode(content))
+    return ids, True
 
 
 def make_generate_stage(engine_factory: Callable, model_name: str, cache_path: str, max_new_tokens: int,
@@ -165,14 +201,11 @@ def make_generate_stage(engine_factory: Callable, model_name: str, cache_path: s
     return process
 
 
-def _judge_sources(row: dict, rubric_name: str) -> dict:
+def _judge_sources(row: dict, rubric_name: str, papers: dict[str, str] | None) -> dict:
     task = row["task"]
     if task in ("task7", "task8", "task9", "task10"):
         return {"source": row["query"], "candidate": row["response"]}
-    paper = paper_of(row)
-    if paper is None:
-        raise ValueError(f"{task} item {row['id']}: no paper text (field 'paper' or a 'Scientific Research "
-                         "Paper:' block in the query)")
+    paper = paper_of(row, papers)
     if rubric_name == "task11_importance":
         return {"source": paper, "candidate": None}
     if task == "task15":
@@ -181,17 +214,18 @@ def _judge_sources(row: dict, rubric_name: str) -> dict:
 
 
 def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str, max_new_tokens: int,
-                     retries: int, structured: bool = True) -> Process:
+                     retries: int, structured: bool = True, papers: dict[str, str] | None = None) -> Process:
     """Stage: generated rows -> rows with ``judgements``, ``judge_attempts`` and ``score`` (None plus
     ``judge_error`` when the judge output stayed invalid after ``retries`` retries). ``structured``: the
-    judge decodes under the rubric's JSON Schema; else free text after a prefilled first key."""
+    judge decodes under the rubric's JSON Schema; else free text after a prefilled first key. ``papers``:
+    the release's papers by id (``release_papers``) for tasks 11-14."""
     from posttrain.engines.base import SamplingParams
 
     engine = engine_factory()
     cache = ResultCache(cache_path)
 
     def judge_one(row: dict, rubric_name: str) -> dict:
-        prompt = judge_prompt(rubric_name, **_judge_sources(row, rubric_name))
+        prompt = judge_prompt(rubric_name, **_judge_sources(row, rubric_name, papers))
         schema = rubric_schema(rubric_name) if structured else None
         prefill = None if structured else '{"' + next(iter(RUBRICS[rubric_name].criteria)) + '":'
         key = ResultCache.key(rubric_name, row["id"], judge_name, f"max_new_tokens={max_new_tokens} "
@@ -216,17 +250,13 @@ def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str,
         cache.put(key, value)
         return value
 
-    def process(rows: list[dict]) -> list[dict | Reject]:
-        out: list[dict | Reject] = []
+    def process(rows: list[dict]) -> list[dict]:
+        out: list[dict] = []
         for row in rows:
             if row["task"] in CLASSIFICATION:
                 out.append(row)
                 continue
-            try:
-                results = {name: judge_one(row, name) for name in judge_calls(row["task"])}
-            except ValueError as err:
-                out.append(Reject(str(err)))
-                continue
+            results = {name: judge_one(row, name) for name in judge_calls(row["task"])}
             failed = [f"{n}: {r['error']}" for n, r in results.items() if r["values"] is None]
             judgements = {n: r["values"] for n, r in results.items()}
             out.append({**row, "judgements": judgements,
@@ -255,9 +285,9 @@ def score_tasks(rows: list[dict], resamples: int = 1000, seed: int = 42) -> dict
             entry = {"n": len(items), "metric": "micro_f1", "labels": labels}
             for name, pred in (("strict", strict), ("robust", robust)):
                 p = np.array(pred, dtype=object)
-                entry[name] = 100 * micro_f1(gold, pred, labels)
-                entry[f"{name}_se"] = 100 * bootstrap_se(len(items), lambda ix, g=g, p=p, labels=labels: micro_f1(
-                    list(g[ix]), list(p[ix]), labels), resamples, seed)
+                entry[name] = 100 * micro_f1(gold, pred)
+                entry[f"{name}_se"] = 100 * bootstrap_se(len(items), lambda ix, g=g, p=p: micro_f1(
+                    list(g[ix]), list(p[ix])), resamples, seed)
             entry["score"], entry["se"] = entry["robust"], entry["robust_se"]
         else:
             scores = np.array([r["score"] for r in items if r.get("score") is not None], dtype=float)

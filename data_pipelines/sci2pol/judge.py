@@ -3,6 +3,7 @@
 Rubrics and formulas follow the paper's evaluation (Wu et al., 2025, arXiv 2509.21493), reworded:
 
 * tasks 7-10 (reference-free summaries): clarity, accuracy, coverage, overall, each 1-5; score = sum x 5;
+  the judge is told which section the summary restates (``SUMMARY_SECTIONS``, ``Eval.py``'s names);
 * task 11: call 1 (paper only) gives importance weights 0-1 of five components, call 2 the candidate's
   quality 0-1 on them; score = sum_c importance_c x quality_c / 5 x 100;
 * task 12: five criteria 0-1, score = sum / 5 x 100;
@@ -39,6 +40,9 @@ class Rubric:
 SUMMARY = Rubric({"clarity": "easy to read for a policy maker", "accuracy": "faithful to the passage",
                   "coverage": "keeps the passage's key points", "overall": "overall quality as a brief section"},
                  1, 5, integer=True)
+SUMMARY_SECTIONS = {"task7": "Policy Problem", "task8": "Scientific Research Findings",
+                    "task9": "Scientific Research Study Methods", "task10": "Policy Implications"}
+"""The section type each summarization task's candidate restates, as ``Eval.py`` names it to its judge."""
 RUBRICS: dict[str, Rubric] = {
     **{f"task{n}": SUMMARY for n in (7, 8, 9, 10)},
     "task11_importance": Rubric({c: f"how much the paper's policy problem rests on its {c.replace('_', ' ')}"
@@ -87,6 +91,9 @@ def judge_prompt(rubric_name: str, *, source: str, candidate: str | None, refere
     kind = "an integer" if rubric.integer else "a number"
     lines = "\n".join(f"- {key}: {desc}" for key, desc in rubric.criteria.items())
     what = "Rate the source paper" if candidate is None else "Grade the candidate"
+    if rubric_name in SUMMARY_SECTIONS:
+        what = (f"The candidate is a summary, in policy-brief style, that restates the "
+                f"{SUMMARY_SECTIONS[rubric_name]} described in the source material. {what}")
     parts.append(f"{what} strictly; be conservative. Give each criterion {kind} from {rubric.low:g} to "
                  f"{rubric.high:g}:\n{lines}\nAnswer with one JSON object with exactly these keys and nothing else.")
     return "\n\n".join(parts)

@@ -15,6 +15,12 @@ from data_pipelines.common.io import atomic_write_jsonl, atomic_write_text
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, runner_options
 
 DEFAULT_MODEL = "smollm2-135m"
+DEMO_BUDGETS = {"max_new_tokens": 16, "open_tokens": 96, "judge_tokens": 96}
+"""Token budgets on the built-in miniature items (one-letter labels, two-sentence answers, a 4-5 key JSON)."""
+RELEASE_BUDGETS = {"max_new_tokens": 256, "open_tokens": 2048, "judge_tokens": 256}
+"""Token budgets with ``--bench-dir`` (the release, or a user's data): room for a label with its explanation
+or a task-18 JSON verdict, for a full policy brief (the expert briefs run to about a thousand words; the
+paper's models decode with their providers' defaults) and for a judge's JSON in a code fence."""
 
 
 def _engine(spec: str, device: str, batch_size: int, tokenizer: str | None):
@@ -51,9 +57,11 @@ def add_sci2pol_args(parser) -> None:
     bench.add_argument("--tasks", default=None, help="comma-separated task names (e.g. task1,task7); default: all")
     bench.add_argument("--per-task", type=int, default=2, help="built-in items per task")
     bench.add_argument("--limit", type=int, default=0, help="at most this many items per task (0 = all)")
-    bench.add_argument("--max-new-tokens", type=int, default=16, help="answer tokens of classification tasks")
-    bench.add_argument("--open-tokens", type=int, default=96, help="answer tokens of open-ended tasks 7-15")
-    bench.add_argument("--judge-tokens", type=int, default=96, help="judge output tokens")
+    for flag, what in (("max-new-tokens", "answer tokens of classification tasks"),
+                       ("open-tokens", "answer tokens of open-ended tasks 7-15"), ("judge-tokens", "judge output tokens")):
+        key = flag.replace("-", "_")
+        bench.add_argument(f"--{flag}", type=int, default=None, help=f"{what} (default: {DEMO_BUDGETS[key]} on the "
+                           f"built-in items, {RELEASE_BUDGETS[key]} with --bench-dir)")
     bench.add_argument("--judge-retries", type=int, default=2, help="retries of an invalid judge output")
     bench.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the SEs (paper: 1000)")
     bench.add_argument("--output", default="sci2pol_bench_out", help="output folder (parts, cache, results.json)")
@@ -87,18 +95,36 @@ def _stage(out: Path, name: str, factory, records: list[dict], args, config: dic
     return [{k: v for k, v in r.items() if k not in ("_index", "_id")} for r in runner.iter_outputs()]
 
 
+def resolve_budgets(args) -> None:
+    """Fill the token budgets left unset: ``DEMO_BUDGETS`` on the built-in items, ``RELEASE_BUDGETS`` with
+    ``--bench-dir``; a budget below 1 is an error naming its flag."""
+    for name, default in (RELEASE_BUDGETS if args.bench_dir else DEMO_BUDGETS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+        elif getattr(args, name) < 1:
+            raise SystemExit(f"error: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+
+
 def run_bench(args) -> int:
-    from data_pipelines.sci2pol.bench import load_bench, make_generate_stage, make_judge_stage, score_tasks
+    from data_pipelines.sci2pol.bench import (
+        load_bench,
+        make_generate_stage,
+        make_judge_stage,
+        release_papers,
+        score_tasks,
+    )
     from data_pipelines.sci2pol.embedded import bench_items
 
     started = time.perf_counter()
+    resolve_budgets(args)
     names = args.tasks.split(",") if args.tasks else None
     if args.bench_dir:
         try:
-            bench = load_bench(args.bench_dir, names)
+            bench, papers = load_bench(args.bench_dir, names), release_papers(args.bench_dir)
         except (OSError, ValueError) as err:
             raise SystemExit(f"error: {err}") from None
     else:
+        papers = None
         bench = {t: [{**r, "task": t} for r in rows] for t, rows in bench_items(args.per_task).items()
                  if names is None or t in names}
     rows = [r for items in bench.values() for r in (items[:args.limit] if args.limit else items)]
@@ -113,7 +139,8 @@ def run_bench(args) -> int:
     structured = not args.no_structured_output
     judge = functools.partial(make_judge_stage, engine_factory(args.judge, args.device, args.batch_size,
                                                                args.tokenizer), args.judge,
-                              str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries, structured)
+                              str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries, structured,
+                              papers)
     judged = _stage(out, "judge", judge, generated, args,
                     {**config, "judge": args.judge, "judge_tokens": args.judge_tokens, "retries": args.judge_retries,
                      "structured": structured})

@@ -1,9 +1,9 @@
 """Sci2Pol-Bench metrics: label extraction, exact-label micro-F1 and bootstrap standard errors.
 
-Micro-F1 is computed over the task's gold label set (sklearn's ``labels=`` restricted to it): a correct
-label is a true positive; a wrong *valid* label is a false positive for the predicted label and a false
-negative for the gold one; an answer that is no valid label is only a false negative. So
-F1 = 2 TP / (2 TP + FP + FN); it equals accuracy when every answer is a valid label. The paper scores the
+Micro-F1 as the paper's ``Eval.py`` computes it (sklearn's ``f1_score(average="micro")`` over every label
+that occurs, gold or predicted): a correct label is a true positive; any wrong answer, an invalid one (no
+label, ``None``) included, is a false positive for what it predicted and a false negative for the gold
+label. So F1 = 2 TP / (2 TP + FP + FN) = TP / n, the accuracy. The paper scores the
 raw response string (``strict``); ``extract_label`` is the robust extractor (JSON ``verdict``, option
 letters, first label named), which moves scores away from the paper's, so both are reported.
 """
@@ -58,14 +58,13 @@ def extract_label(response: str, labels: Sequence[str]) -> str | None:
     return best[2] if best else None
 
 
-def micro_f1(gold: Sequence[str], predicted: Sequence[str | None], labels: Sequence[str]) -> float:
-    """Micro-F1 over ``labels`` (module docstring); 0.0 when there is nothing to score."""
+def micro_f1(gold: Sequence[str], predicted: Sequence[str | None]) -> float:
+    """Micro-F1 over every label, an invalid answer (``None``) being a wrong label (module docstring): equal
+    to accuracy; 0.0 when there is nothing to score."""
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold labels but {len(predicted)} predictions")
-    valid = set(labels)
     tp = sum(1 for g, p in zip(gold, predicted) if p == g)
-    fp = sum(1 for g, p in zip(gold, predicted) if p != g and p in valid)
-    fn = sum(1 for g, p in zip(gold, predicted) if p != g and g in valid)
+    fp = fn = len(gold) - tp  # each wrong answer: a false positive for its prediction, a false negative for gold
     denominator = 2 * tp + fp + fn
     return 2 * tp / denominator if denominator else 0.0
 

@@ -13,6 +13,7 @@ from posttrain.algos.prefix_rl.cluster import (
     best_cluster,
     elbow,
     kmeans,
+    pair_bucket,
     prefix_features,
     representatives,
 )
@@ -22,13 +23,31 @@ from posttrain.models.tiny import build_tokenizer
 from posttrain.tasks import TASKS
 
 
-def test_prefix_features_are_positional_one_hots_hashed_into_dims() -> None:
+def test_prefix_features_are_exact_positional_one_hots_when_they_fit() -> None:
     exact = prefix_features([[1, 2], [2], []], length=2, vocab_size=3)
     assert exact.tolist() == [[0, 1, 0, 0, 0, 1], [0, 0, 1, 0, 0, 0], [0] * 6]  # index position * 3 + token
-    hashed = prefix_features([[1, 2, 0]], length=2, vocab_size=3, dims=4)  # 1 % 4 and 5 % 4 collide; 3rd ignored
-    assert hashed.tolist() == [[0, 2, 0, 0]]
+    assert prefix_features([[1, 2, 0]], length=2, vocab_size=3).tolist() == [[0, 1, 0, 0, 0, 1]]  # 3rd ignored
     with pytest.raises(ValueError, match="prefix 0: token id 3"):
         prefix_features([[3]], length=1, vocab_size=3)
+
+
+# printf '0:10' | b2sum -l 64 etc. (coreutils), by hand: the last three hex digits are the value mod 4096
+B2SUM_64 = {(0, 10): "a6779e1cbbd3f830", (1, 20): "44956ec2976c8b02", (2, 30): "dc7ca678593d1ed6",
+            (0, 30): "65d4a2e038f9198d", (1, 10): "ffbb8a7a3a5c75c9", (2, 20): "c0e4e3b8325fc37b"}
+
+
+def test_hashed_prefix_features_keep_the_position_when_the_vocabulary_is_a_multiple_of_dims() -> None:
+    vocab, dims = 12 * 4096, 4096  # SmolLM2's 49,152 tokens: (position * vocab + token) mod dims drops the position
+    assert {pair: pair_bucket(*pair, dims) for pair in B2SUM_64} == {
+        (0, 10): 0x830, (1, 20): 0xB02, (2, 30): 0xED6, (0, 30): 0x98D, (1, 10): 0x5C9, (2, 20): 0x37B}
+    assert all(pair_bucket(*pair, 2**64) == int(digest, 16) for pair, digest in B2SUM_64.items())
+    features = prefix_features([[10, 20, 30], [30, 10, 20]], length=3, vocab_size=vocab, dims=dims)
+    assert features.shape == (2, dims)
+    assert features[0].nonzero().flatten().tolist() == [0x830, 0xB02, 0xED6]  # 2096, 2818, 3798
+    assert features[1].nonzero().flatten().tolist() == [0x37B, 0x5C9, 0x98D]  # 891, 1481, 2445
+    assert float((features[0] - features[1]).pow(2).sum()) == 6.0  # no position agrees: as far apart as can be
+    same_first = prefix_features([[10, 20, 30], [10, 10, 20]], length=3, vocab_size=vocab, dims=dims)
+    assert float((same_first[0] - same_first[1]).pow(2).sum()) == 4.0  # position 0 agrees
 
 
 def test_kmeans_finds_the_two_groups_and_their_inertia() -> None:
@@ -72,9 +91,11 @@ class HandMadeTarget:
     def __init__(self) -> None:
         self.tokenizer = build_tokenizer()
         self.calls: list[list[list[int]]] = []
+        self.params: list[SamplingParams] = []
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         self.calls.append([list(p) for p in prompt_ids])
+        self.params.append(params)
         tok = self.tokenizer
         if len(self.calls) == 1:
             texts = [OPENINGS[i % len(OPENINGS)] for i in range(len(prompt_ids))]
@@ -121,3 +142,34 @@ def test_prefixed_accuracy_is_per_kind() -> None:
     prefix = engine.tokenizer("By steps", add_special_tokens=False)["input_ids"]
     result = prefixed_accuracy(engine, task, examples, ids, prefix, SamplingParams(max_new_tokens=40))
     assert result == {"accuracy": 1.0, "by_kind": {"long": 1.0, "short": 1.0}}
+
+
+def test_the_target_alone_and_the_prefixed_target_get_the_same_total_answer_budget() -> None:
+    engine = HandMadeTarget()
+    args = build_parser().parse_args(["--train_examples", "36", "--eval_examples", "8", "--max_clusters", "3",
+                                      "--no_progress"])
+    summary = run(args, engine)
+    assert args.max_new_tokens == 40
+    prompt_lengths = [len(ids) for ids in engine.calls[-2]]  # the target alone on the held-out prompts
+    assert engine.params[0].max_new_tokens == 8  # the sampled prefixes: k tokens
+    clusters = summary["clusters"]
+    assert len(engine.params) == 1 + len(clusters) + 2  # sampling, each cluster's train score, the held-out arms
+    alone_params, prefixed_calls, prefixed_params = engine.params[-2], engine.calls[-1], engine.params[-1]
+    prefix = summary["chosen_prefix_ids"]
+    assert len(prefix) == 8 and [len(ids) for ids in prefixed_calls] == [n + 8 for n in prompt_lengths]
+    assert alone_params.max_new_tokens == 40 == len(prefix) + prefixed_params.max_new_tokens
+    for cluster, params in zip(clusters, engine.params[1 : 1 + len(clusters)], strict=True):
+        assert len(cluster["representative_ids"]) + params.max_new_tokens == 40
+    with pytest.raises(ValueError, match="leaves nothing of the 8-token answer budget"):
+        prefixed_accuracy(engine, TASKS.get("answer-format")(), [], [], prefix, SamplingParams(max_new_tokens=8))
+
+
+def test_the_default_answer_budget_holds_every_answer_of_the_embedded_task() -> None:
+    from posttrain.tasks.answer_format import direct_answer, worked_answer
+
+    tokenizer, task = build_tokenizer(), TASKS.get("answer-format")()
+    longest = max(len(tokenizer(text, add_special_tokens=False)["input_ids"])
+                  for split in ("train", "test") for ex in task.split(split)
+                  for text in (direct_answer(int(ex.answer)), worked_answer(ex.columns["number"], int(ex.answer))))
+    assert longest == 33  # "Answer by steps: 12345+1 so 12346"
+    assert build_parser().parse_args([]).max_new_tokens >= longest + 1  # + EOS

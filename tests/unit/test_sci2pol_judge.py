@@ -5,8 +5,21 @@ import json
 
 import pytest
 
-from data_pipelines.sci2pol.bench import load_bench, make_generate_stage, make_judge_stage, paper_of
-from data_pipelines.sci2pol.judge import TASK11_COMPONENTS, parse_judgement, rubric_schema, task_score
+from data_pipelines.sci2pol.bench import (
+    load_bench,
+    make_generate_stage,
+    make_judge_stage,
+    paper_of,
+    release_papers,
+    score_tasks,
+)
+from data_pipelines.sci2pol.judge import (
+    TASK11_COMPONENTS,
+    judge_prompt,
+    parse_judgement,
+    rubric_schema,
+    task_score,
+)
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
 
@@ -117,3 +130,57 @@ def test_load_release_folder(tmp_path):
     (tmp_path / "task3.jsonl").write_text(json.dumps({"id": 1, "query": "q"}) + "\n")
     with pytest.raises(ValueError, match="task3.jsonl, line 1: missing field 'answer'"):
         load_bench(tmp_path)
+
+
+TASK12_OK = '{"completeness": 1, "importance": 1, "accuracy": 0.5, "summarization": 0.5, "specification": 0}'
+
+
+def test_tasks_11_to_14_find_the_paper_in_task16_by_id_else_use_the_whole_query(tmp_path):
+    (tmp_path / "task16.jsonl").write_text(
+        json.dumps({"id": "p1", "query": "Scientific Research Paper:\nPaper one.\n\n\nClaim: x", "answer": "True"})
+        + "\n" + json.dumps({"id": "p2", "query": "A query without the paper block.", "answer": "False"}) + "\n")
+    papers = release_papers(tmp_path)
+    assert papers == {"p1": "Paper one.", "p2": "A query without the paper block."}  # Eval.py's fallback
+    rows = [{"task": "task12", "id": "p1", "query": "Write the findings.", "answer": "", "response": "r1"},
+            {"task": "task12", "id": "p2", "query": "Write the findings.", "answer": "", "response": "r2"},
+            {"task": "task12", "id": "p3", "query": "No paper block here.", "answer": "", "response": "r3"}]
+    engine = ScriptedEngine([TASK12_OK] * 3)
+    judged = make_judge_stage(lambda: engine, "scripted", str(tmp_path / "j.jsonl"), 32, retries=0,
+                              papers=papers)(rows)
+    assert [r["score"] for r in judged] == [60.0] * 3  # (1 + 1 + 0.5 + 0.5 + 0) / 5: none rejected
+    assert "Source material:\nPaper one.\n" in engine.prompts[0]
+    assert "Source material:\nA query without the paper block.\n" in engine.prompts[1]
+    assert "Source material:\nNo paper block here.\n" in engine.prompts[2]  # id not in task16: its own query
+    report = score_tasks(judged, resamples=10)
+    assert report["tasks"]["task12"]["n"] == 3 and report["tasks"]["task12"]["judged"] == 3
+    assert paper_of({"task": "task12", "id": "p1", "query": "q", "paper": "Own."}, papers) == "Own."
+    assert paper_of({"task": "task15", "id": "p1", "query": "Whole."}, papers) == "Whole."  # task 15: own query
+    assert release_papers(tmp_path / "missing") == {}
+
+
+def test_summary_judge_prompts_name_the_section_type_as_eval_py():
+    expected = {"task7": "Policy Problem", "task8": "Scientific Research Findings",
+                "task9": "Scientific Research Study Methods", "task10": "Policy Implications"}
+    for task, section in expected.items():
+        prompt = judge_prompt(task, source="A passage.", candidate="A summary.")
+        assert f"restates the {section} described in the source material" in prompt
+    assert "restates" not in judge_prompt("task12", source="A paper.", candidate="Findings.")
+
+
+def test_long_prompts_lose_the_start_of_their_content_never_the_chat_template():
+    from types import SimpleNamespace
+
+    from data_pipelines.sci2pol.bench import _encode
+
+    engine = ScriptedEngine([])
+    engine.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=40))
+    text = "0123456789" * 5 + "Answer now."  # 61 character tokens; the template adds <bos><|user|>, <|assistant|>
+    ids, truncated = _encode(engine, text, None, 8)
+    assert truncated and len(ids) == 40 - 8
+    assert engine.tokenizer.decode(ids) == "<bos><|user|>" + text[-29:] + "<|assistant|>"
+    ids, truncated = _encode(engine, text, '{"a":', 8)  # the prefill stays whole too
+    assert truncated and engine.tokenizer.decode(ids) == "<bos><|user|>" + text[-24:] + '<|assistant|>{"a":'
+    assert _encode(engine, "short", None, 8) == (engine.tokenizer("<bos><|user|>short<|assistant|>",
+                                                                  add_special_tokens=False)["input_ids"], False)
+    with pytest.raises(ValueError, match="nothing of the prompt fits the 40-token context"):
+        _encode(engine, text, None, 38)

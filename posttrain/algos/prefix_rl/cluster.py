@@ -2,12 +2,16 @@
 embed k-token prefixes, cluster them with k-means, pick the number of clusters by the elbow rule, and take each
 cluster's representative. Pure functions over tensors, with explicit seeds; ``cluster_cli`` runs the models.
 
-Embedding (the paper does not say which it uses): a positional one-hot of the prefix's token ids, feature
-``position * vocab_size + token`` for each of its k positions, hashed into ``dims`` buckets when that index space
-is larger (``index mod dims``). Two prefixes are then as close as the number of positions where their tokens
-agree, which is what "the same opening" means for the short, mostly identical openings of one model; on the
-character-level tiny models (about 110 tokens, k = 8 or 16) the one-hot is exact, on real vocabularies (49k
-tokens for SmolLM2) the hashing keeps it at ``dims`` columns and collisions only add a little noise.
+Embedding (the paper does not say which it uses): a positional one-hot of the prefix's token ids, one feature per
+(position, token) pair for each of its k positions. Two prefixes are then as close as the number of positions
+where their tokens agree, which is what "the same opening" means for the short, mostly identical openings of one
+model. When the pairs fit in ``dims`` columns (``length * vocab_size <= dims``: the character-level tiny models,
+about 110 tokens, k = 8 or 16) the one-hot is exact, column ``position * vocab_size + token``. On real
+vocabularies (49,152 tokens for SmolLM2) each pair is hashed into ``dims`` buckets by a real hash of the pair,
+BLAKE2b of ``"position:token"`` (8-byte digest, big-endian) mod ``dims`` (``pair_bucket``), so collisions are
+scattered and only add a little noise. A linear index ``(position * vocab_size + token) mod dims`` would not
+do: whenever ``vocab_size`` is a multiple of ``dims`` (49,152 = 12 x 4,096) the position term cancels and a
+prefix and any permutation of it get the same features.
 Prefixes shorter than k (the sample ended) leave their missing positions empty.
 
 k-means: k-means++ initialisation from a seeded ``torch.Generator``, then Lloyd iterations until no point
@@ -17,24 +21,35 @@ point lies farthest below the chord from the first point to the last, both axes 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
 
 
+def pair_bucket(position: int, token: int, dims: int) -> int:
+    """The hashed column of the (position, token) pair: BLAKE2b of ``"position:token"`` (8-byte digest, read
+    big-endian) mod ``dims``; the same as ``printf 'position:token' | b2sum -l 64``, mod ``dims``."""
+    digest = hashlib.blake2b(f"{position}:{token}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % dims
+
+
 def prefix_features(prefixes: list[list[int]], length: int, vocab_size: int, dims: int = 4096) -> torch.Tensor:
-    """``[N, min(length * vocab_size, dims)]`` float32 positional one-hots of the prefixes (module docstring);
-    tokens past ``length`` are ignored."""
+    """``[N, min(length * vocab_size, dims)]`` float32 positional one-hots of the prefixes: exact when the
+    pairs fit in ``dims`` columns, else hashed by ``pair_bucket`` (module docstring); tokens past ``length``
+    are ignored."""
     if length < 1 or vocab_size < 1 or dims < 1:
         raise ValueError(f"length {length}, vocab_size {vocab_size} and dims {dims} must be >= 1")
-    width = min(length * vocab_size, dims)
+    exact = length * vocab_size <= dims
+    width = length * vocab_size if exact else dims
     features = torch.zeros(len(prefixes), width, dtype=torch.float32)
     for row, ids in enumerate(prefixes):
         for position, token in enumerate(ids[:length]):
             if not 0 <= token < vocab_size:
                 raise ValueError(f"prefix {row}: token id {token} at position {position} is outside the vocabulary "
                                  f"of {vocab_size}")
-            features[row, (position * vocab_size + token) % width] += 1.0
+            column = position * vocab_size + token if exact else pair_bucket(position, token, dims)
+            features[row, column] += 1.0
     return features
 
 

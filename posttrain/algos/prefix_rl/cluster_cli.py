@@ -10,6 +10,8 @@ Learning using Prefix Optimization" (ICLR 2026): find one fixed opening that hel
    c = 1..``--max_clusters``, c picked by the elbow rule (``cluster.elbow``).
 3. Each cluster's representative (the member nearest its centroid) prepended, as token ids, to every training
    question; the target continues; the mean reward is the cluster's train score.
+   ``--max_new_tokens`` is the whole answer's budget, prefix included: the target alone writes up to that many
+   tokens, a prefixed target continues for that many less the prefix's length, so both arms get the same total.
 4. The best representative prepended to every held-out question: held-out accuracy with it and without any
    prefix (the target alone), both at ``--eval_temperature`` (0 = greedy), overall and per ``kind`` column when the
    task's examples have one (the answer-format task's short and long problems).
@@ -21,6 +23,7 @@ sample members, train score), the chosen prefix and the held-out accuracies.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,11 @@ CLUSTERING_PREFIX_TOKENS = 16
 ``EMBEDDED_PREFIX_TOKENS``, where its two answer formats part)."""
 ENGINES = ("hf", "vllm")
 """The engine kinds ``--engine`` may name (the target is sampled in this process)."""
+ANSWER_TOKENS = 40
+"""Default answer budget, prefix included. The embedded answer-format task's answers are 10-13 tokens direct
+and 27-33 worked (``Answer by steps: 40871+1 so 40872``), + EOS, measured over all its 800 problems with the
+tiny models' character tokenizer; 40 holds the longest with room to spare, as the benchmark's trained target
+arms get (benchmarks/bench_prefix_rl.py)."""
 SAMPLE_MEMBERS = 3
 """Member prefixes shown per cluster in the summary."""
 
@@ -59,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval_temperature", type=float, default=None,
                    help="The target's temperature on the held-out questions (0 = greedy, as the trainer's "
                         "evaluation); unset = --temperature.")
-    p.add_argument("--max_new_tokens", type=int, default=32, help="Longest continuation after a prefix, in tokens.")
+    p.add_argument("--max_new_tokens", type=int, default=ANSWER_TOKENS, help="Longest answer in tokens, prefix "
+                   "included: the same total budget for the target alone and for prefix + continuation; must "
+                   "exceed the prefix length.")
     p.add_argument("--max_prompt_tokens", type=int, default=1024, help="Longer prompts are rejected with an error.")
     p.add_argument("--system_prompt", default=None, help="Optional system message in front of every question.")
     p.add_argument("--dims", type=int, default=4096, help="Width of the hashed prefix embedding.")
@@ -74,8 +84,9 @@ def _check(args: argparse.Namespace) -> None:
     for name in ("max_clusters", "max_new_tokens", "batch_size", "dims"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if args.prefix_tokens is not None and args.prefix_tokens < 1:
-        raise ValueError(f"--prefix_tokens must be >= 1, got {args.prefix_tokens}")
+    if args.prefix_tokens is not None and not 1 <= args.prefix_tokens < args.max_new_tokens:
+        raise ValueError(f"--prefix_tokens must be >= 1 and below --max_new_tokens ({args.max_new_tokens}, the "
+                         f"whole answer's budget), got {args.prefix_tokens}")
     for name in ("train_examples", "eval_examples"):
         if getattr(args, name) < 0:
             raise ValueError(f"--{name} must be >= 0 (0 = all), got {getattr(args, name)}")
@@ -91,13 +102,24 @@ def build_engine(args: argparse.Namespace) -> GenerationEngine:
     return command_engine(args, args.target_model, args.task)
 
 
+def prefixed_correct(engine: GenerationEngine, task: Task, examples: list[Example], prompt_ids: list[list[int]],
+                     prefix: list[int], params: SamplingParams) -> list[bool]:
+    """Per example, whether the target is right with ``prefix`` (token ids) after its prompt: the answer is the
+    prefix then the continuation, decoded from the ids together. ``params.max_new_tokens`` is the whole answer's
+    budget, prefix included: the target continues for the rest."""
+    if len(prefix) >= params.max_new_tokens:
+        raise ValueError(f"a {len(prefix)}-token prefix leaves nothing of the {params.max_new_tokens}-token answer "
+                         "budget (--max_new_tokens)")
+    continuation = dataclasses.replace(params, max_new_tokens=params.max_new_tokens - len(prefix))
+    done = engine.generate([list(p) + list(prefix) for p in prompt_ids], continuation)
+    texts = engine.tokenizer.batch_decode([list(prefix) + ids for ids in done.completion_ids], skip_special_tokens=True)
+    return [task.is_correct(text, ex) for text, ex in zip(texts, examples, strict=True)]
+
+
 def prefixed_accuracy(engine: GenerationEngine, task: Task, examples: list[Example], prompt_ids: list[list[int]],
                       prefix: list[int], params: SamplingParams) -> dict[str, Any]:
-    """The target's accuracy with ``prefix`` (token ids) after every prompt: the answer is the prefix then the
-    continuation, decoded from the ids together; overall and per ``kind`` column where examples have one."""
-    done = engine.generate([list(p) + list(prefix) for p in prompt_ids], params)
-    texts = engine.tokenizer.batch_decode([list(prefix) + ids for ids in done.completion_ids], skip_special_tokens=True)
-    correct = [task.is_correct(text, ex) for text, ex in zip(texts, examples)]
+    """``prefixed_correct`` as accuracy, overall and per ``kind`` column where examples have one."""
+    correct = prefixed_correct(engine, task, examples, prompt_ids, prefix, params)
     out: dict[str, Any] = {"accuracy": sum(correct) / len(correct)}
     kinds = sorted({str(ex.columns["kind"]) for ex in examples if "kind" in ex.columns})
     if kinds:
@@ -122,6 +144,9 @@ def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     test = test[: args.eval_examples] if args.eval_examples else test
     tokenizer = engine.tokenizer
     k = args.prefix_tokens or (CLUSTERING_PREFIX_TOKENS if args.target_model else EMBEDDED_PREFIX_TOKENS)
+    if k >= args.max_new_tokens:
+        raise ValueError(f"--max_new_tokens ({args.max_new_tokens}) must exceed the prefix length {k}: it is the "
+                         "whole answer's budget, prefix included")
     train_ids = encode_prompts(tokenizer, train, args.system_prompt, args.max_prompt_tokens)
     test_ids = encode_prompts(tokenizer, test, args.system_prompt, args.max_prompt_tokens)
     clusters_tried = min(args.max_clusters, len(train))

@@ -1,0 +1,29 @@
+"""``posttrain data sci2pol bench`` token budgets: the demo's on the built-in items, real ones with --bench-dir,
+a flag always winning."""
+
+import argparse
+
+import pytest
+
+from data_pipelines.sci2pol.run import add_sci2pol_args, resolve_budgets
+
+
+def _bench_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_sci2pol_args(parser)
+    args = parser.parse_args(["bench", *argv])
+    resolve_budgets(args)
+    return args
+
+
+def _budgets(args: argparse.Namespace) -> tuple[int, int, int]:
+    return args.max_new_tokens, args.open_tokens, args.judge_tokens
+
+
+def test_built_in_items_keep_the_demo_budgets_and_bench_data_gets_real_ones(tmp_path):
+    assert _budgets(_bench_args()) == (16, 96, 96)
+    assert _budgets(_bench_args("--bench-dir", str(tmp_path))) == (256, 2048, 256)
+    assert _budgets(_bench_args("--bench-dir", str(tmp_path), "--open-tokens", "512")) == (256, 512, 256)
+    assert _budgets(_bench_args("--judge-tokens", "48")) == (16, 96, 48)
+    with pytest.raises(SystemExit, match="--max-new-tokens must be >= 1, got 0"):
+        _bench_args("--max-new-tokens", "0")
