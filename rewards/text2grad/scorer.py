@@ -14,7 +14,8 @@ reads it, and ``alignment.score_tokens`` turns it into one reward per completion
 ``SpanRewards`` holds, per sample, ``rewards`` (a list as long as the completion, or **None** when the
 reward model's output could not be parsed: the trainer masks that sample out and counts it; it is never
 a silent zero), the parsed ``feedback``, the parse ``errors``, and ``verdicts``: a scalar from the same
-feedback, +1 when no poor span / wrong code / negative word score was located in the response, else -1
+feedback, +1 when no poor span / wrong code / negative word score was located in the response and the
+feedback does not call it incomplete, else -1
 (None when unparsable), which is the baseline "PPO with the reward model's scalar verdict". Counts for
 logging: ``unparsable``, ``spans_matched``, ``spans_unmatched`` and ``marked_fraction`` (the share of
 completion tokens of parsed samples covered by a located span; the paper reports about 30% as the sweet
@@ -119,7 +120,7 @@ class SpanScorer(ABC):
             result.rewards.append(scores.rewards)
             result.feedback.append(parsed)
             result.errors.append(None)
-            flagged = any(m and r < 0 for m, r in zip(scores.marked, scores.rewards))
+            flagged = parsed.incomplete or any(m and r < 0 for m, r in zip(scores.marked, scores.rewards))
             result.verdicts.append(-1.0 if flagged else 1.0)
             result.spans_matched += scores.matched
             result.spans_unmatched += scores.unmatched
