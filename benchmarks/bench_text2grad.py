@@ -9,11 +9,12 @@ Every arm runs ``posttrain/train.py`` as a user would (one process, one thread) 
 (``causal-step-arithmetic``) with the same budget (``BUDGET``: steps, samples per step, learning rate, sampling
 temperature, evaluation); only the reward path differs:
 
-- ``text2grad``: ``--algo text2grad`` as a user runs it (its defaults, spelled out in ``T2G``): the embedded
-  learned span reward model (recipe ``reward-text2grad``: critique, then good and poor steps) as token rewards,
-  the paper's GAE lambda 0.95 with its trainer's punctuation mask, the per-step KL controller;
+- ``text2grad``: the embedded learned span reward model (recipe ``reward-text2grad``: critique, then good and
+  poor steps) as token rewards, with text2grad's defaults (spelled out in ``T2G``): the paper's GAE lambda 0.95
+  with its trainer's punctuation mask, the per-step KL controller;
 - ``text2grad-oracle``: ``--span_oracle true``: the program's spans (good steps +1, wrong ones -1, a cut-short
-  answer -1 on its EOS), so the arm measures the RL side of the method with a perfect critique;
+  answer -1 on its EOS), so the arm measures the RL side of the method with a perfect critique; this is what a
+  plain ``--algo text2grad`` runs on its embedded task;
 - ``text2grad-nocritique``: ``--span_recipe reward-text2grad-nocritique``: the same reward model trained on the
   same feedback without its critique (the paper's ablation);
 - ``ppo-verdict`` / ``ppo-verdict-oracle``: the learned / the program's feedback reduced to one scalar (+1 when
@@ -55,20 +56,24 @@ BUDGET = ["--steps", "150", "--lr", "3e-5", "--temperature", "0.7", "--max_new_t
           "--micro_batch_size", str(PPO_SAMPLES), "--eval_every", "10", "--eval_examples", "256", "--pass_k", "1",
           "--save_every", "0", "--progress", "false", "--num_threads", "1"]
 # text2grad's defaults (64 prompts a step, the critic at 1e-3, GAE lambda 0.95 with the punctuation mask, the
-# per-step KL controller) spelled out, so the arms do not move when a default does.
-PPO = ["--algo", "text2grad", "--prompts_per_step", str(PPO_SAMPLES), "--critic_lr", "1e-3", "--kl_horizon", "0"]
+# per-step KL controller with its floor) spelled out, so the arms do not move when a default does.
+PPO = ["--algo", "text2grad", "--prompts_per_step", str(PPO_SAMPLES), "--critic_lr", "1e-3", "--kl_horizon", "0",
+       "--kl_floor", "0.05"]
 T2G = [*PPO, "--lam", "0.95", "--mask_punctuation", "true"]
+LEARNED, ORACLE = ["--span_oracle", "false"], ["--span_oracle", "true"]
+# In run order (seed-major): the arms without a reward model to run (minutes each) first, the learned reward
+# models' arms (their feedback generation makes a step about 3x slower) last.
 ARMS: dict[str, list[str]] = {
-    "text2grad": T2G,
-    "text2grad-oracle": [*T2G, "--span_oracle", "true"],
-    "text2grad-nocritique": [*T2G, "--span_recipe", "reward-text2grad-nocritique"],
-    "ppo-verdict": [*PPO, "--lam", "0.95", "--span_reward", "verdict"],
-    "ppo-verdict-oracle": [*PPO, "--lam", "0.95", "--span_oracle", "true", "--span_reward", "verdict"],
+    "text2grad-oracle": [*T2G, *ORACLE],  # = a plain `--algo text2grad` at this budget
+    "ppo-verdict-oracle": [*PPO, "--lam", "0.95", *ORACLE, "--span_reward", "verdict"],
     "grpo": ["--algo", "grpo", "--task", "step-arithmetic", "--group_size", str(GRPO_GROUP),
              "--prompts_per_step", str(PPO_SAMPLES // GRPO_GROUP)],
     # GAE lambda 0 is TD(0) with the learned critic, whitened: each token's own span reward plus the critic's
     # one-step error (not the paper's form; its code's lambda is 0.95).
-    "text2grad-oracle-td0": [*T2G, "--lam", "0", "--span_oracle", "true"],
+    "text2grad-oracle-td0": [*T2G, "--lam", "0", *ORACLE],
+    "text2grad": [*T2G, *LEARNED],
+    "ppo-verdict": [*PPO, "--lam", "0.95", *LEARNED, "--span_reward", "verdict"],
+    "text2grad-nocritique": [*T2G, *LEARNED, "--span_recipe", "reward-text2grad-nocritique"],
 }
 DIAGNOSTICS = {"kl": "ppo/sequence_kl", "kl_coef": "ppo/kl_coef", "length": "completion/length_mean",
                "truncated": "completion/truncated_fraction", "unparsable": "span_rm/unparsable_fraction",

@@ -12,8 +12,8 @@ for one batch of policy samples: the reward model writes feedback for each (prom
 reads it, and ``alignment.score_tokens`` turns it into one reward per completion token under the rule.
 
 ``SpanRewards`` holds, per sample, ``rewards`` (a list as long as the completion, or **None** when the
-reward model's output could not be parsed: the trainer masks that sample out and counts it; it is never
-a silent zero), the parsed ``feedback``, the parse ``errors``, and ``verdicts``: a scalar from the same
+reward model's output could not be parsed: the trainer gives that sample no span reward, keeps its KL
+term, and counts it; it is never a silent zero), the parsed ``feedback``, the parse ``errors``, and ``verdicts``: a scalar from the same
 feedback, +1 when no poor span / wrong code / negative word score was located in the response and the
 feedback does not call it incomplete, else -1
 (None when unparsable), which is the baseline "PPO with the reward model's scalar verdict". Counts for
@@ -22,8 +22,8 @@ completion tokens of parsed samples covered by a located span; the paper reports
 spot), also as ``metrics()``.
 
 Deviation from the paper's code: it dropped unparsable samples from the batch (so the batch size varied
-per step and all ranks had to agree on the minimum); here they stay in the batch with reward None and
-the trainer masks them, which keeps shapes and ranks aligned.
+per step and all ranks had to agree on the minimum); here they stay in the batch with reward None, which
+keeps shapes and ranks aligned, and the trainer still applies their KL term.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def _policy(seed: int = 0) -> torch.nn.Module:
 def _algo(unparsable: tuple[str, ...] = (), **overrides) -> Text2Grad:
     tokenizer = build_tokenizer()
     policy = _policy()
-    config = Text2GradConfig(**{"group_size": 1, "kl_coef": 0.0, **overrides})
+    config = Text2GradConfig(**{"group_size": 1, "kl_coef": 0.0, "span_oracle": False, **overrides})
     models = {CRITIC: ValueModel(copy.deepcopy(policy))}
     if config.uses_kl:  # a reference that differs from the policy, so every token has a KL
         models[REFERENCE] = _policy(seed=1).requires_grad_(False)
@@ -182,6 +182,13 @@ def test_the_oracle_writes_the_same_token_rewards_as_a_model_copying_it() -> Non
     dense_model, _, _, _ = _terms(_algo(), [WRONG_SECOND, RIGHT])
     assert isinstance(oracle.scorer(), ProgramSpanScorer) and valid.all()
     assert torch.equal(dense_oracle, dense_model) and dense_oracle.min() == -1.0
+
+
+def test_the_program_writes_the_spans_by_default_on_its_task_only() -> None:
+    assert Text2GradConfig().uses_oracle  # the embedded default: step-arithmetic's program
+    assert not Text2GradConfig(span_oracle=False).uses_oracle
+    assert not Text2GradConfig(span_model="some/rm").uses_oracle and not Text2GradConfig(span_url="http://x").uses_oracle
+    assert not Text2GradConfig(task="dataset").uses_oracle
 
 
 def test_the_oracle_needs_the_task_with_a_program() -> None:

@@ -22,11 +22,16 @@ policy back from output the reward model cannot read (the paper's code dropped s
 ``--span_reward verdict`` is the paper's "PPO with the reward model's scalar verdict" baseline: the same
 feedback reduced to +1 (no poor span located, not incomplete) or -1 on the last token, no dense part; its PPO
 mask keeps punctuation (the baseline is TRL's plain trainer; a mask cut at every comma would stop the last
-token's reward from reaching the earlier steps). The embedded default is the ``step-arithmetic`` task, whose reward model
-(recipe ``reward-text2grad``) learned program-written feedback on which steps are wrong; the task's verifier
-(the final answer) is only logged (``train/accuracy``), never trained on. ``--span_recipe
-reward-text2grad-nocritique`` swaps in the same model trained on the same feedback without its critique (the
-paper's "spans without critique" ablation).
+token's reward from reaching the earlier steps).
+
+The embedded default is the ``step-arithmetic`` task, whose program writes the span feedback (``--span_oracle``,
+on by default there: the role the paper's GPT-4o annotations play, asked at training time); the task's verifier
+(the final answer) is only logged (``train/accuracy``), never trained on. ``--span_oracle false`` uses the
+embedded learned span reward model (recipe ``reward-text2grad``, trained on that program's feedback), and
+``--span_recipe reward-text2grad-nocritique`` the same model trained without the critique (the paper's "spans
+without critique" ablation). The learned models are not the default because they miss most wrong steps
+(``benchmarks/BENCHMARKS.md`` section 4b) and PPO on them loses accuracy within tens of steps at any KL the
+controller allows (``benchmarks/text2grad.md``).
 
 Defaults differ from the paper's scripts where the tiny default run needs it (``benchmarks/text2grad.md``): the
 benchmark's budget (lr 3e-5, 64 prompts a step, the critic at 1e-3), and a KL controller that acts within the
@@ -99,9 +104,11 @@ class Text2GradConfig(PPOConfig):
     span_url: str | None = opt(None, "Ask a reward server instead (`posttrain serve --model SPAN_RM`, its "
                                      "/v1/span_feedback route, rewards.text2grad.remote): its URL; then no "
                                      "span reward model is loaded here and --span_model is ignored.")
-    span_oracle: bool = opt(False, "Take the spans from the task's program (step-arithmetic's program_feedback) "
-                                   "instead of a reward model: the oracle the learned one is measured against "
-                                   "(benchmarks, ablations); no span reward model is loaded.")
+    span_oracle: bool | None = opt(None, "Take the spans from the task's program (step-arithmetic's "
+                                         "program_feedback) instead of a reward model; no span reward model is "
+                                         "loaded. Unset = on for --task step-arithmetic without --span_model or "
+                                         "--span_url (the embedded default), else off; false = the embedded "
+                                         "learned reward model (--span_recipe).")
     span_rollout: str = opt("hf", "Engine that serves the span reward model (frozen: never synced).", ["hf", "vllm"])
     span_form: str = opt("spans", "The reward model's output form: spans (critique + good/poor spans), code "
                                   "(wrong/improvable snippets) or words (word score list).", SPAN_FORMS)
@@ -154,6 +161,13 @@ class Text2GradConfig(PPOConfig):
                 bad.append(("span_rule", self.span_rule, str(err)))
         return bad
 
+    @property
+    def uses_oracle(self) -> bool:
+        """Whether the task's program writes the spans (``span_oracle``, or its default when unset)."""
+        if self.span_oracle is not None:
+            return self.span_oracle
+        return self.task == ORACLE_TASK and not self.span_model and not self.span_url
+
     def style(self) -> str | None:
         """The request template in force (see ``span_style``); for ``span_url`` with auto, None (the server's
         default, which follows the model it serves)."""
@@ -177,7 +191,7 @@ class Text2Grad(PPO):
         """PPO's roles plus the frozen span reward model with its engine (its own tokenizer allowed), unless a
         reward server answers instead (``span_url``)."""
         cfg = self.config
-        if cfg.span_url or cfg.span_oracle:
+        if cfg.span_url or cfg.uses_oracle:
             return super().roles()
         span_rm = ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,
                             recipe=None if cfg.span_model else cfg.span_recipe, config_field="span_model",
@@ -187,7 +201,7 @@ class Text2Grad(PPO):
     def scorer(self) -> Any:
         """The ``rewards.text2grad.SpanRewardModel`` over the span reward model's engine, or the remote one."""
         cfg = self.config
-        if self._scorer is None and cfg.span_oracle:
+        if self._scorer is None and cfg.uses_oracle:
             from posttrain.tasks.step_arithmetic import program_feedback
             from rewards.text2grad.scorer import ProgramSpanScorer
 
