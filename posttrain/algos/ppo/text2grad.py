@@ -41,7 +41,10 @@ and never below its initial 0.05 (``--kl_floor``: a fast controller would shrink
 small and then need as many steps to restore it).
 
 Deviations from the paper's code: the reward model is a separate engine, not an HF ``pipeline`` inside the
-loop; unparsable samples stay in the batch with their KL term and no span reward (the code dropped them, so
+loop; the punctuation mask leaves out the punctuation tokens themselves, where the code's check reads token i
+of the input ids but clears mask position i of TRL's shifted layout (``masks[:, :-1] = attention_mask[:, 1:]``,
+the log-prob of token i + 1), so what it leaves out is the token after each mark (and its end-of-answer cut
+keeps the position after the end-of-turn token); unparsable samples stay in the batch with their KL term and no span reward (the code dropped them, so
 batch sizes varied and nothing restrained the drift into unparsable output); the adaptive KL controller's
 horizon (above).
 """
