@@ -33,7 +33,8 @@ Writes PREFIX.json (command, budget, arms, per-arm and per-seed curves of held-o
 summary: start, final mean and sd, best, steps to reach ``--gain`` over the common start, the diagnostics over the
 first and last ``WINDOW`` steps) and PREFIX.png (held-out greedy accuracy per step, every seed faint, the mean over
 seeds bold), after every finished run, with ``missing`` naming the runs still to come. A run that already
-finished under ``--runs`` is reused, so an interrupted benchmark resumes where it stopped.
+finished under ``--runs`` is reused, so an interrupted benchmark resumes where it stopped; ``--report-only``
+writes the report from the finished runs without starting any.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.seed_curves import Curve, metric_curves, plot_seed_curves, run_training
+from benchmarks.seed_curves import Curve, finished, metric_curves, plot_seed_curves, run_training
 
 PPO_SAMPLES = 64
 """Samples per training step of every arm: PPO's prompts (one completion each), GRPO's prompts x group."""
@@ -129,7 +130,8 @@ def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, C
 
     summary = summarise(runs, args.gain)
     missing = [f"{arm} seed {seed}" for seed in args.seeds for arm in args.arms if seed not in runs.get(arm, {})]
-    report = {"command": " ".join([sys.executable, *sys.argv]), "budget": BUDGET, "arms": ARMS,
+    report = {"command": " ".join([sys.executable, *sys.argv]), "report_only": args.report_only, "budget": BUDGET,
+              "arms": ARMS,
               "diagnostics": DIAGNOSTICS, "missing": missing, "summary": summary, "runs": runs}
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot_seed_curves({arm: [run["eval/accuracy"] for run in per_seed.values()] for arm, per_seed in runs.items()},
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_text2grad", help="run directories")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "text2grad",
                         help="output prefix: writes PREFIX.json and PREFIX.png")
+    parser.add_argument("--report-only", action="store_true",
+                        help="start no run: write the report from the runs already finished under --runs (the "
+                             "others listed as missing)")
     parser.add_argument("extra", nargs="*", help="trainer flags for every arm after --, e.g. -- --steps 40")
     args = parser.parse_args(argv)
 
@@ -155,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:  # seed-major: an interrupted benchmark has every arm on its first seeds
         for arm in args.arms:
             out = args.runs / arm / f"seed{seed}"
+            if args.report_only and not finished(out):
+                continue
             run_training([*ARMS[arm], *BUDGET], seed, out, args.extra)
             runs.setdefault(arm, {})[seed] = metric_curves(out, ["eval/accuracy", *DIAGNOSTICS.values()])
             summary = write_report(args, runs)  # after every run: a stopped benchmark leaves what it finished
