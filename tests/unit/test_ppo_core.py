@@ -93,15 +93,12 @@ def test_adaptive_kl_controller() -> None:
         AdaptiveKLController(0.1, target=0.0, horizon=1.0)
 
 
-def test_per_step_kl_controller_moves_a_fifth_a_step_and_stops_at_its_floor() -> None:
-    controller = AdaptiveKLController(0.05, target=6.0, horizon=None, floor=0.05)
-    # horizon None: each update is a whole horizon, beta *= 1 + clip(KL / target - 1, -0.2, 0.2), whatever the batch
-    assert controller.update(60.0, 64) == pytest.approx(0.06)
-    assert controller.update(60.0, 1) == pytest.approx(0.072)
-    assert controller.update(6.6, 64) == pytest.approx(0.072 * 1.1)  # inside the clip: proportional
-    for _ in range(10):  # KL far below the target: 0.8x a step, but never below the floor
+def test_kl_controller_stops_at_its_floor() -> None:
+    controller = AdaptiveKLController(0.05, target=6.0, horizon=640, floor=0.05)
+    assert controller.update(60.0, 64) == pytest.approx(0.05 * 1.02)  # 0.2 x 64 / 640
+    for _ in range(10):  # KL far below the target: 0.98x a step, but never below the floor
         controller.update(0.0, 64)
     assert controller.value == 0.05
-    assert AdaptiveKLController(0.01, target=6.0, horizon=None, floor=0.05).floor == 0.01  # capped at beta
+    assert AdaptiveKLController(0.01, target=6.0, horizon=640, floor=0.05).floor == 0.01  # capped at beta
     with pytest.raises(ValueError, match="floor"):
-        AdaptiveKLController(0.1, target=6.0, horizon=None, floor=-1.0)
+        AdaptiveKLController(0.1, target=6.0, horizon=640, floor=-1.0)

@@ -19,7 +19,8 @@ ends the GAE recursion like the end of the answer (as in Text2Grad's trainer, wh
 KL: ``kl_estimator`` full (the exact full-vocabulary KL at every position, Text2Grad's choice) or k1/k2/k3
 from the sampled tokens; ``kl_mode`` reward (folded into r_t, the default) or loss (added to the policy loss
 like GRPO's, never in the rewards). beta adapts (``core.AdaptiveKLController``, target ``kl_target``, horizon
-``kl_horizon`` samples, or one step when 0) unless ``kl_target`` is 0.
+``kl_horizon`` samples, or a tenth of the run's samples when 0, never below ``kl_floor``) unless ``kl_target``
+is 0.
 
 Deviations from TRL 0.11, stated: the critic is a separate model (its own copy of the backbone, or
 ``--critic_model``) rather than a value head sharing the policy's LoRA backbone, so ``vf_coef`` only scales
@@ -67,6 +68,8 @@ from posttrain.tasks.base import Example
 CRITIC = "critic"
 """The critic's role name (``ctx.models["critic"]`` is its DeepSpeed engine)."""
 PPO_KL_ESTIMATORS = ("full", *KL_ESTIMATORS)
+RUN_HORIZON_FRACTION = 10
+"""``--kl_horizon 0``: the horizon is the run's samples over this (beta moves by at most e^(0.2 x 10) in a run)."""
 
 
 @dataclass
@@ -95,8 +98,9 @@ class PPOConfig(GRPOConfig):
                                  "added to the policy loss.", ["reward", "loss"])
     kl_target: float = opt(6.0, "Adaptive KL controller's target per-sequence KL (TRL's default 6); 0 = fixed beta.")
     kl_horizon: float = opt(10000.0, "Adaptive KL controller's horizon, in sequences (TRL's 10,000: beta moves by at "
-                                     "most 20% per horizon of samples); 0 = one training step, beta moves by up to "
-                                     "20% every step (core.AdaptiveKLController).")
+                                     "most 22% per horizon of samples); 0 = a tenth of the run's samples (steps x "
+                                     "prompts_per_step x group_size / 10), so beta can move by up to e^2 = 7.4x "
+                                     "within the run and no further.")
     kl_floor: float = opt(0.0, "Smallest beta the adaptive controller may reach (0 = none, as TRL; capped at "
                                 "--kl_coef).")
     ratio_threshold: float = opt(10.0, "Skip a micro-batch (zero losses) whose mean ratio exceeds this; 0 = never.")
@@ -115,7 +119,7 @@ class PPOConfig(GRPOConfig):
             if not 0 <= getattr(self, name) <= 1:
                 bad.append((name, getattr(self, name), "must be in [0, 1]"))
         if self.kl_horizon < 0:
-            bad.append(("kl_horizon", self.kl_horizon, "must be >= 0 (0 = one training step)"))
+            bad.append(("kl_horizon", self.kl_horizon, "must be >= 0 (0 = a tenth of the run's samples)"))
         if self.critic_lr is not None and self.critic_lr <= 0:
             bad.append(("critic_lr", self.critic_lr, "must be > 0 (unset = --lr)"))
         if self.kl_mode == "loss" and self.kl_estimator == "full":
@@ -140,9 +144,14 @@ class PPO(GRPO):
 
     def __init__(self, config: PPOConfig, ctx: Any) -> None:
         super().__init__(config, ctx)
-        self.kl_controller = AdaptiveKLController(config.kl_coef, config.kl_target or None, config.kl_horizon or None,
+        self.kl_controller = AdaptiveKLController(config.kl_coef, config.kl_target or None, self.kl_horizon(),
                                                   config.kl_floor)
         self._skip_batch = False  # set by loss() for the role_loss() of the same micro-batch
+
+    def kl_horizon(self) -> float:
+        """``kl_horizon`` in samples, or a tenth of the run's samples when it is 0."""
+        cfg = self.config
+        return cfg.kl_horizon or cfg.steps * cfg.prompts_per_step * cfg.group_size / RUN_HORIZON_FRACTION
 
     def roles(self) -> tuple[ModelRole, ...]:
         """The policy, the critic (a trained value model), and the frozen reference when a KL term is on."""

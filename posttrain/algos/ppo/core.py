@@ -101,31 +101,28 @@ class AdaptiveKLController:
     """The adaptive KL coefficient of Ziegler et al. 2019 (TRL's ``AdaptiveKLController``): after each step,
     error = clip(KL / target - 1, -0.2, 0.2) and beta <- beta * (1 + error * n_steps / horizon), where KL is the
     batch's mean per-sequence KL (summed over its tokens) and n_steps the sequences in the batch.
-    A ``target`` of None keeps beta fixed. A ``horizon`` of None makes every update a whole horizon:
-    beta <- beta * (1 + error), up to 20% a step whatever the batch size (Ziegler et al.'s proportional controller
-    beta_{t+1} = beta_t (1 + K_beta e_t) with K_beta = 1 per step; TRL's form is K_beta = n_steps / horizon).
-    ``floor`` bounds beta from below (0: no bound, as TRL; never above the initial beta): a fast controller would otherwise shrink beta
-    towards 0 while the KL sits below its target (0.8x a step), and need as many steps to bring it back
-    when the policy starts to drift."""
+    A ``target`` of None keeps beta fixed. Over a horizon's worth of samples at a constant error beta moves by a
+    factor of about e^error (e^0.2 = 1.22 at most). ``floor`` bounds beta from below (0: no bound, as TRL; never
+    above the initial beta): a controller fast enough to act within a run would otherwise shrink beta while the KL
+    sits below its target, and need as long to bring it back when the policy starts to drift."""
 
-    def __init__(self, init_kl_coef: float, target: float | None, horizon: float | None,
-                 floor: float = 0.0) -> None:
+    def __init__(self, init_kl_coef: float, target: float | None, horizon: float, floor: float = 0.0) -> None:
         if init_kl_coef < 0:
             raise ValueError(f"init_kl_coef must be >= 0, got {init_kl_coef}")
         if target is not None and not target > 0:
             raise ValueError(f"target must be > 0 (or None for a fixed coefficient), got {target}")
-        if horizon is not None and not horizon > 0:
-            raise ValueError(f"horizon must be > 0 (or None for one step), got {horizon}")
+        if not horizon > 0:
+            raise ValueError(f"horizon must be > 0, got {horizon}")
         if floor < 0:
             raise ValueError(f"floor must be >= 0, got {floor}")
-        self.value, self.target, self.horizon = float(init_kl_coef), target, horizon
+        self.value, self.target, self.horizon = float(init_kl_coef), target, float(horizon)
         self.floor = min(float(floor), self.value)
 
     def update(self, current_kl: float, n_steps: int) -> float:
         """Adapt beta to the KL just measured; returns the new beta."""
         if self.target is not None:
             error = min(max(current_kl / self.target - 1.0, -0.2), 0.2)
-            self.value *= 1.0 + error * (1.0 if self.horizon is None else n_steps / self.horizon)
+            self.value *= 1.0 + error * n_steps / self.horizon
             self.value = max(self.value, self.floor)
         return self.value
 

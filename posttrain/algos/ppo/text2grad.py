@@ -34,11 +34,14 @@ without critique" ablation). The learned models are not the default because they
 controller allows (``benchmarks/text2grad.md``).
 
 Defaults differ from the paper's scripts where the tiny default run needs it (``benchmarks/text2grad.md``): the
-benchmark's budget (lr 3e-5, 64 prompts a step, the critic at 1e-3), and a KL controller that acts within the
-run: ``--kl_horizon 0`` moves beta by up to 20% every step (Ziegler et al. 2019's proportional controller with
-K_beta = 1 per step) where TRL's horizon of 10,000 samples let it move by at most 21% in a whole 150-step run,
-and never below its initial 0.05 (``--kl_floor``: a fast controller would shrink it towards 0 while the KL is
-small and then need as many steps to restore it).
+benchmark's budget (lr 3e-5, 64 prompts a step, the critic at 1e-3), and a KL controller that can act within
+the run: ``--kl_horizon 0``, a horizon of a tenth of the run's samples (TRL's form of Ziegler et al. 2019's
+proportional controller, beta *= 1 + clip(KL / target - 1, +-0.2) x samples / horizon), lets beta move by up to
+e^2 = 7.4x in a run where TRL's 10,000 samples let it move by at most 21% in 150 steps of 64; and never below its
+initial 0.05 (``--kl_floor``). The bound is deliberate: a controller acting every step without one (horizon = one
+step's samples, target 1) drove beta from 0.05 to 850 in 70 steps while the KL rose and the policy collapsed
+(``benchmarks/text2grad.md``, arm ``text2grad-oracle-kl1``): with the KL folded into whitened rewards, once beta
+dominates the span rewards a larger beta only adds noise.
 
 Deviations from the paper's code: the reward model is a separate engine, not an HF ``pipeline`` inside the
 loop; the punctuation mask leaves out the punctuation tokens themselves, where the code's check reads token i
@@ -140,11 +143,11 @@ class Text2GradConfig(PPOConfig):
     micro_batch_size: int = opt(64, "Samples per forward/backward on one rank.")
     critic_lr: float | None = opt(1e-3, "Peak learning rate of the critic's AdamW; unset = --lr (text2grad: 1e-3, "
                                         "at which the fresh value head catches up with the returns).")
-    kl_horizon: float = opt(0.0, "Adaptive KL controller's horizon, in sequences; 0 (text2grad's default) = one "
-                                 "training step: beta moves by up to 20% every step, so the KL is held within the "
-                                 "run (TRL's 10,000 moved it by at most 21% in 150 steps of 64).")
+    kl_horizon: float = opt(0.0, "Adaptive KL controller's horizon, in sequences; 0 (text2grad's default) = a tenth "
+                                 "of the run's samples: beta can move by up to e^2 = 7.4x within the run (TRL's "
+                                 "10,000 moved it by at most 21% in 150 steps of 64).")
     kl_floor: float = opt(0.05, "Smallest beta the adaptive controller may reach (text2grad: the initial 0.05, so "
-                                "a per-step controller cannot shrink it to nothing while the KL is small); 0 = none.")
+                                "beta is not spent while the KL is small); 0 = none.")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
         bad = super().incompatibilities()
