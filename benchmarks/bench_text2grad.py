@@ -34,7 +34,7 @@ summary: start, final mean and sd, best, steps to reach ``--gain`` over the comm
 first and last ``WINDOW`` steps) and PREFIX.png (held-out greedy accuracy per step, every seed faint, the mean over
 seeds bold), after every finished run, with ``missing`` naming the runs still to come. A run that already
 finished under ``--runs`` is reused, so an interrupted benchmark resumes where it stopped; ``--report-only``
-writes the report from the finished runs without starting any.
+writes the report from the finished runs without starting any (runs stopped midway go to ``partial_runs``).
 """
 
 from __future__ import annotations
@@ -130,16 +130,19 @@ def summarise(runs: dict[str, dict[int, dict[str, Curve]]], gain: float) -> dict
     return summary
 
 
-def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, Curve]]]) -> dict[str, dict]:
+def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, Curve]]],
+                 partial: dict[str, dict[int, dict[str, Curve]]]) -> dict[str, dict]:
     """PREFIX.json (and PREFIX.png) from the runs finished so far; ``missing`` lists the (arm, seed) runs still
-    to come, so a partial file says what it lacks."""
+    to come, so a partial file says what it lacks, and ``partial_runs`` holds the curves of runs that were started
+    but stopped before their end (``--report-only``; they are in ``missing`` too and in no summary)."""
     from data_pipelines.common.io import atomic_write_text
 
     summary = summarise(runs, args.gain)
     missing = [f"{arm} seed {seed}" for seed in args.seeds for arm in args.arms if seed not in runs.get(arm, {})]
     report = {"command": " ".join([sys.executable, *sys.argv]), "report_only": args.report_only, "budget": BUDGET,
               "arms": ARMS,
-              "diagnostics": DIAGNOSTICS, "missing": missing, "summary": summary, "runs": runs}
+              "diagnostics": DIAGNOSTICS, "missing": missing, "summary": summary, "runs": runs,
+              "partial_runs": partial}
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot_seed_curves({arm: [run["eval/accuracy"] for run in per_seed.values()] for arm, per_seed in runs.items()},
                      args.out.with_suffix(".png"), "Text2Grad vs scalar-verdict PPO vs GRPO on step-arithmetic",
@@ -163,16 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     runs: dict[str, dict[int, dict[str, Curve]]] = {}
-    summary: dict[str, dict] = {}
+    partial: dict[str, dict[int, dict[str, Curve]]] = {}
     for seed in args.seeds:  # seed-major: an interrupted benchmark has every arm on its first seeds
         for arm in args.arms:
             out = args.runs / arm / f"seed{seed}"
             if args.report_only and not finished(out):
+                if (out / "metrics.jsonl").exists():  # started, not finished: kept apart, never summarised
+                    partial.setdefault(arm, {})[seed] = metric_curves(out, ["eval/accuracy", *DIAGNOSTICS.values()])
                 continue
             run_training([*BUDGET, *ARMS[arm]], seed, out, args.extra)  # an arm's flags win over the budget's
             runs.setdefault(arm, {})[seed] = metric_curves(out, ["eval/accuracy", *DIAGNOSTICS.values()])
-            summary = write_report(args, runs)  # after every run: a stopped benchmark leaves what it finished
-    print(json.dumps(summary, indent=2))
+            write_report(args, runs, partial)  # after every run: a stopped benchmark leaves what it finished
+    print(json.dumps(write_report(args, runs, partial), indent=2))
     return 0
 
 
