@@ -134,6 +134,10 @@ class TinyRecipe:
     required when ``hint_fraction`` is set, hashed only when set (like ``hint_fraction``), so a new
     template is a new cache key."""
 
+    data_version: int = 0
+    """Bumped when the warm-start task's data changes while the recipe's fields stay (the cache key covers the
+    recipe, not the data it is built from); hashed only when non-zero, like ``hint_fraction``."""
+
     def __post_init__(self) -> None:
         kinds = ("causal", "diffusion", "reward", "corpus")
         if self.kind not in kinds:
@@ -152,9 +156,10 @@ class TinyRecipe:
                              f"{self.hint_template!r} must be set together")
 
     def fingerprint(self) -> str:
-        """Short hash of every field plus ``CODE_VERSION``: the cache key (the hint fields only when set)."""
+        """Short hash of every field plus ``CODE_VERSION``: the cache key (the hint fields and ``data_version``
+        only when set)."""
         fields = dataclasses.asdict(self)
-        for name in ("hint_fraction", "hint_template"):
+        for name in ("hint_fraction", "hint_template", "data_version"):
             if not fields[name]:
                 del fields[name]
         payload = json.dumps({**fields, "code_version": CODE_VERSION}, sort_keys=True)
@@ -226,9 +231,10 @@ _declare(TinyRecipe(name="reward-mr3", kind="reward", task=None, warm_start="rew
 _declare(TinyRecipe(name="causal-step-arithmetic", kind="causal", task="step-arithmetic", warm_start=_SFT_TASK,
                     warm_start_steps=800, target_noise=0.5, **_POLICY))
 # The tiny span reward model (rewards.text2grad.tiny): program-written "spans" feedback as compact JSON on responses
-# with injected step errors; small batches keep the ~190-token examples to about 2 CPU-minutes.
+# with injected step errors; small batches keep the ~190-token examples to about 2 CPU-minutes. data_version 1:
+# the targets say "incomplete" when steps are missing.
 _declare(TinyRecipe(name="reward-text2grad", kind="reward", task="step-arithmetic-feedback",
-                    warm_start="rewards.text2grad.tiny:warm_start", warm_start_steps=700,
+                    warm_start="rewards.text2grad.tiny:warm_start", warm_start_steps=700, data_version=1,
                     **{**_POLICY, "batch_size": 16}))
 # Text2Grad's "spans without critique" ablation: the same model, data and warm start with the critique field
 # removed from every target, so the model marks spans without writing its analysis first.

@@ -9,7 +9,9 @@ arXiv 2505.22338, "spans" form): every step of the response that is right is a g
 is wrong (a wrong result, a left operand that is not the previous result, the wrong operation or operand,
 an unreadable piece, an extra step) is a poor span, quoted exactly, and the critique says what is wrong
 ("12-3 is 9, not 8."; "1 step missing."). A later step computed correctly from an earlier wrong result is a
-good step: the error, and so the negative reward, sits where it was made.
+good step: the error, and so the negative reward, sits where it was made. A response with steps missing at the
+end (an empty one included) is ``incomplete``: there is no text to quote for what is missing, so the scorer puts
+the poor mark on its last token (the end-of-sequence token where the policy stopped) and its verdict is -1.
 
 ``step-arithmetic-sft`` is the policy's warm-start data (recipe ``causal-step-arithmetic``): targets are the
 step solutions, and its distractor (the systematic error ``TinyRecipe.target_noise`` teaches) adds one to
@@ -99,14 +101,14 @@ def program_feedback(prompt: str, response: str) -> SpanFeedback:
         else:
             good.append(text)
         expected_left = result
-    if pieces and len(pieces) < len(ops):
-        missing = len(ops) - len(pieces)
+    missing = len(ops) - len(pieces)
+    if pieces and missing > 0:
         notes.append(f"{missing} step{'s' if missing > 1 else ''} missing.")
     if not pieces:
         notes.append("There are no steps.")
     critique = " ".join(notes) if notes else "All steps are right."
     return SpanFeedback(form="spans", critique=critique[:1].upper() + critique[1:], good=tuple(good),
-                        poor=tuple(poor))
+                        poor=tuple(poor), incomplete=missing > 0)
 
 
 def noisy_response(prompt: str, rng: random.Random) -> str:

@@ -39,7 +39,9 @@ Three steps, each a pure function:
    span boundary gets the share of its text inside the span (``14,`` with ``14`` in a poor span: -2/3),
    so the total reward a span gives does not depend on how a tokenizer happens to cut its edges, and a
    token covering both a good and a poor character is not decided by a tie-break. A whitespace-only
-   token gets the mean of its (whitespace) characters, an empty span 0.
+   token gets the mean of its (whitespace) characters, an empty span 0. Feedback that calls the response
+   ``incomplete`` (steps missing at the end; nothing to quote) puts the rule's poor value on the last token:
+   the end-of-sequence token when one was sampled, where the policy chose to stop.
 
 Deviations from the paper's code: (a) a match's extent comes from difflib's matching blocks inside the
 best window, where the paper takes the window start plus the span length; the half fallbacks are one
@@ -340,10 +342,14 @@ def score_tokens(feedback: SpanFeedback, response_text: str, token_ids: list[int
         raise ValueError(f"response_text is not the decoded completion (decode(token_ids, skip_special_tokens=True)"
                          f" = {decoded[:60]!r}, response_text = {response_text[:60]!r}); spans would land on the "
                          "wrong tokens")
+    rule = resolve_rule(rule)
     chars = score_characters(feedback, response_text, rule)
     spans = token_char_spans(tokenizer, token_ids)
-    return TokenScores([_token_value(chars.rewards, response_text, a, b) for a, b in spans],
-                       [any(chars.marked[a:b]) for a, b in spans], chars.matched, chars.unmatched)
+    rewards = [_token_value(chars.rewards, response_text, a, b) for a, b in spans]
+    marked = [any(chars.marked[a:b]) for a, b in spans]
+    if feedback.incomplete and token_ids:
+        rewards[-1], marked[-1] = rule.poor, True
+    return TokenScores(rewards, marked, chars.matched, chars.unmatched)
 
 
 def token_rewards(feedback: SpanFeedback, response_text: str, token_ids: list[int], tokenizer: Any,

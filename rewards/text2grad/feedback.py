@@ -11,6 +11,13 @@ response it judges, as JSON, in one of three forms (the ``form`` argument everyw
 ``words`` (the SLF5K reward model's output)
     ``{"textual_feedback": critique, "word_score_list": [[word, -1 | 0 | 1], ...]}``
 
+Any form may add ``"incomplete": true``: the response stops before it is done (steps missing at the end, an
+empty answer). There is no text to quote for what is missing, so the scorer puts a poor mark on the response's
+last token (the end-of-sequence token when one was sampled: where the policy chose to stop) and the verdict is
+-1. The paper's forms have no such field (its tasks judge the text that is there); it is this package's
+extension, written by ``posttrain.tasks.step_arithmetic.program_feedback`` and learned by the embedded reward
+model.
+
 ``parse_feedback(text, form)`` returns a ``SpanFeedback`` or raises ``FeedbackParseError`` (a
 ``ValueError``) whose message names what was wrong, down to the field and list index
 (``poor_spans[1]: expected a string, got int``). It accepts what generative models actually write:
@@ -43,6 +50,7 @@ _LIST_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "code": {"wrong": ("wrong_code", "wrong"), "improvable": ("improvement_code", "improvable_code", "improvable")},
     "words": {"word_scores": ("word_score_list", "word_scores")},
 }
+INCOMPLETE_KEYS = ("incomplete",)
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -62,13 +70,15 @@ class SpanFeedback:
     wrong: tuple[str, ...] = ()
     improvable: tuple[str, ...] = ()
     word_scores: tuple[tuple[str, int], ...] = ()
+    incomplete: bool = False
 
     def __post_init__(self) -> None:
         check_form(self.form)
 
     @property
     def marks_anything(self) -> bool:
-        """Whether any span or word score is given (a critique alone marks nothing)."""
+        """Whether any span or word score is given (a critique alone marks nothing; ``incomplete`` marks the last
+        token, not a span)."""
         return bool(self.good or self.poor or self.wrong or self.improvable or self.word_scores)
 
 
@@ -160,6 +170,12 @@ def feedback_from_object(obj: dict[str, Any], form: str) -> SpanFeedback:
             continue
         key, value = picked
         fields[attr] = _word_scores(key, value) if attr == "word_scores" else _strings(key, value)
+    incomplete = _pick(obj, INCOMPLETE_KEYS)
+    if incomplete is not None:
+        key, value = incomplete
+        if not isinstance(value, bool):
+            raise FeedbackParseError(f"{key}: expected true or false, got {value!r}")
+        fields["incomplete"] = value
     return SpanFeedback(form=form, critique=critique, **fields)
 
 

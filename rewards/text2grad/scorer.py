@@ -12,17 +12,18 @@ for one batch of policy samples: the reward model writes feedback for each (prom
 reads it, and ``alignment.score_tokens`` turns it into one reward per completion token under the rule.
 
 ``SpanRewards`` holds, per sample, ``rewards`` (a list as long as the completion, or **None** when the
-reward model's output could not be parsed: the trainer masks that sample out and counts it; it is never
-a silent zero), the parsed ``feedback``, the parse ``errors``, and ``verdicts``: a scalar from the same
-feedback, +1 when no poor span / wrong code / negative word score was located in the response, else -1
+reward model's output could not be parsed: the trainer gives that sample no span reward, keeps its KL
+term, and counts it; it is never a silent zero), the parsed ``feedback``, the parse ``errors``, and ``verdicts``: a scalar from the same
+feedback, +1 when no poor span / wrong code / negative word score was located in the response and the
+feedback does not call it incomplete, else -1
 (None when unparsable), which is the baseline "PPO with the reward model's scalar verdict". Counts for
 logging: ``unparsable``, ``spans_matched``, ``spans_unmatched`` and ``marked_fraction`` (the share of
 completion tokens of parsed samples covered by a located span; the paper reports about 30% as the sweet
 spot), also as ``metrics()``.
 
 Deviation from the paper's code: it dropped unparsable samples from the batch (so the batch size varied
-per step and all ranks had to agree on the minimum); here they stay in the batch with reward None and
-the trainer masks them, which keeps shapes and ranks aligned.
+per step and all ranks had to agree on the minimum); here they stay in the batch with reward None, which
+keeps shapes and ranks aligned, and the trainer still applies their KL term.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class SpanScorer(ABC):
             result.rewards.append(scores.rewards)
             result.feedback.append(parsed)
             result.errors.append(None)
-            flagged = any(m and r < 0 for m, r in zip(scores.marked, scores.rewards))
+            flagged = parsed.incomplete or any(m and r < 0 for m, r in zip(scores.marked, scores.rewards))
             result.verdicts.append(-1.0 if flagged else 1.0)
             result.spans_matched += scores.matched
             result.spans_unmatched += scores.unmatched

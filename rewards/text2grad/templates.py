@@ -83,7 +83,8 @@ def render_request(form: str, prompt: str, response: str, style: str = "full",
 def feedback_json(feedback: SpanFeedback, compact: bool = False, critique: bool = True) -> str:
     """The SFT target of ``feedback``: its form's JSON with the paper's key names (critique first, so the
     model writes its analysis before the spans it supports). ``critique=False`` leaves the critique field out:
-    the target of the paper's "spans without critique" ablation, a reward model that only marks spans."""
+    the target of the paper's "spans without critique" ablation, a reward model that only marks spans.
+    ``"incomplete": true`` closes the object only when the feedback says so (``SpanFeedback.incomplete``)."""
     critique_key = "code_feedback" if feedback.form == "code" else "textual_feedback"
     body: dict = {critique_key: feedback.critique} if critique else {}
     if feedback.form == "spans":
@@ -92,5 +93,7 @@ def feedback_json(feedback: SpanFeedback, compact: bool = False, critique: bool 
         body.update(wrong_code=list(feedback.wrong), improvement_code=list(feedback.improvable))
     else:
         body["word_score_list"] = [[w, s] for w, s in feedback.word_scores]
+    if feedback.incomplete:
+        body["incomplete"] = True
     separators = (",", ":") if compact else (", ", ": ")
     return json.dumps(body, ensure_ascii=False, separators=separators)

@@ -2,7 +2,7 @@
 auto`` ends with the same policy, the same critic (its own DeepSpeed state, ``ds_critic/``) and the same
 metrics as an uninterrupted run; the adaptive KL coefficient, which changes every step, is restored too.
 Text2Grad: quickly warm-started policy and span reward model train through the real command, with the reward
-model's unparsable outputs masked and counted."""
+model's unparsable outputs counted (they keep their KL term) and punctuation out of PPO's mask."""
 
 from __future__ import annotations
 
@@ -67,8 +67,10 @@ def test_text2grad_trains_on_span_rewards(step_arithmetic_models: tuple[Path, Pa
                         "--max_new_tokens", "24", "--mu", "2", "--progress", "false"], env={"OMP_NUM_THREADS": "1"})
     rows = check_run(result, out)
     train = [r for r in rows if r["step"] > 0]
-    for key in ("span_rm/unparsable_fraction", "span_rm/marked_fraction", "ppo/masked_fraction", "critic/value_loss"):
+    for key in ("span_rm/unparsable_fraction", "span_rm/marked_fraction", "ppo/unrewarded_fraction",
+                "ppo/trained_token_fraction", "critic/value_loss"):
         assert all(math.isfinite(r[key]) for r in train), key
-    # a sample is masked exactly when its feedback could not be parsed (the task's verifier never masks here)
-    assert all(r["ppo/masked_fraction"] == r["span_rm/unparsable_fraction"] for r in train)
+    # a sample goes without a reward exactly when its feedback could not be parsed (it keeps its KL term)
+    assert all(r["ppo/unrewarded_fraction"] == r["span_rm/unparsable_fraction"] for r in train)
+    assert all(r["ppo/trained_token_fraction"] < 1 for r in train)  # the commas between steps left PPO's mask
     assert (out / "checkpoints" / "step_2" / "ds_critic").is_dir()

@@ -117,3 +117,9 @@ def test_ratio_threshold_skips_the_micro_batch() -> None:
 def test_bad_settings_name_the_field(overrides: dict, field: str) -> None:
     with pytest.raises(ConfigError, match=field):
         PPOConfig(algo="ppo", **overrides).validate()
+
+
+def test_kl_horizon_zero_is_a_tenth_of_the_run() -> None:
+    algo, _ = _algo(kl_coef=0.1, kl_horizon=0.0, steps=150, prompts_per_step=64, group_size=1, micro_batch_size=64)
+    assert algo.kl_controller.horizon == 150 * 64 / 10  # beta can move by at most e^(0.2 x 10) in the run
+    assert _algo(kl_coef=0.1, kl_horizon=500.0)[0].kl_controller.horizon == 500.0

@@ -91,3 +91,14 @@ def test_adaptive_kl_controller() -> None:
     assert fixed.update(100.0, 10) == 0.1
     with pytest.raises(ValueError, match="target"):
         AdaptiveKLController(0.1, target=0.0, horizon=1.0)
+
+
+def test_kl_controller_stops_at_its_floor() -> None:
+    controller = AdaptiveKLController(0.05, target=6.0, horizon=640, floor=0.05)
+    assert controller.update(60.0, 64) == pytest.approx(0.05 * 1.02)  # 0.2 x 64 / 640
+    for _ in range(10):  # KL far below the target: 0.98x a step, but never below the floor
+        controller.update(0.0, 64)
+    assert controller.value == 0.05
+    assert AdaptiveKLController(0.01, target=6.0, horizon=640, floor=0.05).floor == 0.01  # capped at beta
+    with pytest.raises(ValueError, match="floor"):
+        AdaptiveKLController(0.1, target=6.0, horizon=640, floor=-1.0)

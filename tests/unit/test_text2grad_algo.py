@@ -1,6 +1,7 @@
 """``--algo text2grad`` (``posttrain.algos.ppo.text2grad``): span feedback becomes per-token rewards on exactly
-the located tokens (a poor step -1, good steps +1), unparsable feedback masks its sample and is counted, and
-the verdict baseline puts one scalar on the last token. The span reward model here is an engine that writes the
+the located tokens (a poor step -1, good steps +1, a cut-short answer -1 on its EOS), unparsable feedback loses
+its span reward but keeps its KL, punctuation leaves PPO's mask, and the verdict baseline puts one scalar on the
+last token. The span reward model here is an engine that writes the
 step-arithmetic program's own feedback (the oracle the tiny reward model is trained to imitate), so the test
 checks the plumbing from feedback to advantages, not a model's accuracy."""
 
@@ -10,11 +11,13 @@ import copy
 import dataclasses
 import re
 
+import pytest
 import torch
 
 from posttrain.algos.base import AlgoContext
 from posttrain.algos.ppo.algo import CRITIC
 from posttrain.algos.ppo.text2grad import SPAN_RM, Text2Grad, Text2GradConfig
+from posttrain.algos.roles import REFERENCE
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.metrics import PhaseTimer
@@ -48,22 +51,31 @@ class ProgramFeedback:
                         logprobs=[[] for _ in texts])
 
 
+def _policy(seed: int = 0) -> torch.nn.Module:
+    return build_model(dataclasses.replace(RECIPES.get("causal-step-arithmetic"), seed=seed), build_tokenizer()).eval()
+
+
 def _algo(unparsable: tuple[str, ...] = (), **overrides) -> Text2Grad:
     tokenizer = build_tokenizer()
-    policy = build_model(dataclasses.replace(RECIPES.get("causal-step-arithmetic"), seed=0), tokenizer).eval()
-    config = Text2GradConfig(group_size=1, kl_coef=0.0, **overrides)
-    ctx = AlgoContext(tokenizer=tokenizer, reward_fn=TASKS.get("step-arithmetic")().reward, is_correct=None,
+    policy = _policy()
+    config = Text2GradConfig(**{"group_size": 1, "kl_coef": 0.0, "span_oracle": False, **overrides})
+    models = {CRITIC: ValueModel(copy.deepcopy(policy))}
+    if config.uses_kl:  # a reference that differs from the policy, so every token has a KL
+        models[REFERENCE] = _policy(seed=1).requires_grad_(False)
+    task = TASKS.get("step-arithmetic")()
+    ctx = AlgoContext(tokenizer=tokenizer, reward_fn=task.reward, is_correct=task.is_correct,
                       timer=PhaseTimer(), device=torch.device("cpu"),
-                      rollout=HFRolloutEngine(copy.deepcopy(policy), tokenizer),
-                      models={CRITIC: ValueModel(copy.deepcopy(policy))},
+                      rollout=HFRolloutEngine(copy.deepcopy(policy), tokenizer), models=models,
                       engines={SPAN_RM: ProgramFeedback(tokenizer, unparsable)})
-    return Text2Grad(config, ctx)
+    algo = Text2Grad(config, ctx)
+    algo.policy = policy
+    return algo
 
 
 def _rollouts(tokenizer, responses: list[str]) -> Rollouts:
     ids = [tokenizer(r, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in responses]
     return Rollouts(prompt_ids=[[1]] * len(ids), completion_ids=ids, texts=responses,
-                    logprobs=[[0.0] * len(i) for i in ids])
+                    logprobs=[[0.0] * len(i) for i in ids], finish_reasons=["stop"] * len(ids))
 
 
 def _terms(algo: Text2Grad, responses: list[str]):
@@ -72,6 +84,12 @@ def _terms(algo: Text2Grad, responses: list[str]):
     length = max(len(c) for c in rollouts.completion_ids)
     reward = torch.zeros(len(responses))
     return algo.reward_terms(group, rollouts, length, reward, torch.ones(len(responses), dtype=torch.bool))
+
+
+def _experience(algo: Text2Grad, responses: list[str]):
+    rollouts = _rollouts(algo.ctx.tokenizer, responses)
+    group = [Example(prompt=PROMPT, answer="4")] * len(responses)
+    return algo.experience_from_rollouts(group, rollouts, algo.policy, 0)
 
 
 def test_spans_become_rewards_on_exactly_their_tokens() -> None:
@@ -88,11 +106,45 @@ def test_spans_become_rewards_on_exactly_their_tokens() -> None:
     assert metrics["span_rm/unparsable_fraction"] == 0.0 and metrics["span_rm/spans_matched"] == 6.0
 
 
-def test_unparsable_feedback_masks_its_sample_and_is_counted() -> None:
-    dense, _, valid, metrics = _terms(_algo(unparsable=(RIGHT,)), [WRONG_SECOND, RIGHT])
-    assert valid.tolist() == [True, False]
+def test_unparsable_feedback_loses_its_span_reward_but_keeps_its_kl() -> None:
+    dense, _, rewarded, metrics = _terms(_algo(unparsable=(RIGHT,)), [WRONG_SECOND, RIGHT])
+    assert rewarded.tolist() == [True, False]
     assert torch.count_nonzero(dense[1]) == 0
     assert metrics["span_rm/unparsable_fraction"] == 0.5
+    algo = _algo(unparsable=(RIGHT,), kl_coef=0.1, kl_estimator="full", lam=1.0, whiten_advantages=False,
+                 mask_punctuation=False)
+    experience, metrics = _experience(algo, [WRONG_SECOND, RIGHT])
+    assert metrics["ppo/unrewarded_fraction"] == 0.5 and experience["valid"].tolist() == [1.0, 1.0]
+    mask = experience["completion_mask"][1].bool()
+    assert mask.sum() == len(RIGHT) + 1  # still trained on, EOS included
+    # no span reward, only the KL: with lambda 1 the return of each token is -beta x the KL still to come
+    assert (experience["returns"][1][mask] < 0).all()
+
+
+def test_punctuation_leaves_the_ppo_mask_and_cuts_the_gae() -> None:
+    algo = _algo(lam=1.0, whiten_advantages=False)  # the critic's fresh head is 0: advantages are the returns
+    experience, metrics = _experience(algo, [WRONG_SECOND])
+    commas = [i for i, ch in enumerate(WRONG_SECOND) if ch == ","]
+    mask = experience["completion_mask"][0]
+    assert [i for i in range(len(WRONG_SECOND) + 1) if mask[i] == 0] == commas  # EOS stays, as the paper's code
+    first, second, third = WRONG_SECOND.split(",")
+    advantages = experience["advantages"][0]
+    # each step sums its own span rewards only: the wrong step's first token gets -6, not -6 + 6 (the next step)
+    assert advantages[0] == len(first) and advantages[commas[0] + 1] == -len(second)
+    assert advantages[commas[1] + 1] == len(third) and advantages[commas].abs().sum() == 0
+    assert metrics["ppo/trained_token_fraction"] == pytest.approx((len(WRONG_SECOND) + 1 - 2) / (len(WRONG_SECOND) + 1))
+    kept = _experience(_algo(lam=1.0, whiten_advantages=False, mask_punctuation=False), [WRONG_SECOND])[0]
+    assert kept["completion_mask"][0].sum() == len(WRONG_SECOND) + 1 and kept["advantages"][0][commas[0] + 1] == 0
+    verdict = _experience(_algo(span_reward="verdict"), [WRONG_SECOND])[0]
+    assert verdict["completion_mask"][0].sum() == len(WRONG_SECOND) + 1  # the verdict baseline keeps punctuation
+
+
+def test_a_cut_short_answer_is_penalised_at_its_end() -> None:
+    short = "6-3=3"
+    dense, _, _, _ = _terms(_algo(), [short, ""])
+    assert dense[0, len(short)] == -1.0 and dense[1, 0] == -1.0  # the EOS of each
+    _, terminal, _, _ = _terms(_algo(span_reward="verdict"), [short, "", RIGHT])
+    assert terminal.tolist() == [-1.0, -1.0, 1.0]
 
 
 def test_verdict_baseline_is_one_scalar_on_the_last_token() -> None:
@@ -130,6 +182,13 @@ def test_the_oracle_writes_the_same_token_rewards_as_a_model_copying_it() -> Non
     dense_model, _, _, _ = _terms(_algo(), [WRONG_SECOND, RIGHT])
     assert isinstance(oracle.scorer(), ProgramSpanScorer) and valid.all()
     assert torch.equal(dense_oracle, dense_model) and dense_oracle.min() == -1.0
+
+
+def test_the_program_writes_the_spans_by_default_on_its_task_only() -> None:
+    assert Text2GradConfig().uses_oracle  # the embedded default: step-arithmetic's program
+    assert not Text2GradConfig(span_oracle=False).uses_oracle
+    assert not Text2GradConfig(span_model="some/rm").uses_oracle and not Text2GradConfig(span_url="http://x").uses_oracle
+    assert not Text2GradConfig(task="dataset").uses_oracle
 
 
 def test_the_oracle_needs_the_task_with_a_program() -> None:

@@ -50,6 +50,7 @@ def test_spans_without_critique_are_accepted():  # the "spans without critique" 
     ('{"word_score_list": [[1, 1]]}', "words", r"word_score_list\[0\]\[0\]"),
     ('{"word_score_list": [["a"]]}', "words", r"word_score_list\[0\]: expected a \[word, score\] pair"),
     ('{"textual_feedback": "x", "good_spans": ["a"', "spans", "no JSON object"),
+    ('{"textual_feedback": "x", "incomplete": "yes"}', "spans", "incomplete: expected true or false"),
 ])
 def test_errors_name_the_field(text, form, message):
     with pytest.raises(FeedbackParseError, match=message):
@@ -71,6 +72,9 @@ def test_sft_target_round_trips(form):
     assert '"textual_feedback":"c"' in feedback_json(fb, compact=True) or form == "code"
     spans_only = feedback_json(fb, compact=True, critique=False)  # the "spans without critique" ablation's target
     assert '"c"' not in spans_only and parse_feedback(spans_only, form) == dataclasses.replace(fb, critique="")
+    cut_short = dataclasses.replace(fb, incomplete=True)
+    assert parse_feedback(feedback_json(cut_short, compact=True), form) == cut_short
+    assert "incomplete" not in feedback_json(fb)  # written only when it is true
 
 
 def test_the_nocritique_reward_model_learns_the_same_feedback_without_its_critique():

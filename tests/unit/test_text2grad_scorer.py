@@ -55,10 +55,26 @@ def test_program_feedback_labels():
     miscopy = program_feedback("7+5-3+8=", "7+5=12,13-3=10,10+8=18")
     assert miscopy.poor == ("13-3=10",) and "should start from 12" in miscopy.critique
     short = program_feedback("7+5-3+8=", "7+5=12,12-3=9")
-    assert short.poor == () and short.critique == "1 step missing."
+    assert short.poor == () and short.critique == "1 step missing." and short.incomplete
     junk = program_feedback("7+5-3+8=", "17")
-    assert junk.poor == ("17",) and "not a step" in junk.critique
+    assert junk.poor == ("17",) and "not a step" in junk.critique and junk.incomplete
     assert program_feedback("7+5-3+8=", "").marks_anything is False
+    assert program_feedback("7+5-3+8=", "").incomplete and not fb.incomplete
+
+
+@pytest.mark.parametrize("response", ["", "7+5=12", "7+5=12,12-3=9"])
+def test_missing_steps_are_a_poor_last_token_and_a_negative_verdict(response):
+    from rewards.text2grad.scorer import ProgramSpanScorer
+
+    tok = build_tokenizer()
+    ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    out = ProgramSpanScorer(program_feedback).token_rewards(["7+5-3+8="], [ids], tok)
+    assert out.verdicts == [-1.0]  # an empty or cut-short answer is not "no poor span located"
+    assert out.rewards[0][-1] == -1.0  # the EOS where the policy stopped carries the poor mark
+    assert out.rewards[0][:-1] == [0.0 if ch == "," else 1.0 for ch in response]  # the steps given are right
+    whole = tok(solution("7+5-3+8="), add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    done = ProgramSpanScorer(program_feedback).token_rewards(["7+5-3+8="], [whole], tok)
+    assert done.verdicts == [1.0] and done.rewards[0][-1] == 0.0
 
 
 def test_task_reward_and_noise():

@@ -11,11 +11,17 @@ clipped surrogate on the token advantages (shared code: ``GRPO.surrogate_terms``
 loss, each with its own optimizer (the critic is a trained model role, checkpointed and resumed with the run).
 A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``LossOutput.skip``: the trainer zeroes
 both losses, as TRL).
+A sample without a reward (a reward function that returned None; Text2Grad's unparsable feedback) stays in the
+batch with its KL term and no reward: it is trained on like the others (so the KL still holds it back) and
+counted (``ppo/unrewarded_fraction``). ``trained_tokens`` picks the completion tokens PPO trains on (all here;
+Text2Grad drops punctuation): rewards, KL, GAE, whitening and both losses see only those, and a token left out
+ends the GAE recursion like the end of the answer (as in Text2Grad's trainer, which masks its GAE).
 
 KL: ``kl_estimator`` full (the exact full-vocabulary KL at every position, Text2Grad's choice) or k1/k2/k3
 from the sampled tokens; ``kl_mode`` reward (folded into r_t, the default) or loss (added to the policy loss
-like GRPO's, never in the rewards). beta adapts (``core.AdaptiveKLController``, target ``kl_target``) unless
-``kl_target`` is 0.
+like GRPO's, never in the rewards). beta adapts (``core.AdaptiveKLController``, target ``kl_target``, horizon
+``kl_horizon`` samples, or a tenth of the run's samples when 0, never below ``kl_floor``) unless ``kl_target``
+is 0.
 
 Deviations from TRL 0.11, stated: the critic is a separate model (its own copy of the backbone, or
 ``--critic_model``) rather than a value head sharing the policy's LoRA backbone, so ``vf_coef`` only scales
@@ -63,6 +69,8 @@ from posttrain.tasks.base import Example
 CRITIC = "critic"
 """The critic's role name (``ctx.models["critic"]`` is its current module; ``role_loss`` trains it)."""
 PPO_KL_ESTIMATORS = ("full", *KL_ESTIMATORS)
+RUN_HORIZON_FRACTION = 10
+"""``--kl_horizon 0``: the horizon is the run's samples over this (beta moves by at most e^(0.2 x 10) in a run)."""
 
 
 @dataclass
@@ -90,7 +98,12 @@ class PPOConfig(GRPOConfig):
     kl_mode: str = opt("reward", "Where the KL goes: folded into the per-token rewards (PPO's usual form) or "
                                  "added to the policy loss.", ["reward", "loss"])
     kl_target: float = opt(6.0, "Adaptive KL controller's target per-sequence KL (TRL's default 6); 0 = fixed beta.")
-    kl_horizon: float = opt(10000.0, "Adaptive KL controller's horizon, in sequences.")
+    kl_horizon: float = opt(10000.0, "Adaptive KL controller's horizon, in sequences (TRL's 10,000: beta moves by at "
+                                     "most 22% per horizon of samples); 0 = a tenth of the run's samples (steps x "
+                                     "prompts_per_step x group_size / 10), so beta can move by up to e^2 = 7.4x "
+                                     "within the run and no further.")
+    kl_floor: float = opt(0.0, "Smallest beta the adaptive controller may reach (0 = none, as TRL; capped at "
+                                "--kl_coef).")
     ratio_threshold: float = opt(10.0, "Skip a micro-batch (zero losses) whose mean ratio exceeds this; 0 = never.")
     temperature: float = opt(0.7, "Sampling temperature for rollouts (Text2Grad's 0.6-0.7).")
 
@@ -100,14 +113,14 @@ class PPOConfig(GRPOConfig):
             bad.append(("clip_low", self.clip_low, "must be in [0, 1)"))
         if self.clip_high < 0:
             bad.append(("clip_high", self.clip_high, "must be >= 0"))
-        for name in ("kl_coef", "kl_target", "value_clip", "vf_coef", "ratio_threshold"):
+        for name in ("kl_coef", "kl_target", "kl_floor", "value_clip", "vf_coef", "ratio_threshold"):
             if getattr(self, name) < 0:
                 bad.append((name, getattr(self, name), "must be >= 0"))
         for name in ("gamma", "lam"):
             if not 0 <= getattr(self, name) <= 1:
                 bad.append((name, getattr(self, name), "must be in [0, 1]"))
-        if self.kl_horizon <= 0:
-            bad.append(("kl_horizon", self.kl_horizon, "must be > 0"))
+        if self.kl_horizon < 0:
+            bad.append(("kl_horizon", self.kl_horizon, "must be >= 0 (0 = a tenth of the run's samples)"))
         if self.critic_lr is not None and self.critic_lr <= 0:
             bad.append(("critic_lr", self.critic_lr, "must be > 0 (unset = --lr)"))
         if self.kl_mode == "loss" and self.kl_estimator == "full":
@@ -132,7 +145,13 @@ class PPO(GRPO):
 
     def __init__(self, config: PPOConfig, ctx: Any) -> None:
         super().__init__(config, ctx)
-        self.kl_controller = AdaptiveKLController(config.kl_coef, config.kl_target or None, config.kl_horizon)
+        self.kl_controller = AdaptiveKLController(config.kl_coef, config.kl_target or None, self.kl_horizon(),
+                                                  config.kl_floor)
+
+    def kl_horizon(self) -> float:
+        """``kl_horizon`` in samples, or a tenth of the run's samples when it is 0."""
+        cfg = self.config
+        return cfg.kl_horizon or cfg.steps * cfg.prompts_per_step * cfg.group_size / RUN_HORIZON_FRACTION
 
     def roles(self) -> tuple[ModelRole, ...]:
         """The policy, the critic (a trained value model), and the frozen reference when a KL term is on."""
@@ -151,10 +170,17 @@ class PPO(GRPO):
     # -- experience ---------------------------------------------------------------------------------
     def reward_terms(self, group: list[Example], rollouts: Rollouts, completion_len: int, reward: torch.Tensor,
                      valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, dict[str, float]]:
-        """The rewards besides the KL: ``(dense [B, C], terminal [B] or None, valid [B], metrics)``. PPO's are the
-        task's (or ``--reward``'s) scalar on the last token and no dense part; Text2Grad overrides this with
-        span rewards. ``reward`` / ``valid`` are the task reward and its mask (``score_rollouts``)."""
+        """The rewards besides the KL: ``(dense [B, C], terminal [B] or None, rewarded [B], metrics)``. PPO's are
+        the task's (or ``--reward``'s) scalar on the last token and no dense part; Text2Grad overrides this with
+        span rewards. ``reward`` / ``valid`` are the task reward and whether it exists (``score_rollouts``);
+        ``rewarded`` says which samples have a reward: the others keep their KL term and their place in both
+        losses, with no reward (module docstring)."""
         return torch.zeros(len(rollouts), completion_len), reward, valid, {}
+
+    def trained_tokens(self, rollouts: Rollouts, completion_mask: torch.Tensor) -> torch.Tensor:
+        """The completion tokens PPO trains on (rewards, KL, GAE, whitening, both losses): all of them here;
+        Text2Grad drops punctuation, as the paper's code does."""
+        return completion_mask
 
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
                                  staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
@@ -164,8 +190,13 @@ class PPO(GRPO):
         tensors = pack_sequences(rollouts.prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         completion_len = tensors["completion_mask"].shape[1]
         with ctx.timer.phase("reward_terms"):
-            dense, terminal, valid, metrics = self.reward_terms(group, rollouts, completion_len, reward, reward_valid)
-        mask = tensors["completion_mask"] * valid.float().unsqueeze(-1)
+            dense, terminal, rewarded, metrics = self.reward_terms(group, rollouts, completion_len, reward,
+                                                                   reward_valid)
+        real = tensors["completion_mask"]
+        mask = tensors["completion_mask"] = self.trained_tokens(rollouts, real)
+        has_reward = rewarded.float()
+        dense = torch.nan_to_num(dense) * has_reward.unsqueeze(-1)
+        terminal = None if terminal is None else torch.nan_to_num(terminal) * has_reward
         with torch.no_grad():
             with ctx.timer.phase("old_logprobs"):
                 old_logprobs, logits = self._policy_terms(policy, tensors, completion_len)
@@ -180,18 +211,19 @@ class PPO(GRPO):
                 values = self._values(ctx.models[CRITIC], tensors, completion_len)
         beta = self.kl_controller.value
         in_reward = beta if cfg.kl_mode == "reward" else 0.0
-        rewards = token_rewards(torch.nan_to_num(dense), kl, in_reward, mask,
-                                None if terminal is None else torch.nan_to_num(terminal))
+        rewards = token_rewards(dense, kl, in_reward, mask, terminal)
         advantages, returns = gae(rewards, values, mask, cfg.gamma, cfg.lam)
         if cfg.whiten_advantages:
             advantages = whiten(advantages, mask)
         tensors.update(advantages=advantages, returns=returns, old_values=values, old_logprobs=old_logprobs,
-                       valid=valid.float(), sampling_logprobs=_right_padded(rollouts.logprobs, completion_len))
-        sequence_kl = float(masked_sum(kl, mask) / valid.float().sum().clamp(min=1))
+                       valid=torch.ones(len(rollouts)),
+                       sampling_logprobs=_right_padded(rollouts.logprobs, completion_len))
+        sequence_kl = float(masked_sum(kl, mask) / len(rollouts))
         shared = all_reduce_mean({"kl": sequence_kl}, ctx.world_size)  # every rank adapts beta the same way
         self.kl_controller.update(shared["kl"], len(rollouts) * ctx.world_size)
         metrics.update(rollout_metrics(reward, reward_valid, correct, rollouts))
-        metrics["ppo/masked_fraction"] = float(1 - valid.float().mean())
+        metrics["ppo/unrewarded_fraction"] = float(1 - has_reward.mean())
+        metrics["ppo/trained_token_fraction"] = float(mask.sum() / real.sum().clamp(min=1))
         metrics.update({"ppo/kl_coef": beta, "ppo/sequence_kl": sequence_kl,
                         "ppo/token_reward_mean": float(masked_mean(rewards, mask)),
                         "ppo/value_mean": float(masked_mean(values, mask)),

@@ -101,22 +101,29 @@ class AdaptiveKLController:
     """The adaptive KL coefficient of Ziegler et al. 2019 (TRL's ``AdaptiveKLController``): after each step,
     error = clip(KL / target - 1, -0.2, 0.2) and beta <- beta * (1 + error * n_steps / horizon), where KL is the
     batch's mean per-sequence KL (summed over its tokens) and n_steps the sequences in the batch.
-    A ``target`` of None keeps beta fixed."""
+    A ``target`` of None keeps beta fixed. Over a horizon's worth of samples at a constant error beta moves by a
+    factor of about e^error (e^0.2 = 1.22 at most). ``floor`` bounds beta from below (0: no bound, as TRL; never
+    above the initial beta): a controller fast enough to act within a run would otherwise shrink beta while the KL
+    sits below its target, and need as long to bring it back when the policy starts to drift."""
 
-    def __init__(self, init_kl_coef: float, target: float | None, horizon: float) -> None:
+    def __init__(self, init_kl_coef: float, target: float | None, horizon: float, floor: float = 0.0) -> None:
         if init_kl_coef < 0:
             raise ValueError(f"init_kl_coef must be >= 0, got {init_kl_coef}")
         if target is not None and not target > 0:
             raise ValueError(f"target must be > 0 (or None for a fixed coefficient), got {target}")
         if not horizon > 0:
             raise ValueError(f"horizon must be > 0, got {horizon}")
+        if floor < 0:
+            raise ValueError(f"floor must be >= 0, got {floor}")
         self.value, self.target, self.horizon = float(init_kl_coef), target, float(horizon)
+        self.floor = min(float(floor), self.value)
 
     def update(self, current_kl: float, n_steps: int) -> float:
         """Adapt beta to the KL just measured; returns the new beta."""
         if self.target is not None:
             error = min(max(current_kl / self.target - 1.0, -0.2), 0.2)
             self.value *= 1.0 + error * n_steps / self.horizon
+            self.value = max(self.value, self.floor)
         return self.value
 
     def state_dict(self) -> dict[str, float]:

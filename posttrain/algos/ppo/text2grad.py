@@ -6,19 +6,51 @@ served by its own engine) writes a critique with good and poor spans of each com
 in the completion and mapped onto its tokens (``rewards.text2grad``: fuzzy matching, the tokenizer's own
 character offsets, the per-task rules) as delta_t in {-1, 0, +1}; PPO (``posttrain.algos.ppo.algo``) then
 trains on r_t = delta_t - beta * KL_t with **no terminal scalar**, the full-vocabulary KL and the adaptive
-controller, GAE(1, 0.95), 4 epochs, clip 0.2, value clip 0.2, vf_coef 0.1, as the paper's code.
+controller, GAE(1, 0.95), 4 epochs, clip 0.2, value clip 0.2, vf_coef 0.1, as the paper's code. As its
+trainer (``TEXT2GRADTrainer.batched_forward_pass``) does, the tokens that decode to ``, . ? !`` are left out of
+PPO's mask (``--mask_punctuation``, on by default): they carry no reward, no KL, no loss, stay out of the
+whitening, and each one ends the GAE recursion, so with lambda 0.95 a token's advantage sums the span rewards
+up to the next punctuation mark (on step-arithmetic: its own step), not every later step's.
 
-A completion whose feedback cannot be parsed is masked out of both losses and counted
-(``span_rm/unparsable_fraction``), never scored as zero. ``--span_reward verdict`` is the paper's "PPO with
-the reward model's scalar verdict" baseline: the same feedback reduced to +1 (no poor span located) or -1 on
-the last token, no dense part. The embedded default is the ``step-arithmetic`` task, whose reward model
-(recipe ``reward-text2grad``) learned program-written feedback on which steps are wrong; the task's verifier
-(the final answer) is only logged (``train/accuracy``), never trained on. ``--span_recipe
-reward-text2grad-nocritique`` swaps in the same model trained on the same feedback without its critique (the
-paper's "spans without critique" ablation).
+``--lam`` is the paper's code's 0.95 by default. ``--lam 0`` is not the paper's NL-gradient
+sum_t delta_t grad log pi: it is TD(0), each token's advantage its own reward plus the learned critic's one-step
+error V_{t+1} - V_t, whitened over the batch (the ``text2grad-td0`` arms of ``benchmarks/text2grad.md``).
+
+A completion whose feedback cannot be parsed gets no span reward and is counted
+(``span_rm/unparsable_fraction``); it keeps its KL term and its place in both losses, so the KL still holds the
+policy back from output the reward model cannot read (the paper's code dropped such samples entirely).
+``--span_reward verdict`` is the paper's "PPO with the reward model's scalar verdict" baseline: the same
+feedback reduced to +1 (no poor span located, not incomplete) or -1 on the last token, no dense part; its PPO
+mask keeps punctuation (the baseline is TRL's plain trainer; a mask cut at every comma would stop the last
+token's reward from reaching the earlier steps).
+
+The embedded default is the ``step-arithmetic`` task, whose program writes the span feedback (``--span_oracle``,
+on by default there: the role the paper's GPT-4o annotations play, asked at training time); the task's verifier
+(the final answer) is only logged (``train/accuracy``), never trained on. ``--span_oracle false`` uses the
+embedded learned span reward model (recipe ``reward-text2grad``, trained on that program's feedback), and
+``--span_recipe reward-text2grad-nocritique`` the same model trained without the critique (the paper's "spans
+without critique" ablation). The learned models are not the default because they miss most wrong steps
+(``benchmarks/BENCHMARKS.md`` section 4b), and PPO on the first went from 0.434 to 0.316 held-out in 10 steps at
+a sequence KL near 1, far below the controller's target (a 13-step probe, ``benchmarks/text2grad.md``).
+
+Defaults differ from the paper's scripts where the tiny default run needs it (``benchmarks/text2grad.md``): 64
+prompts a step and the critic at 1e-3 (the benchmark's), lr 1e-5 (at the benchmark's 3e-5 the span oracle
+rises for 20 steps, then slides below its start), and a KL controller that can act within
+the run: ``--kl_horizon 0``, a horizon of a tenth of the run's samples (TRL's form of Ziegler et al. 2019's
+proportional controller, beta *= 1 + clip(KL / target - 1, +-0.2) x samples / horizon), lets beta move by up to
+e^2 = 7.4x in a run where TRL's 10,000 samples let it move by at most 21% in 150 steps of 64; and never below its
+initial 0.05 (``--kl_floor``). The bound is deliberate: a controller acting every step without one (horizon = one
+step's samples, target 1) drove beta from 0.05 to over 30,000 by step 150 while the KL rose and held-out accuracy
+fell to 0.008 (``benchmarks/text2grad.md``, arm ``text2grad-oracle-kl1``): with the KL folded into whitened rewards, once beta
+dominates the span rewards a larger beta only adds noise.
 
 Deviations from the paper's code: the reward model is a separate engine, not an HF ``pipeline`` inside the
-loop, and unparsable samples stay in the batch masked (the code dropped them, so batch sizes varied).
+loop; the punctuation mask leaves out the punctuation tokens themselves, where the code's check reads token i
+of the input ids but clears mask position i of TRL's shifted layout (``masks[:, :-1] = attention_mask[:, 1:]``,
+the log-prob of token i + 1), so what it leaves out is the token after each mark (and its end-of-answer cut
+keeps the position after the end-of-turn token); unparsable samples stay in the batch with their KL term and no span reward (the code dropped them, so
+batch sizes varied and nothing restrained the drift into unparsable output); the adaptive KL controller's
+horizon (above).
 """
 
 from __future__ import annotations
@@ -44,6 +76,25 @@ ORACLE_TASK = "step-arithmetic"
 SPAN_FORMS = ("spans", "code", "words")
 
 
+PUNCTUATION = frozenset(",.?!")
+"""The tokens the paper's trainer leaves out of PPO's mask: those whose decoded text, stripped, is one of these."""
+
+
+def punctuation_free(completion_ids: list[list[int]], tokenizer: Any, completion_len: int) -> torch.Tensor:
+    """``[B, completion_len]``: 0 where a completion token decodes (stripped) to one of ``PUNCTUATION``, else 1
+    (padding included: the caller multiplies by the completion mask)."""
+    keep = torch.ones(len(completion_ids), completion_len)
+    texts: dict[int, str] = {}
+    for i, ids in enumerate(completion_ids):
+        for t, token in enumerate(ids[:completion_len]):
+            token = int(token)
+            if token not in texts:
+                texts[token] = tokenizer.decode([token], skip_special_tokens=True).strip()
+            if texts[token] in PUNCTUATION:
+                keep[i, t] = 0.0
+    return keep
+
+
 @dataclass
 class Text2GradConfig(PPOConfig):
     """Text2Grad: PPO on span rewards from a generative reward model's critique (see the module docstring)."""
@@ -60,9 +111,11 @@ class Text2GradConfig(PPOConfig):
     span_url: str | None = opt(None, "Ask a reward server instead (`posttrain serve --model SPAN_RM`, its "
                                      "/v1/span_feedback route, rewards.text2grad.remote): its URL; then no "
                                      "span reward model is loaded here and --span_model is ignored.")
-    span_oracle: bool = opt(False, "Take the spans from the task's program (step-arithmetic's program_feedback) "
-                                   "instead of a reward model: the oracle the learned one is measured against "
-                                   "(benchmarks, ablations); no span reward model is loaded.")
+    span_oracle: bool | None = opt(None, "Take the spans from the task's program (step-arithmetic's "
+                                         "program_feedback) instead of a reward model; no span reward model is "
+                                         "loaded. Unset = on for --task step-arithmetic without --span_model or "
+                                         "--span_url (the embedded default), else off; false = the embedded "
+                                         "learned reward model (--span_recipe).")
     span_rollout: str = opt("hf", "Engine that serves the span reward model (frozen: never synced).", ["hf", "vllm"])
     span_form: str = opt("spans", "The reward model's output form: spans (critique + good/poor spans), code "
                                   "(wrong/improvable snippets) or words (word score list).", SPAN_FORMS)
@@ -79,9 +132,24 @@ class Text2GradConfig(PPOConfig):
     kl_estimator: str = opt("full", "Per-token KL(pi || ref): full (Text2Grad's exact full-vocabulary KL) or the "
                                     "k1/k2/k3 estimators.", ("full", "k1", "k2", "k3"))
     max_new_tokens: int = opt(32, "Maximum completion length in tokens.")
-    lam: float = opt(0.95, "GAE lambda (the paper's code: 0.95, which adds every later span's reward to a token's "
-                           "advantage); 0 = each token's own span reward plus the critic's one-step TD error, the "
-                           "paper's NL-gradient sum_t delta_t grad log pi (what benchmarks/text2grad.md trains with).")
+    lam: float = opt(0.95, "GAE lambda: the paper's code's 0.95 (with --mask_punctuation a token's advantage sums the "
+                           "span rewards up to the next punctuation mark); 0 = TD(0): each token's own reward plus "
+                           "the learned critic's one-step error, whitened (not the paper's form).")
+    mask_punctuation: bool = opt(True, "Leave the tokens that decode to , . ? ! out of PPO's mask (reward, KL, GAE, "
+                                       "whitening, losses), as the paper's trainer does; span rewards only (the "
+                                       "verdict baseline keeps them).")
+    lr: float = opt(1e-5, "Peak learning rate (AdamW); text2grad's default: on the embedded task 1e-4 collapsed "
+                          "the run, 3e-5 (the benchmark's) rose for 20 steps and ended 0.09 below its start at step "
+                          "150, 1e-5 stayed above its start (benchmarks/text2grad.md).")
+    prompts_per_step: int = opt(64, "Prompts per optimizer step across all ranks (text2grad: the benchmark's 64).")
+    micro_batch_size: int = opt(64, "Samples per forward/backward on one rank.")
+    critic_lr: float | None = opt(1e-3, "Peak learning rate of the critic's AdamW; unset = --lr (text2grad: 1e-3, "
+                                        "at which the fresh value head catches up with the returns).")
+    kl_horizon: float = opt(0.0, "Adaptive KL controller's horizon, in sequences; 0 (text2grad's default) = a tenth "
+                                 "of the run's samples: beta can move by up to e^2 = 7.4x within the run (TRL's "
+                                 "10,000 moved it by at most 21% in 150 steps of 64).")
+    kl_floor: float = opt(0.05, "Smallest beta the adaptive controller may reach (text2grad: the initial 0.05, so "
+                                "beta is not spent while the KL is small); 0 = none.")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
         bad = super().incompatibilities()
@@ -100,6 +168,13 @@ class Text2GradConfig(PPOConfig):
             except ValueError as err:
                 bad.append(("span_rule", self.span_rule, str(err)))
         return bad
+
+    @property
+    def uses_oracle(self) -> bool:
+        """Whether the task's program writes the spans (``span_oracle``, or its default when unset)."""
+        if self.span_oracle is not None:
+            return self.span_oracle
+        return self.task == ORACLE_TASK and not self.span_model and not self.span_url
 
     def style(self) -> str | None:
         """The request template in force (see ``span_style``); for ``span_url`` with auto, None (the server's
@@ -124,7 +199,7 @@ class Text2Grad(PPO):
         """PPO's roles plus the frozen span reward model with its engine (its own tokenizer allowed), unless a
         reward server answers instead (``span_url``)."""
         cfg = self.config
-        if cfg.span_url or cfg.span_oracle:
+        if cfg.span_url or cfg.uses_oracle:
             return super().roles()
         span_rm = ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,
                             recipe=None if cfg.span_model else cfg.span_recipe, config_field="span_model",
@@ -134,7 +209,7 @@ class Text2Grad(PPO):
     def scorer(self) -> Any:
         """The ``rewards.text2grad.SpanRewardModel`` over the span reward model's engine, or the remote one."""
         cfg = self.config
-        if self._scorer is None and cfg.span_oracle:
+        if self._scorer is None and cfg.uses_oracle:
             from posttrain.tasks.step_arithmetic import program_feedback
             from rewards.text2grad.scorer import ProgramSpanScorer
 
@@ -152,10 +227,16 @@ class Text2Grad(PPO):
                                            style=cfg.style(), max_prompt_tokens=cfg.span_max_prompt_tokens)
         return self._scorer
 
+    def trained_tokens(self, rollouts: Rollouts, completion_mask: torch.Tensor) -> torch.Tensor:
+        """The completion mask without punctuation tokens (``--mask_punctuation`` with span rewards)."""
+        if not self.config.mask_punctuation or self.config.span_reward != "dense":
+            return completion_mask
+        return completion_mask * punctuation_free(rollouts.completion_ids, self.ctx.tokenizer, completion_mask.shape[1])
+
     def reward_terms(self, group: list[Example], rollouts: Rollouts, completion_len: int, reward: torch.Tensor,
                      valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, dict[str, float]]:
         """Span rewards on the tokens (dense) or the feedback's verdict on the last token; the task's reward is
-        never used. A sample with unparsable feedback is invalid (masked)."""
+        never used. A sample with unparsable feedback has no reward (``rewarded`` False: it keeps its KL term)."""
         spans = self.scorer().token_rewards([ex.prompt for ex in group], rollouts.completion_ids, self.ctx.tokenizer)
         parsed = torch.tensor([r is not None for r in spans.rewards])
         dense = torch.zeros(len(rollouts), completion_len)
