@@ -6,7 +6,8 @@
 #   segment, a question + reference answer generated from each, MinHash-filtered, and a long-CoT response written;
 #   every LLM stage through smollm2-135m (offline), JSON replies decoded under their schema. Output:
 #   outputs/data-designer/designer.jsonl (+ report.json; rerun to resume from the finished chunks).
-# Time on 2 CPU cores, one thread: not measured yet
+# Time on 2 CPU cores, one thread: not measured for this command here; benchmarks/designer.md's four runs of the pipeline on
+#   smollm2-135m (through vLLM's CPU engine, one thread) took 177-366 s each.
 # Real model (the default is already the pretrained smollm2-135m): add --model vllm:Qwen/Qwen2.5-7B-Instruct or
 #   --model http://HOST:PORT/v1#MODEL. Train on the output: deepspeed posttrain/train.py --algo grpo --task dataset
 #   --dataset outputs/data-designer/designer.jsonl --prompt_column question --answer_column reference_answer --model smollm2-135m

@@ -6,7 +6,8 @@
 #   kept only if it lowers the anchor's entropy by more than 40%, and the kept contexts are assembled in front of
 #   the document; the planted pairs give the verification's precision / recall (eval.json). Output:
 #   outputs/data-entropylong/sequences.jsonl (resumable).
-# Time on 2 CPU cores, one thread: not measured yet
+# Time on 2 CPU cores, one thread: about 4-6.5 min: 240 s on an idle core, 384 s on a shared one (benchmarks/BENCHMARKS.md,
+#   the same command; not re-measured here).
 # Real model (the default scorer is already the pretrained smollm2-135m): add --model PATH_OR_HUB_ID or vllm:PATH,
 #   and --input your documents (JSONL / Parquet / hub dataset).
 set -euo pipefail

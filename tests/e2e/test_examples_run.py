@@ -22,11 +22,10 @@ import sys
 from pathlib import Path
 
 from posttrain.algos import get_algorithm
-from posttrain.config import build_config, load_config_file
+from posttrain.config import TrainConfig, build_config, requested_algo
 from tests.e2e.conftest import REPO, run_entry
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
-DIFFUSION_ALGOS = {"espo", "token-elbo", "diffu-grpo"}
 PROMPTS_PER_STEP = 2
 
 # run_entry's launcher: `python -c DRIVER posttrain/train.py ARGV.json` loads the entry-point script and calls its
@@ -35,22 +34,25 @@ DRIVER = ("import json, runpy, sys\nmain = runpy.run_path(sys.argv[1], run_name=
           "for argv in json.load(open(sys.argv[2])):\n    print('rc', main(argv), flush=True)\n")
 
 
-def small_overrides(path: Path, model: Path, out: Path, dataset: Path) -> list[str]:
-    """Flags that make ``path``'s example take one small step on ``model``, writing to ``out``."""
-    file_keys = load_config_file(str(path))
-    algo = file_keys["algo"]
-    config = build_config(get_algorithm(algo).config_class, ["--config", str(path)])
+def example_config(path: Path) -> TrainConfig:
+    """The example's resolved config, as the entry point builds it."""
+    argv = ["--config", str(path)]
+    return build_config(get_algorithm(requested_algo(argv)).config_class, argv)
+
+
+def small_overrides(config: TrainConfig, model: Path, out: Path, dataset: Path) -> list[str]:
+    """Flags that make an example with resolved ``config`` take one small step on ``model``, writing to ``out``."""
     flags = ["--model", str(model), "--output_dir", str(out), "--steps", "1", "--eval_every", "0",
              "--save_every", "0", "--prompts_per_step", str(PROMPTS_PER_STEP),
              "--micro_batch_size", str(PROMPTS_PER_STEP * config.group_size), "--report_to", "jsonl",
              "--progress", "false"]
-    if algo not in DIFFUSION_ALGOS:
+    if config.rollout != "diffusion":  # the diffusion sampler's length L is the model's canvas: kept
         flags += ["--max_new_tokens", "8"]
-    if algo in ("prefix-rl", "prefix-rl-ppo"):
+    if hasattr(config, "target_max_new_tokens"):  # Prefix-RL's frozen target
         flags += ["--target_max_new_tokens", "8"]
-    if algo == "text2grad":  # the program's spans instead of the span reward model (tests/e2e/test_ppo.py runs that)
+    if hasattr(config, "span_oracle"):  # Text2Grad: the program's spans (tests/e2e/test_ppo.py runs the span model)
         flags += ["--span_oracle", "true"]
-    if file_keys.get("task") == "dataset":  # a GPU template: its own file, one CPU rank in fp32
+    if config.task == "dataset":  # the GPU template: a small file of its columns, one CPU rank in fp32
         flags += ["--dataset", str(dataset), "--precision", "fp32", "--zero_stage", "0"]
     return flags
 
@@ -60,10 +62,10 @@ def test_every_training_example_takes_a_step(tiny_arithmetic: Path, tiny_diffusi
     dataset.write_text("".join(json.dumps({"question": f"{a}+{a}=", "answer": str(2 * a)}) + "\n" for a in range(20)))
     runs = []
     for path in EXAMPLES:
-        algo = load_config_file(str(path))["algo"]
-        model = tiny_diffusion if algo in DIFFUSION_ALGOS else tiny_arithmetic
+        config = example_config(path)
+        model = tiny_diffusion if config.rollout == "diffusion" else tiny_arithmetic
         out = tmp_path / path.stem
-        runs.append((path, out, ["--config", str(path), *small_overrides(path, model, out, dataset)]))
+        runs.append((path, out, ["--config", str(path), *small_overrides(config, model, out, dataset)]))
     argv_file = tmp_path / "argv.json"
     argv_file.write_text(json.dumps([argv for _, _, argv in runs]))
     result = run_entry([str(argv_file)], launcher=[sys.executable, "-c", DRIVER])
