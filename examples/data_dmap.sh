@@ -5,8 +5,8 @@
 #   distribution; pure samples of the embedded tiny corpus LM map uniformly, top-k and low-temperature samples
 #   pile up at the top (rejected by the chi-square test), next to the built-in corpus. Output:
 #   outputs/data-dmap/dmap_report.json and the PNG histograms.
-# Time on 2 CPU cores, one thread: 14 s of CPU time in the command's process, the tiny corpus LM cached (Ray's worker processes not
-#   counted) [201 s wall]: pure samples uniform (p = 0.76), top-k, temperature 0.5 and the corpus not.
+# Time on 2 CPU cores, one thread: 14 s of CPU time as /usr/bin/time counts it (Ray's worker processes may
+#   not be included), the tiny corpus LM cached [201 s wall]: pure samples uniform (p = 0.76), top-k, temperature 0.5 and the corpus not.
 # Real model: add --model smollm2-135m --input your_texts.jsonl (or vllm:PATH / http://HOST:PORT/v1#MODEL with --tokenizer).
 set -euo pipefail
 posttrain data dmap --output outputs/data-dmap "$@"
