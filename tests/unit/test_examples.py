@@ -107,5 +107,8 @@ def test_header_commands_build_and_validate(path: Path, monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize("path", PIPELINE_SCRIPTS, ids=lambda p: p.name)
 def test_pipeline_command_parses(path: Path) -> None:
+    """Parsing only: the pipelines' own tests run these commands in miniature (EntropyLong and DMAP:
+    tests/e2e/test_data_cli.py; Sci2Pol bench and corpus: tests/e2e/test_sci2pol_cli.py; DESIGNER, on a scripted
+    engine: tests/unit/test_designer_scripted.py and tests/e2e/test_designer_resume.py)."""
     args = build_parser().parse_args(pipeline_command(path))
     assert args.pipeline in PIPELINES and args.output.startswith("outputs/")
