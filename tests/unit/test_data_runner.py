@@ -105,7 +105,9 @@ def test_actor_stage_builds_the_engine_once_per_actor(tmp_path, ray_session):
     summary = runner.run([{"id": i, "x": i} for i in range(24)])
     assert summary.chunks_run == 8 and summary.records_out == 24
     calls = log.read_text().split()
-    assert len(calls) == 2 and len(set(calls)) == 2  # two actors, one build each, for eight blocks
+    # one build per actor process, never one per block: at most the pool's two for eight blocks (on a loaded
+    # machine Ray may finish every block before the second actor has started)
+    assert 1 <= len(calls) <= 2 and len(set(calls)) == len(calls), calls
     assert [o["_index"] for o in runner.iter_outputs()] == list(range(24))
     with pytest.raises(ValueError, match="num_actors"):
         ActorStage(_CountedStage(log), num_actors=0)

@@ -97,7 +97,7 @@ def test_recipes_without_hints_draw_exactly_as_before() -> None:
 
 def test_fingerprint_ignores_unset_hint_fields() -> None:
     fields = dataclasses.asdict(PLAIN)
-    del fields["hint_fraction"], fields["hint_template"]
+    del fields["hint_fraction"], fields["hint_template"], fields["data_version"]
     before = json.dumps({**fields, "code_version": CODE_VERSION}, sort_keys=True)
     assert PLAIN.fingerprint() == hashlib.sha256(before.encode()).hexdigest()[:12]
     hinted = dataclasses.replace(PLAIN, hint_fraction=0.25, hint_template=PRIVILEGED_TEMPLATE)
