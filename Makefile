@@ -56,10 +56,10 @@ BENCH_OUT ?= outputs/bench
 bench: $(STAMP)
 	mkdir -p $(BENCH_OUT)
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_rollout.py --out $(BENCH_OUT)/rollout_hf.json
-	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_diffusion.py --repeats 2 --no-memory \
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_diffusion.py --repeats 2 --no_memory \
 		--out $(BENCH_OUT)/diffusion_throughput.json
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_server_load.py --backend fake --clients 16 \
-		--duration 5 --fake-base-ms 20 --fake-item-ms 1 --out $(BENCH_OUT)/server_load_fake.json
+		--duration 5 --fake_base_ms 20 --fake_item_ms 1 --out $(BENCH_OUT)/server_load_fake.json
 
 clean:
 	rm -rf $(VENV) outputs

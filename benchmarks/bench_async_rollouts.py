@@ -5,7 +5,7 @@ vllm-remote``); the trainer is one process. Synchronous: each step generates, th
 Asynchronous (``--max_staleness 1``): step t+1's generation runs in the worker while step t trains, so
 the step costs about max(generate, train) + sync instead of their sum. The model is the tiny arithmetic
 policy with 3 heads (head size 32, which vLLM's CPU attention serves), randomly initialised: every
-completion runs to ``--max-new-tokens``, so both runs generate the same number of tokens per step.
+completion runs to ``--max_new_tokens``, so both runs generate the same number of tokens per step.
 Reported: the mean ``perf/step_seconds`` over steps 2..N (step 1 has nothing to overlap), the async
 run's mean wait for its rollouts, and the ratio sync / async. The two runs go one after the other on
 the same worker, so load from other processes on the machine shows up as noise in the ratio.
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
+from posttrain.cli_help import CommandParser
 from posttrain.engines.weight_transfer import free_port
 from posttrain.engines.worker import (
     cpu_affinity_prefix,
@@ -74,11 +75,11 @@ def run(command: list[str], out: Path, cpus: list[int] | None) -> dict[str, floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--group_size", type=int, default=4)
+    parser.add_argument("--max_new_tokens", type=int, default=24)
     parser.add_argument("--pin", action="store_true",
                         help="confine the rollout worker (all its processes) to CPU 0 and the trainer to CPU 1, "
                              "so generation has a core of its own, as a GPU worker has its own device")

@@ -29,6 +29,7 @@ from data_pipelines.common.backends import load_backend, tokenize
 from data_pipelines.common.corpus import make_corpus
 from data_pipelines.common.retrieval import BM25Retriever
 from data_pipelines.entropylong.pipeline import EntropyLong, EntropyLongConfig, build_chunks
+from posttrain.cli_help import CommandParser
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.likelihood import entropy_from_logits, logprobs_from_logits
 
@@ -53,13 +54,13 @@ def best_of(fn, repeat: int) -> tuple[float, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="HF model folder (default: random corpus-lm architecture)")
     parser.add_argument("--docs", type=int, default=120, help="documents scored (built-in corpus, repeated)")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3, help="timings are the best of this many runs")
-    parser.add_argument("--verify-docs", type=int, default=12, help="root documents in the verification part")
-    parser.add_argument("--top-k", type=int, default=8, help="EntropyLong candidates per anchor")
+    parser.add_argument("--verify_docs", type=int, default=12, help="root documents in the verification part")
+    parser.add_argument("--top_k", type=int, default=8, help="EntropyLong candidates per anchor")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "data_scoring.json"))
     args = parser.parse_args()
 

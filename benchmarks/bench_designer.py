@@ -4,19 +4,18 @@ questions it writes against the input bank's and against the "w/o design logic" 
 Runs ``posttrain data designer``'s body on the same built-in bank and source texts in ``--mode logic``
 (the paper's design-logic retrieval) and ``--mode exemplar`` (seed questions retrieved instead), each
 under two arms: ``structured`` (the JSON steps, annotation and generation, decode under their schema: the
-default) and ``free_text`` (``--no-structured-output``: free text after a prefilled first key). Diversity
+default) and ``free_text`` (``--no_structured_output``: free text after a prefilled first key). Diversity
 (``data_pipelines.common.diversity``, packaged MiniLM embeddings): mean pairwise cosine and L2 distance,
 mean 1-NN cosine distance, k-means inertia per point and radius, of the bank's questions and of each
 run's output questions. Sets of different sizes: the pairwise means and radius do not depend on n by
 construction, the 1-NN distance and inertia do (fewer points are farther apart), so read those with the
 sizes in mind. Every reject is counted in the stage entries.
 
-    PYTHONPATH=. python benchmarks/bench_designer.py --designer-args "--model vllm:smollm2-135m"
+    PYTHONPATH=. python benchmarks/bench_designer.py --designer_args "--model vllm:smollm2-135m"
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import shlex
@@ -25,17 +24,18 @@ import time
 from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
+from posttrain.cli_help import CommandParser
 
-ARMS = {"structured": [], "free_text": ["--no-structured-output"]}
+ARMS = {"structured": [], "free_text": ["--no_structured_output"]}
 
 
 def run_mode(mode: str, arm: str, work: Path, extra: list[str]) -> dict:
     from data_pipelines.common.embed import load_embedder
     from data_pipelines.designer.run import add_designer_args, run_pipeline
 
-    parser = argparse.ArgumentParser()
+    parser = CommandParser()
     add_designer_args(parser)
-    args = parser.parse_args(["--mode", mode, "--output", str(work / f"{mode}-{arm}"), "--no-progress", *ARMS[arm],
+    args = parser.parse_args(["--mode", mode, "--output", str(work / f"{mode}-{arm}"), "--no_progress", *ARMS[arm],
                               *extra])
     started = time.perf_counter()
     report = run_pipeline(args, args.model, load_embedder(args.embedder))
@@ -44,10 +44,10 @@ def run_mode(mode: str, arm: str, work: Path, extra: list[str]) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="benchmarks/results/designer.json", help="JSON results file")
     parser.add_argument("--work", default="designer_bench", help="folder for the four runs' stage outputs")
-    parser.add_argument("--designer-args", default="", help="extra flags for both runs, space-separated")
+    parser.add_argument("--designer_args", default="", help="extra flags for both runs, space-separated")
     args = parser.parse_args()
     work = Path(args.work)
     extra = args.designer_args.split()

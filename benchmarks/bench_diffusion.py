@@ -37,6 +37,7 @@ import transformers
 
 from data_pipelines.common.io import atomic_write_text
 from posttrain.algos.elbo import draw_elbo_masks, model_logits_fn, sequence_elbo
+from posttrain.cli_help import CommandParser
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.diffusion import DiffusionRolloutEngine, DiffusionSampling, fixed_length_completions
 from posttrain.models.diffusion import load_diffusion_lm, make_bidirectional, resolve_mask_token_id
@@ -229,18 +230,18 @@ def peak_memory_per_sample(fn, batch_size: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="Diffusion checkpoint (default: random tiny recipe arch).")
     parser.add_argument("--recipe", default="diffusion-sudoku", help="Tiny recipe whose architecture to use.")
     parser.add_argument("--task", default="sudoku", help="Task whose test prompts to use.")
-    parser.add_argument("--batch-size", type=int, default=16, help="Prompts per call.")
-    parser.add_argument("--gen-length", type=int, default=32, help="Completion length L.")
-    parser.add_argument("--block-length", type=int, default=8, help="Sampler block length.")
+    parser.add_argument("--batch_size", type=int, default=16, help="Prompts per call.")
+    parser.add_argument("--gen_length", type=int, default=32, help="Completion length L.")
+    parser.add_argument("--block_length", type=int, default=8, help="Sampler block length.")
     parser.add_argument("--steps", type=int, default=32, help="Sampler denoising steps.")
-    parser.add_argument("--num-mc", type=int, default=2, help="ELBO Monte Carlo samples (coupled).")
+    parser.add_argument("--num_mc", type=int, default=2, help="ELBO Monte Carlo samples (coupled).")
     parser.add_argument("--repeats", type=int, default=3, help="Timed runs of each side (after one warm-up).")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads.")
-    parser.add_argument("--no-memory", action="store_true", help="Skip the memory measurements.")
+    parser.add_argument("--no_memory", action="store_true", help="Skip the memory measurements.")
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from posttrain.cli_help import CommandParser
+
 REPO = Path(__file__).resolve().parents[1]
 
 VARIANTS: dict[str, list[str]] = {
@@ -166,12 +168,12 @@ def plot(summary: dict, variants: list[str], seeds: list[int], path: Path) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--steps", type=int, default=None, help="Steps per run (default: the espo default).")
     parser.add_argument("--jobs", type=int, default=2, help="Runs at a time (each uses one CPU thread).")
-    parser.add_argument("--runs-dir", type=Path, default=Path("outputs/bench_diffusion_learning"))
+    parser.add_argument("--runs_dir", type=Path, default=Path("outputs/bench_diffusion_learning"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/diffusion_learning.json"))
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
                         help="Run nothing: merge these result files of this script (runs done apart, same "

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
+from posttrain.cli_help import CommandParser
 
 ARMS: dict[str, list[str]] = {
     "dupo": ["--algo", "dupo"],
@@ -57,7 +58,7 @@ def rerank_table(ns: list[int], k: int, examples: int, seeds: list[int]) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_dupo", help="run directories")

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from posttrain.cli_help import CommandParser
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -111,15 +113,15 @@ def plot(runs: dict, env: str, noises: list[float], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--envs", nargs="+", default=list(DEFAULT_NOISE))
     p.add_argument("--methods", nargs="+", default=ORDER)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=None, help="Override every env's default steps.")
     p.add_argument("--jobs", type=int, default=1, help="Parallel worker processes.")
     p.add_argument("--out", default=str(RESULTS / "gpo_control.json"))
-    p.add_argument("--work-dir", default="/tmp/gpo_control_bench", help="Where oracle teachers are kept.")
-    p.add_argument("--report-only", action="store_true", help="Only re-plot and print the table from --out.")
+    p.add_argument("--work_dir", default="/tmp/gpo_control_bench", help="Where oracle teachers are kept.")
+    p.add_argument("--report_only", action="store_true", help="Only re-plot and print the table from --out.")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+from posttrain.cli_help import CommandParser
+
 REPO = Path(__file__).resolve().parents[1]
 ALGOS = ("grpo", "gpo")
 KL_KEY = "gpo/kl_guider_learner"
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     from data_pipelines.common.io import atomic_write_text
     from posttrain.models.tiny import RECIPES, build_tiny
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--recipe", default="causal-arithmetic-hint", choices=RECIPES.names(),
                         help="tiny recipe of the shared warm start")

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from posttrain.cli_help import CommandParser
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -41,7 +43,7 @@ def eval_curve(output_dir: Path) -> list[tuple[int, float, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_grpo_demo", help="run directories")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "grpo_demo_arithmetic",

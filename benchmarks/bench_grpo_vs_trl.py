@@ -2,7 +2,7 @@
 
 Both sides start from the same checkpoint (the tiny ``causal-arithmetic`` model), see the same templated
 arithmetic prompts, score completions with the same reward function (``ArithmeticTask.reward``), and do the
-same work per optimizer step: generate ``prompts x group`` completions of at most ``max-new-tokens`` tokens
+same work per optimizer step: generate ``prompts x group`` completions of at most ``max_new_tokens`` tokens
 (T=1, no top-k / top-p, KV-cached sampling), then one forward + backward over them in micro-batches of
 ``micro-batch`` samples with gradient accumulation, then one AdamW step (beta = 0: no reference model;
 num_iterations / mu = 1: the old log-probs are the current ones detached, no extra forward on either side).
@@ -22,16 +22,16 @@ reports our achieved useful FLOP/s as a fraction of it.
 
     OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_grpo_vs_trl.py --out benchmarks/results/grpo_vs_trl.json
 
-With vLLM on a real model (SmolLM2-135M-Instruct, offline): ``--model-dir smollm2-135m --rollout vllm --sides
+With vLLM on a real model (SmolLM2-135M-Instruct, offline): ``--model_dir smollm2-135m --rollout vllm --sides
 ours,ours-async,trl-vllm,trl``: ours with the colocated vLLM engine (synchronous, and ``--async_rollouts``
 with staleness 1) against TRL's ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` and TRL without vLLM;
-``--keep-going`` records a side that cannot run on this machine (with its error) instead of stopping.
+``--keep_going`` records a side that cannot run on this machine (with its error) instead of stopping.
 
 On a GPU, ``--device cuda`` runs both sides there (ours: DeepSpeed over NCCL; TRL: ``use_cpu=False``), records
 each side's peak GPU memory, and measures the GPU's own matmul peak:
 
-    python benchmarks/bench_grpo_vs_trl.py --device cuda --precision bf16 --model-dir CHECKPOINT \
-        --prompts 32 --group 8 --micro-batch 64 --max-new-tokens 128 --out benchmarks/results/grpo_vs_trl_cuda.json
+    python benchmarks/bench_grpo_vs_trl.py --device cuda --precision bf16 --model_dir CHECKPOINT \
+        --prompts 32 --group 8 --micro_batch 64 --max_new_tokens 128 --out benchmarks/results/grpo_vs_trl_cuda.json
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from posttrain.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -306,8 +308,8 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = CommandParser(description=__doc__.splitlines()[0],
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
     parser.add_argument("--steps", type=int, default=6, help="Timed optimizer steps per run (after warm-up).")
     parser.add_argument("--warmup", type=int, default=2, help="Untimed optimizer steps at the start of each run.")
@@ -316,17 +318,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="fp32 on both sides, or bf16 (ours: bf16 weights + DeepSpeed bf16; TRL: bf16 autocast).")
     parser.add_argument("--prompts", type=int, default=16, help="Prompts per optimizer step.")
     parser.add_argument("--group", type=int, default=8, help="Completions per prompt (G).")
-    parser.add_argument("--micro-batch", type=int, default=32, help="Samples per forward/backward.")
-    parser.add_argument("--max-new-tokens", type=int, default=16, help="Maximum completion length.")
+    parser.add_argument("--micro_batch", type=int, default=32, help="Samples per forward/backward.")
+    parser.add_argument("--max_new_tokens", type=int, default=16, help="Maximum completion length.")
     parser.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate (both sides).")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1") or 1),
                         help="torch intra-op threads for both sides (default: $OMP_NUM_THREADS or 1).")
     parser.add_argument("--recipe", default="causal-arithmetic", help="Tiny recipe to build / reuse.")
-    parser.add_argument("--warm-start-steps", type=int, default=None,
-                        help="Override the recipe's warm-start steps (builds into --cache-dir).")
-    parser.add_argument("--cache-dir", default=None, help="Tiny-model cache root (default: the posttrain cache).")
-    parser.add_argument("--model-dir", default=None, help="Use this checkpoint instead of building the recipe.")
-    parser.add_argument("--peak-seconds", type=float, default=2.0, help="Seconds per matmul-peak measurement.")
+    parser.add_argument("--warm_start_steps", type=int, default=None,
+                        help="Override the recipe's warm-start steps (builds into --cache_dir).")
+    parser.add_argument("--cache_dir", default=None, help="Tiny-model cache root (default: the posttrain cache).")
+    parser.add_argument("--model_dir", default=None, help="Use this checkpoint instead of building the recipe.")
+    parser.add_argument("--peak_seconds", type=float, default=2.0, help="Seconds per matmul-peak measurement.")
     parser.add_argument("--sides", default="ours,trl",
                         help="Comma list of sides to run: " + ", ".join(SIDES) + " (ours-async: --async_rollouts; "
                              "trl-vllm: TRL with use_vllm=True, vllm_mode='colocate').")
@@ -335,10 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="Where both sides train and generate (cpu hides any GPU from both).")
     parser.add_argument("--worker", choices=SIDES, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--keep-going", action="store_true",
+    parser.add_argument("--keep_going", action="store_true",
                         help="Record a side that fails (e.g. a peer that cannot run here) in the report and go on.")
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker_out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if (args.prompts * args.group) % args.micro_batch:
-        parser.error("--micro-batch must divide --prompts x --group")
+        parser.error("--micro_batch must divide --prompts x --group")
     sides = [s for s in args.sides.split(",") if s]
     if unknown := set(sides) - set(SIDES):
         parser.error(f"unknown --sides {sorted(unknown)}; choose from {', '.join(SIDES)}")
@@ -379,16 +381,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # our trainer takes a GPU whenever it sees one
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
-    failures: dict[str, str] = {}  # side -> the end of its stderr, when --keep-going let it fail
+    failures: dict[str, str] = {}  # side -> the end of its stderr, when --keep_going let it fail
     with tempfile.TemporaryDirectory(prefix="bench-grpo-") as tmp:
         for r in range(args.repeats):
             order = sides if r % 2 == 0 else sides[::-1]  # alternate who goes first
             for side in order:
                 out = Path(tmp) / f"{side}-{r}.json"
-                cmd = [sys.executable, __file__, "--worker", side, "--worker-out", str(out), "--seed", str(r),
-                       "--model-dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
+                cmd = [sys.executable, __file__, "--worker", side, "--worker_out", str(out), "--seed", str(r),
+                       "--model_dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
                        "--precision", args.precision, "--prompts", str(args.prompts), "--group", str(args.group),
-                       "--micro-batch", str(args.micro_batch), "--max-new-tokens", str(args.max_new_tokens),
+                       "--micro_batch", str(args.micro_batch), "--max_new_tokens", str(args.max_new_tokens),
                        "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout,
                        "--device", args.device]
                 start = time.perf_counter()

@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
+from posttrain.cli_help import CommandParser
 
 PREFIX_KS = (1, 2, 4, 8, 16)
 COMMON = ["--steps", "40", "--prompts_per_step", "16", "--group_size", "8", "--micro_batch_size", "128",
@@ -161,7 +162,7 @@ def training_flops(arm: str, prompts_per_step: int = 16, group_size: int = 8) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--no_clustering", action="store_true", help="skip the Prefix Clustering rows")

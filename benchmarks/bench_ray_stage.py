@@ -13,12 +13,11 @@ Prints records/s of each, the ray2/ray1 ratio and the runner's overhead over ``d
 1- and 2-worker merged outputs are byte-identical, and writes the numbers (with the load average before
 and after, since the machine may be shared) to ``--out``.
 
-    python benchmarks/bench_ray_stage.py --num-texts 160 --out benchmarks/results/ray_stage.json
+    python benchmarks/bench_ray_stage.py --num_texts 160 --out benchmarks/results/ray_stage.json
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -33,6 +32,7 @@ from data_pipelines.common.io import atomic_write_text
 from data_pipelines.common.ray_exec import init_ray
 from data_pipelines.common.runner import ActorStage, StageRunner
 from data_pipelines.dmap.pipeline import make_dmap_stage
+from posttrain.cli_help import CommandParser
 from posttrain.models.pretrained import resolve_model_name
 
 
@@ -46,11 +46,11 @@ def texts(n: int) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m", help="scorer (alias, path, or 'corpus-lm')")
-    parser.add_argument("--num-texts", type=int, default=160)
-    parser.add_argument("--chunk-size", type=int, default=16)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--num_texts", type=int, default=160)
+    parser.add_argument("--chunk_size", type=int, default=16)
+    parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--out", default="benchmarks/results/ray_stage.json")
     args = parser.parse_args()
     records = texts(args.num_texts)

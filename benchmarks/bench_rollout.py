@@ -9,8 +9,8 @@ reported, and generated tokens are counted from the outputs (rows may stop early
 
 On a GPU, with a real architecture (random weights: speed only), e.g. SmolLM2-135M's saved config and tokenizer:
 
-    python benchmarks/bench_rollout.py --device cuda --dtype bf16 --model-config DIR --batch-size 256 \
-        --new-tokens 128 --out benchmarks/results/rollout_hf_cuda.json
+    python benchmarks/bench_rollout.py --device cuda --dtype bf16 --model_config DIR --batch_size 256 \
+        --new_tokens 128 --out benchmarks/results/rollout_hf_cuda.json
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import torch
 import transformers
 
 from data_pipelines.common.io import atomic_write_text
+from posttrain.cli_help import CommandParser
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.loading import load_tokenizer
@@ -77,7 +78,7 @@ def timed(fn: Callable[[int], int], seed: int, device: torch.device) -> tuple[fl
 def build_models(args: argparse.Namespace) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedModel,
                                                      transformers.PreTrainedTokenizerBase]:
     """Two copies of one random-init model (the peer's and the engine's) and its tokenizer: the tiny recipe's
-    architecture, or the config and tokenizer saved in ``--model-config``."""
+    architecture, or the config and tokenizer saved in ``--model_config``."""
     if args.model_config is None:
         tokenizer = build_tokenizer()
         return (build_model(RECIPES.get(args.recipe), tokenizer), build_model(RECIPES.get(args.recipe), tokenizer),
@@ -91,15 +92,15 @@ def build_models(args: argparse.Namespace) -> tuple[transformers.PreTrainedModel
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="causal-arithmetic", help="Tiny recipe whose architecture to use.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Prompts per generate call.")
-    parser.add_argument("--new-tokens", type=int, default=16, help="max_new_tokens.")
+    parser.add_argument("--batch_size", type=int, default=64, help="Prompts per generate call.")
+    parser.add_argument("--new_tokens", type=int, default=16, help="max_new_tokens.")
     parser.add_argument("--repeats", type=int, default=3, help="Timed runs of each side (after one warm-up).")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads for both sides.")
     parser.add_argument("--device", default="cpu", help="torch device of both sides (cpu, cuda).")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="weights' dtype on both sides.")
-    parser.add_argument("--model-config", default=None,
+    parser.add_argument("--model_config", default=None,
                         help="a checkpoint folder whose config and tokenizer to use (random weights) instead of "
                              "the tiny recipe")
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")

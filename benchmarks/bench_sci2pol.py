@@ -1,7 +1,7 @@
 """Sci2Pol-Bench on the embedded miniature items: the tiny corpus LM vs SmolLM2-135M-Instruct, side by side,
 both judged by the same judge (SmolLM2-135M by default), with bootstrap SEs per task, stage and overall,
 each under two judge arms: ``structured`` (the judge decodes under the rubric's JSON Schema, the default)
-and ``free_text`` (``--no-structured-output``: free text after a prefilled first key, the ablation).
+and ``free_text`` (``--no_structured_output``: free text after a prefilled first key, the ablation).
 
 Each model and arm runs ``posttrain data sci2pol bench`` (``data_pipelines.sci2pol.run``) into
 ``WORK/<model>-<arm>`` with one shared result cache ``WORK/cache`` (keyed by task, id, model, prompt hash and
@@ -14,7 +14,6 @@ and its attempts per call, i.e. how reliable the judge is.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -24,18 +23,19 @@ from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
+from posttrain.cli_help import CommandParser
 from posttrain.jsonl import iter_jsonl
 
-ARMS = {"structured": [], "free_text": ["--no-structured-output"]}
+ARMS = {"structured": [], "free_text": ["--no_structured_output"]}
 
 
 def bench_model(model: str, judge: str, work: Path, per_task: int, arm: str) -> dict:
-    parser = argparse.ArgumentParser()
+    parser = CommandParser()
     add_sci2pol_args(parser)
     out = work / f"{model.replace('/', '_').replace(':', '_')}-{arm}"
-    args = parser.parse_args(["bench", "--model", model, "--judge", judge, "--per-task", str(per_task),
-                              "--judge-tokens", "48", "--judge-retries", "1", *ARMS[arm],
-                              "--output", str(out), "--cache-dir", str(work / "cache"), "--no-progress"])
+    args = parser.parse_args(["bench", "--model", model, "--judge", judge, "--per_task", str(per_task),
+                              "--judge_tokens", "48", "--judge_retries", "1", *ARMS[arm],
+                              "--output", str(out), "--cache_dir", str(work / "cache"), "--no_progress"])
     run_sci2pol(args)
     report = json.loads((out / "results.json").read_text())
     judged = [t for t in report["tasks"].values() if t["metric"] == "judge"]
@@ -61,11 +61,11 @@ def judge_value_counts(responses: Path) -> dict[str, dict[str, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="tiny,smollm2-135m", help="comma-separated models under test")
     parser.add_argument("--judge", default="smollm2-135m", help="the one judge of every model")
-    parser.add_argument("--per-task", type=int, default=2, help="embedded items per task")
-    parser.add_argument("--work-dir", default="/tmp/bench_sci2pol", help="run folders and the shared cache")
+    parser.add_argument("--per_task", type=int, default=2, help="embedded items per task")
+    parser.add_argument("--work_dir", default="/tmp/bench_sci2pol", help="run folders and the shared cache")
     parser.add_argument("--out", default="benchmarks/results/sci2pol.json", help="results JSON")
     args = parser.parse_args()
     started = time.perf_counter()

@@ -32,6 +32,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from posttrain.cli_help import CommandParser
 from rewards.server.local import free_port
 
 
@@ -46,12 +47,12 @@ def percentile(values: list[float], q: float) -> float:
 def start_server(args: argparse.Namespace, batching: bool) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [sys.executable, "-m", "rewards.server.cli", "--backend", args.backend, "--port", str(port),
-           "--max-batch-size", str(args.max_batch_size), "--max-queue", str(args.max_queue),
-           "--timeout", str(args.timeout), "--log-level", "warning", "--threads", str(args.threads)]
+           "--max_batch_size", str(args.max_batch_size), "--max_queue", str(args.max_queue),
+           "--timeout", str(args.timeout), "--log_level", "warning", "--threads", str(args.threads)]
     if not batching:
-        cmd.append("--no-batching")
+        cmd.append("--no_batching")
     if args.backend == "fake":
-        cmd += ["--fake-base-latency-ms", str(args.fake_base_ms), "--fake-per-item-ms", str(args.fake_item_ms)]
+        cmd += ["--fake_base_latency_ms", str(args.fake_base_ms), "--fake_per_item_ms", str(args.fake_item_ms)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
@@ -133,19 +134,19 @@ def run_setting(args: argparse.Namespace, batching: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", default="fake", choices=["fake", "transformers"])
     p.add_argument("--mode", default="pairwise", choices=["pairwise", "binary"])
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--duration", type=float, default=10.0, help="measured seconds per setting")
     p.add_argument("--warmup", type=float, default=2.0)
-    p.add_argument("--max-batch-size", type=int, default=32)
-    p.add_argument("--max-queue", type=int, default=512)
+    p.add_argument("--max_batch_size", type=int, default=32)
+    p.add_argument("--max_queue", type=int, default=512)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--fake-base-ms", type=float, default=20.0)
-    p.add_argument("--fake-item-ms", type=float, default=1.0)
-    p.add_argument("--startup-timeout", type=float, default=300.0)
+    p.add_argument("--fake_base_ms", type=float, default=20.0)
+    p.add_argument("--fake_item_ms", type=float, default=1.0)
+    p.add_argument("--startup_timeout", type=float, default=300.0)
     p.add_argument("--out", default=None, help="default: benchmarks/results/server_load_<backend>.json")
     args = p.parse_args(argv)
     results = []

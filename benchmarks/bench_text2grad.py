@@ -33,7 +33,7 @@ Writes PREFIX.json (command, budget, arms, per-arm and per-seed curves of held-o
 summary: start, final mean and sd, best, steps to reach ``--gain`` over the common start, the diagnostics over the
 first and last ``WINDOW`` steps) and PREFIX.png (held-out greedy accuracy per step, every seed faint, the mean over
 seeds bold), after every finished run, with ``missing`` naming the runs still to come. A run that already
-finished under ``--runs`` is reused, so an interrupted benchmark resumes where it stopped; ``--report-only``
+finished under ``--runs`` is reused, so an interrupted benchmark resumes where it stopped; ``--report_only``
 writes the report from the finished runs without starting any (runs stopped midway go to ``partial_runs``).
 """
 
@@ -49,6 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.seed_curves import Curve, finished, metric_curves, plot_seed_curves, run_training
+from posttrain.cli_help import CommandParser
 
 PPO_SAMPLES = 64
 """Samples per training step of every arm: PPO's prompts (one completion each), GRPO's prompts x group."""
@@ -134,7 +135,7 @@ def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, C
                  partial: dict[str, dict[int, dict[str, Curve]]]) -> dict[str, dict]:
     """PREFIX.json (and PREFIX.png) from the runs finished so far; ``missing`` lists the (arm, seed) runs still
     to come, so a partial file says what it lacks, and ``partial_runs`` holds the curves of runs that were started
-    but stopped before their end (``--report-only``; they are in ``missing`` too and in no summary)."""
+    but stopped before their end (``--report_only``; they are in ``missing`` too and in no summary)."""
     from data_pipelines.common.io import atomic_write_text
 
     summary = summarise(runs, args.gain)
@@ -152,14 +153,14 @@ def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, C
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds per arm")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="arms to run")
     parser.add_argument("--gain", type=float, default=0.05, help="steps-to-threshold level: common start + GAIN")
     parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_text2grad", help="run directories")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "text2grad",
                         help="output prefix: writes PREFIX.json and PREFIX.png")
-    parser.add_argument("--report-only", action="store_true",
+    parser.add_argument("--report_only", action="store_true",
                         help="start no run: write the report from the runs already finished under --runs (the "
                              "others listed as missing)")
     parser.add_argument("extra", nargs="*", help="trainer flags for every arm after --, e.g. -- --steps 40")

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from posttrain.cli_help import CommandParser
 from posttrain.vision.attwarp import AttWarpConfig, attwarp, attwarp_chain, next_token_logits
 from posttrain.vision.shapes import COLOURS, small_object_scenes
 from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
@@ -377,7 +378,7 @@ def _plot_curves(curves: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("method", choices=["attwarp", "fga", "deleaker"])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--train_steps", type=int, default=600, help="attwarp: VLM steps; fga: CLIP steps.")

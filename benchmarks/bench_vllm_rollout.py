@@ -3,7 +3,7 @@
 Both sides are the project's engines behind the one ``RolloutEngine`` protocol
 (``posttrain.engines.vllm.VLLMRolloutEngine`` and ``posttrain.engines.hf.HFRolloutEngine``), given the
 same 64 chat-templated prompts (token ids) and the same ``SamplingParams`` (T=1, no top-k/top-p,
-``--new-tokens`` 128, stop at the eos), the same dtype and the same number of CPU threads. Each side
+``--new_tokens`` 128, stop at the eos), the same dtype and the same number of CPU threads. Each side
 runs in its own subprocess (vLLM's CPU backend pins its own OpenMP threads, so one process must not
 host both); the sides alternate ``--repeats`` times after one warm-up call each, and the median of the
 timed ``generate`` calls is reported. Generated tokens are counted from the outputs (a row may stop at
@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from posttrain.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -82,12 +84,12 @@ def run_side(side: str, model: str, dtype: str, prompts: int, new_tokens: int, r
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m", help="Model alias or folder (both sides).")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
                         help="Both sides' weights (bfloat16 only on CPUs with native bf16: AVX-512-BF16 / AMX).")
     parser.add_argument("--prompts", type=int, default=64, help="Prompts per generate call.")
-    parser.add_argument("--new-tokens", type=int, default=128, help="max_new_tokens.")
+    parser.add_argument("--new_tokens", type=int, default=128, help="max_new_tokens.")
     parser.add_argument("--repeats", type=int, default=3, help="Timed calls per side per round.")
     parser.add_argument("--rounds", type=int, default=2, help="Alternating rounds (one subprocess per side each).")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "2")),
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     for round_index in range(args.rounds):
         for side in ("vllm", "hf") if round_index % 2 == 0 else ("hf", "vllm"):
             cmd = [sys.executable, __file__, "--side", side, "--model", args.model, "--dtype", args.dtype,
-                   "--prompts", str(args.prompts), "--new-tokens", str(args.new_tokens),
+                   "--prompts", str(args.prompts), "--new_tokens", str(args.new_tokens),
                    "--repeats", str(args.repeats), "--threads", str(args.threads)]
             done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
             if done.returncode != 0:

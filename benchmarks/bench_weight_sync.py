@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from posttrain.cli_help import CommandParser
+
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -94,7 +96,7 @@ def measure(path: str, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="Timed syncs per size (after one warm-up).")
     parser.add_argument("--sizes", default=",".join(s[0] for s in SIZES) + ",smollm2-135m",
                         help="Comma list of sizes to run (names of SIZES, or smollm2-135m).")

@@ -31,6 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from posttrain.cli_help import CommandParser
 from rewards.server.local import free_port
 
 
@@ -59,7 +60,7 @@ def start_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     """``posttrain serve`` with the embedded tiny reward model on a free loopback port, once healthy."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "rewards.server.cli", "--port", str(port), "--threads", "1",
-                               "--log-level", "warning", "--max-batch-size", "64"], cwd=ROOT, env=env,
+                               "--log_level", "warning", "--max_batch_size", "64"], cwd=ROOT, env=env,
                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 900  # the first start may build and warm-start the model
@@ -100,17 +101,17 @@ def run_seed(args: argparse.Namespace, seed: int, url: str, env: dict[str, str])
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--prompts-per-step", type=int, default=16)
-    p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--eval-every", type=int, default=50)
-    p.add_argument("--eval-examples", type=int, default=128)
+    p.add_argument("--prompts_per_step", type=int, default=16)
+    p.add_argument("--group_size", type=int, default=8)
+    p.add_argument("--eval_every", type=int, default=50)
+    p.add_argument("--eval_examples", type=int, default=128)
     p.add_argument("--mode", default="binary", choices=["binary", "pairwise", "pointwise"])
     p.add_argument("--reference", action="store_true",
                    help="show the judge the task's gold answer (reference-guided judging; default: it solves)")
-    p.add_argument("--output-dir", default=None, help="parent of the runs' output directories (default: /tmp)")
+    p.add_argument("--output_dir", default=None, help="parent of the runs' output directories (default: /tmp)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "grpo_remote_reward.json"))
     p.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more trainer flags")
     args = p.parse_args(argv)

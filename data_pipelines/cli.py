@@ -4,30 +4,26 @@ from __future__ import annotations
 
 import argparse
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.cli_help import CommandParser
 
 
 def build_parser() -> argparse.ArgumentParser:
     from data_pipelines.dmap.pipeline import add_dmap_args
     from data_pipelines.entropylong.run import add_entropylong_args
 
-    parser = argparse.ArgumentParser(prog="posttrain data", description="Synthetic data pipelines and analysis.",
-                                     formatter_class=HelpFormatter)
+    parser = CommandParser(prog="posttrain data", description="Synthetic data pipelines and analysis.")
     sub = parser.add_subparsers(dest="pipeline", required=True, metavar="PIPELINE")
     el = sub.add_parser("entropylong", help="EntropyLong: long-context sequences verified by entropy reduction",
-                        formatter_class=HelpFormatter,
                         description="EntropyLong (Jia et al. 2026). With no --input/--model: runs on the built-in "
                         "synthetic corpus scored by smollm2-135m and reports precision/recall.")
     add_entropylong_args(el)
     dm = sub.add_parser("dmap", help="DMAP: distribution map of texts under a model (+ chi-square uniformity)",
-                        formatter_class=HelpFormatter,
                         description="DMAP (Kempton et al. 2026). With no --input: pure vs top-k vs low-temperature "
                         "samples of the embedded tiny corpus LM.")
     add_dmap_args(dm)
     from rewards.text2grad.data import add_text2grad_sft_args
 
     t2g = sub.add_parser("text2grad-sft", help="Text2Grad: SFT data for a span reward model (critique + spans JSON)",
-                         formatter_class=HelpFormatter,
                          description="Text2Grad (Wang et al. 2025) span reward model SFT data. With no --input: "
                          "program-written feedback on step-arithmetic responses with injected step errors.")
     add_text2grad_sft_args(t2g)
@@ -36,15 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     from data_pipelines.sci2pol.run import add_sci2pol_args
 
     des = sub.add_parser("designer", help="DESIGNER: design-logic-guided question synthesis",
-                         formatter_class=HelpFormatter,
                          description="DESIGNER (design-logic-guided reasoning data synthesis). With no --input: the "
                          "built-in question bank and source texts through smollm2-135m.")
     add_designer_args(des)
-    div = sub.add_parser("diversity", help="Diversity metrics of a question set (pairwise cosine/L2, 1-NN, k-means)",
-                         formatter_class=HelpFormatter)
+    div = sub.add_parser("diversity", help="Diversity metrics of a question set (pairwise cosine/L2, 1-NN, k-means)")
     add_diversity_args(div)
     s2p = sub.add_parser("sci2pol", help="Sci2Pol: the paper-to-policy-brief bench runner and corpus builder",
-                         formatter_class=HelpFormatter,
                          description="Sci2Pol. `bench` scores a model on the 18 tasks; `corpus` mines citation-linked "
                          "pairs. With no other argument each runs on built-in miniature inputs.")
     add_sci2pol_args(s2p)

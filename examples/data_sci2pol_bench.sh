@@ -7,6 +7,6 @@
 # Time on 2 CPU cores, one thread: not measured for this command here; benchmarks/sci2pol.md's run of the same 36 built-in
 #   items with two models under test (the tiny corpus LM and smollm2-135m) took 575 s on 2 shared cores.
 # Real model (the default model and judge are the pretrained smollm2-135m): add --model vllm:PATH --judge vllm:JUDGE
-#   --bench-dir RELEASE_DIR (the release's taskN.jsonl files load unchanged).
+#   --bench_dir RELEASE_DIR (the release's taskN.jsonl files load unchanged).
 set -euo pipefail
 posttrain data sci2pol bench --output outputs/data-sci2pol-bench "$@"

@@ -42,11 +42,11 @@ part() {  # part NAME COMMAND...: run one part, log it to $out/NAME.log, say how
 part pytest_gpu "$python" -m pytest -m gpu -v -rA --timeout 600 -p no:cacheprovider ${GPU_PYTEST_ARGS:-tests}
 tests_rc=$?
 
-part rollout_tiny "$python" benchmarks/bench_rollout.py --device cuda --dtype fp32 --batch-size 64 --new-tokens 16 \
+part rollout_tiny "$python" benchmarks/bench_rollout.py --device cuda --dtype fp32 --batch_size 64 --new_tokens 16 \
   --out "$out/rollout_hf_cuda_tiny.json"
 if [ -n "$config" ]; then
-  part rollout_real_arch "$python" benchmarks/bench_rollout.py --device cuda --dtype bf16 --model-config "$config" \
-    --batch-size 256 --new-tokens 128 --out "$out/rollout_hf_cuda.json"
+  part rollout_real_arch "$python" benchmarks/bench_rollout.py --device cuda --dtype bf16 --model_config "$config" \
+    --batch_size 256 --new_tokens 128 --out "$out/rollout_hf_cuda.json"
   checkpoint="$out/random-checkpoint"
   part random_checkpoint "$python" - "$config" "$checkpoint" <<'EOF'
 import sys
@@ -61,8 +61,8 @@ torch.manual_seed(0)
 AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(config_dir)).save_pretrained(target)
 load_tokenizer(config_dir).save_pretrained(target)
 EOF
-  part grpo_vs_trl "$python" benchmarks/bench_grpo_vs_trl.py --device cuda --precision bf16 --model-dir "$checkpoint" \
-    --prompts 32 --group 8 --micro-batch 64 --max-new-tokens 128 --steps 4 --warmup 1 --repeats 2 --keep-going \
+  part grpo_vs_trl "$python" benchmarks/bench_grpo_vs_trl.py --device cuda --precision bf16 --model_dir "$checkpoint" \
+    --prompts 32 --group 8 --micro_batch 64 --max_new_tokens 128 --steps 4 --warmup 1 --repeats 2 --keep_going \
     --out "$out/grpo_vs_trl_cuda.json"
 fi
 if "$python" -c "import vllm" 2>/dev/null; then

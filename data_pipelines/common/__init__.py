@@ -2,7 +2,7 @@
 
 - ``backends``: ``load_backend(spec)`` -> the project's engines (HF, vLLM, OpenAI-compatible HTTP, copy-cache LM)
   behind ``posttrain.engines.base``'s generate / score protocols; text -> token-id conventions.
-- ``runner``: ``StageRunner`` on Ray Data (``ActorStage``, ``run_once``, ``--ray-address`` / ``--num-workers``), resumable,
+- ``runner``: ``StageRunner`` on Ray Data (``ActorStage``, ``run_once``, ``--ray_address`` / ``--num_workers``), resumable,
   over JSONL / Parquet / HF datasets; ``ray_exec``: the one Ray start-up (``init_ray``) and block execution.
 - ``diversity``: diversity metrics of a question set (pairwise cosine / L2, 1-NN, k-means inertia, radius).
 - ``io``: record sources and atomic writes.

@@ -319,16 +319,16 @@ def run_once(path: str | Path, compute: Callable[[], list[dict]]) -> list[dict]:
 
 
 def add_backbone_args(parser) -> None:
-    """The Ray flags every pipeline takes: ``--ray-address`` and ``--num-workers``."""
-    parser.add_argument("--ray-address", default=None,
+    """The Ray flags every pipeline takes: ``--ray_address`` and ``--num_workers``."""
+    parser.add_argument("--ray_address", default=None,
                         help="Ray cluster to run on ('auto', 'ray://host:port'); default: a local in-process Ray. "
                         "On a cluster --output must be on storage shared by every node")
-    parser.add_argument("--num-workers", type=int, default=1,
+    parser.add_argument("--num_workers", type=int, default=1,
                         help="Ray workers per stage (tasks, or actors each holding one engine)")
 
 
 def runner_options(args) -> dict[str, Any]:
     """``StageRunner`` keyword arguments from the flags of ``add_backbone_args``."""
     if args.num_workers < 1:
-        raise SystemExit(f"error: --num-workers must be >= 1, got {args.num_workers}")
+        raise SystemExit(f"error: --num_workers must be >= 1, got {args.num_workers}")
     return {"ray_address": args.ray_address, "num_workers": args.num_workers}

@@ -58,7 +58,7 @@ def add_designer_args(parser) -> None:
       "paper); 'exemplar': retrieve seed questions instead (the paper's 'w/o design logic' ablation)")
     a("--input", default=None, help="question bank (JSONL / Parquet / save_to_disk / hub); default: built-in")
     a("--question-field", default="question", help="bank field holding the question")
-    a("--id-field", default="id", help="bank / sources field holding the record id (default: the row number)")
+    a("--id_field", default="id", help="bank / sources field holding the record id (default: the row number)")
     a("--sources", default=None, help="source texts to ground questions in; default: built-in")
     a("--source-text-field", default="text", help="sources field holding the text")
     a("--source-discipline-field", default="discipline", help="sources field naming the discipline (records "
@@ -71,21 +71,21 @@ def add_designer_args(parser) -> None:
     a("--dedup-threshold", type=float, default=0.85, help="cosine similarity joining two logics (paper: 0.85)")
     a("--segment-chars", type=int, default=400, help="source chunk size in characters")
     a("--max-segments", type=int, default=12, help="generate from at most this many segments (0 = all)")
-    a("--top-k", type=int, default=5, help="candidates retrieved per segment (paper: 5)")
+    a("--top_k", type=int, default=5, help="candidates retrieved per segment (paper: 5)")
     a("--minhash-threshold", type=float, default=0.8, help="Jaccard estimate marking near-duplicates")
     a("--decontaminate", default=None, metavar="FILE", help="benchmark file: drop questions sharing a 13-gram "
       "with any of its strings")
     a("--ngram", type=int, default=13, help="n of the decontamination n-grams (paper: 13)")
     a("--retries", type=int, default=2, help="extra attempts after an invalid structured output")
-    a("--no-structured-output", action="store_true", help="ask for the JSON replies (annotation, generation) as "
+    a("--no_structured_output", action="store_true", help="ask for the JSON replies (annotation, generation) as "
       "free text after a prefilled first key instead of decoding them under their schema: the ablation")
     a("--annotate-tokens", type=int, default=40, help="max new tokens of an annotation")
     a("--extract-tokens", type=int, default=120, help="max new tokens of a design logic")
     a("--generate-tokens", type=int, default=200, help="max new tokens of a question + answer")
     a("--respond-tokens", type=int, default=200, help="max new tokens of a long-CoT response")
-    a("--chunk-size", type=int, default=8, help="records per resumable chunk of an LLM stage")
+    a("--chunk_size", type=int, default=8, help="records per resumable chunk of an LLM stage")
     a("--seed", type=int, default=0, help="seed of the built-in data, sampling and retries")
-    a("--no-progress", action="store_true", help="hide the progress bars")
+    a("--no_progress", action="store_true", help="hide the progress bars")
     add_embedder_arg(parser)
     add_backbone_args(parser)
 

@@ -9,7 +9,7 @@ its positions), pooling is whole-dataset (one seeded uniform draw per position, 
 
 ``run_dmap`` is the CLI body (``posttrain data dmap``). With ``--input`` the scoring is a resumable stage
 on the Ray data backbone (``make_dmap_stage`` in an ``ActorStage``: the scorer is loaded once per actor;
-``--num-workers``, ``--ray-address``): ``parts/`` holds each block's per-text intervals, ``scores.jsonl``
+``--num_workers``, ``--ray_address``): ``parts/`` holds each block's per-text intervals, ``scores.jsonl``
 all of them merged, and the pooled map follows from those, so a run killed and restarted writes the same
 files as an uninterrupted one. With no ``--input`` it runs the embedded demo in this process (its texts
 are sampled by the same backend first): texts pure-sampled from the corpus LM (expected: uniform,
@@ -224,21 +224,21 @@ def add_dmap_args(parser) -> None:
     parser.add_argument("--tokenizer", default=None, help="HF tokenizer for an HTTP backend (to send token ids)")
     parser.add_argument("--input", default=None, help="JSONL / Parquet / save_to_disk folder / hub dataset of "
                         "texts (default: embedded demo: pure vs top-k vs low-temperature samples + built-in corpus)")
-    parser.add_argument("--text-field", default="text", help="record field holding the text (default: text)")
+    parser.add_argument("--text_field", default="text", help="record field holding the text (default: text)")
     parser.add_argument("--output", default="dmap_out", help="folder for PNG plots and dmap_report.json")
     parser.add_argument("--device", default="cpu", help="torch device for the HF backend")
-    parser.add_argument("--batch-size", type=int, default=16, help="scoring batch size")
-    parser.add_argument("--top-logprobs", type=int, default=20, help="top-k log-probs for vLLM/HTTP (approximate)")
+    parser.add_argument("--batch_size", type=int, default=16, help="scoring batch size")
+    parser.add_argument("--top_logprobs", type=int, default=20, help="top-k log-probs for vLLM/HTTP (approximate)")
     parser.add_argument("--bins", type=int, default=None, help="chi-square bins (default: ceil((2T)^(1/3)); "
                         "the official code uses 4)")
-    parser.add_argument("--plot-bins", type=int, default=40, help="bins of the entropy-weighted density (paper: 40)")
+    parser.add_argument("--plot_bins", type=int, default=40, help="bins of the entropy-weighted density (paper: 40)")
     parser.add_argument("--lam", type=float, default=2.0, help="entropy cap lambda in nats (paper: 2)")
     parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the uniformity verdict")
-    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS_PER_TEXT, help="tokens scored per text")
+    parser.add_argument("--max_tokens", type=int, default=MAX_TOKENS_PER_TEXT, help="tokens scored per text")
     parser.add_argument("--limit", type=int, default=None, help="use at most this many texts")
     parser.add_argument("--seed", type=int, default=42, help="seed of the uniform draws and of the demo sampling")
-    parser.add_argument("--demo-samples", type=int, default=32, help="demo: texts per decoding setting")
-    parser.add_argument("--demo-tokens", type=int, default=128, help="demo: tokens per sampled text")
-    parser.add_argument("--chunk-size", type=int, default=64, help="--input: texts per resumable block")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--demo_samples", type=int, default=32, help="demo: texts per decoding setting")
+    parser.add_argument("--demo_tokens", type=int, default=128, help="demo: tokens per sampled text")
+    parser.add_argument("--chunk_size", type=int, default=64, help="--input: texts per resumable block")
+    parser.add_argument("--no_progress", action="store_true", help="hide the progress bar")
     add_backbone_args(parser)

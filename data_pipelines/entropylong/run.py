@@ -14,7 +14,7 @@ not copy across documents).
 The run is three steps on the resumable backbone, each resumable, in ``--output``:
 
 1. ``verified/``: anchors, retrieval and verification (``EntropyLong.verify_documents``), one Ray Data
-   step over the root documents with the scorer held by ``--num-workers`` actors; malformed or invalid
+   step over the root documents with the scorer held by ``--num_workers`` actors; malformed or invalid
    records land in ``verified/part-*.rejects.jsonl`` with the reason.
 2. ``selected.jsonl``: the keep rule, the ``--max-reuse`` cap, the token budget and the shuffle
    (``select_contexts``) over all verified records in input order, in the driver (cheap, no model).
@@ -57,25 +57,25 @@ def add_entropylong_args(parser) -> None:
     parser.add_argument("--input", default=None, help="root documents: JSONL / Parquet / save_to_disk / hub dataset "
                         "(default: the built-in synthetic corpus)")
     parser.add_argument("--corpus", default=None, help="retrieval corpus (same formats; default: the --input documents)")
-    parser.add_argument("--text-field", default="text", help="record field with the text")
-    parser.add_argument("--id-field", default="id", help="record field with the document id")
+    parser.add_argument("--text_field", default="text", help="record field with the text")
+    parser.add_argument("--id_field", default="id", help="record field with the document id")
     parser.add_argument("--output", default="entropylong_out", help="output folder (resumable parts + merged JSONL)")
-    parser.add_argument("--chunk-size", type=int, default=32, help="root documents per resumable chunk")
+    parser.add_argument("--chunk_size", type=int, default=32, help="root documents per resumable chunk")
     parser.add_argument("--device", default="cpu", help="torch device for the HF scorer")
-    parser.add_argument("--batch-size", type=int, default=16, help="scoring batch size")
+    parser.add_argument("--batch_size", type=int, default=16, help="scoring batch size")
     parser.add_argument("--retriever", choices=("faiss", "bm25"), default="faiss", help="dense (FAISS) or BM25")
     parser.add_argument("--embedder", default=None, help="sentence-transformers path, 'hashing', or default MiniLM")
-    parser.add_argument("--chunk-chars", type=int, default=2048, help="retrieval chunk size in characters")
-    parser.add_argument("--num-entities", type=int, default=8, help="built-in corpus: planted (def, use) pairs")
-    parser.add_argument("--num-misc", type=int, default=4, help="built-in corpus: decoy documents")
-    parser.add_argument("--corpus-seed", type=int, default=0, help="built-in corpus seed")
-    parser.add_argument("--corpus-style", choices=("prose", "chars"), default="prose",
+    parser.add_argument("--chunk_chars", type=int, default=2048, help="retrieval chunk size in characters")
+    parser.add_argument("--num_entities", type=int, default=8, help="built-in corpus: planted (def, use) pairs")
+    parser.add_argument("--num_misc", type=int, default=4, help="built-in corpus: decoy documents")
+    parser.add_argument("--corpus_seed", type=int, default=0, help="built-in corpus seed")
+    parser.add_argument("--corpus_style", choices=("prose", "chars"), default="prose",
                         help="built-in corpus: 'prose' (for a pretrained LM) or 'chars' (the character models' "
                         "training style)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no_progress", action="store_true", help="hide the progress bar")
     add_backbone_args(parser)
     for f in fields(EntropyLongConfig):
-        flag = "--" + f.name.replace("_", "-")
+        flag = "--" + f.name
         doc = (f.metadata.get("doc") if f.metadata else None) or _FIELD_DOCS.get(f.name, "")
         parser.add_argument(flag, type=type(f.default), default=f.default, help=doc)
 

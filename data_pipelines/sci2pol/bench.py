@@ -16,7 +16,7 @@ it) reads the item's own query the same way, where ``Eval.py`` would judge again
 reads its own query, as ``Eval.py``.
 The judge is asked for schema-constrained JSON (``judge.rubric_schema`` as ``SamplingParams.json_schema``:
 the engine decodes only documents with the rubric's keys and value ranges), an aid the paper's judge did
-not need; ``structured=False`` (``--no-structured-output``) is the ablation: free text whose answer is
+not need; ``structured=False`` (``--no_structured_output``) is the ablation: free text whose answer is
 prefilled with ``{"<first criterion>":`` so that small judges start the JSON object the rubric asks for.
 """
 

@@ -18,7 +18,7 @@ DEFAULT_MODEL = "smollm2-135m"
 DEMO_BUDGETS = {"max_new_tokens": 16, "open_tokens": 96, "judge_tokens": 96}
 """Token budgets on the built-in miniature items (one-letter labels, two-sentence answers, a 4-5 key JSON)."""
 RELEASE_BUDGETS = {"max_new_tokens": 256, "open_tokens": 2048, "judge_tokens": 256}
-"""Token budgets with ``--bench-dir`` (the release, or a user's data): room for a label with its explanation
+"""Token budgets with ``--bench_dir`` (the release, or a user's data): room for a label with its explanation
 or a task-18 JSON verdict, for a full policy brief (the expert briefs run to about a thousand words; the
 paper's models decode with their providers' defaults) and for a judge's JSON in a code fence."""
 
@@ -36,11 +36,11 @@ def engine_factory(spec: str, device: str = "cpu", batch_size: int = 8, tokenize
 
 def _common(p) -> None:
     p.add_argument("--device", default="cpu", help="torch device of the HF engines")
-    p.add_argument("--batch-size", type=int, default=8, help="generation batch size of the HF engines")
+    p.add_argument("--batch_size", type=int, default=8, help="generation batch size of the HF engines")
     p.add_argument("--tokenizer", default=None, help="tokenizer of an HTTP engine (http://host:port/v1#model)")
-    p.add_argument("--chunk-size", type=int, default=16, help="records per resumable chunk")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    p.add_argument("--no-structured-output", action="store_true", help="ask the judges for free text (their first "
+    p.add_argument("--chunk_size", type=int, default=16, help="records per resumable chunk")
+    p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--no_structured_output", action="store_true", help="ask the judges for free text (their first "
                    "key prefilled) instead of JSON decoded under the answer's schema: the ablation")
     add_backbone_args(p)
 
@@ -52,20 +52,19 @@ def add_sci2pol_args(parser) -> None:
                        "'tiny' (the embedded corpus LM), an HF folder/hub id, vllm:PATH or http://host:port/v1#model")
     bench.add_argument("--judge", default=DEFAULT_MODEL, help="judge model of tasks 7-15 (same forms as --model); "
                        "scores are comparable only under the same judge")
-    bench.add_argument("--bench-dir", default=None, help="folder of taskN.jsonl rows {id, query, answer} (the "
+    bench.add_argument("--bench_dir", default=None, help="folder of taskN.jsonl rows {id, query, answer} (the "
                        "release loads unchanged); default: the built-in miniature items")
     bench.add_argument("--tasks", default=None, help="comma-separated task names (e.g. task1,task7); default: all")
-    bench.add_argument("--per-task", type=int, default=2, help="built-in items per task")
+    bench.add_argument("--per_task", type=int, default=2, help="built-in items per task")
     bench.add_argument("--limit", type=int, default=0, help="at most this many items per task (0 = all)")
-    for flag, what in (("max-new-tokens", "answer tokens of classification tasks"),
-                       ("open-tokens", "answer tokens of open-ended tasks 7-15"), ("judge-tokens", "judge output tokens")):
-        key = flag.replace("-", "_")
-        bench.add_argument(f"--{flag}", type=int, default=None, help=f"{what} (default: {DEMO_BUDGETS[key]} on the "
-                           f"built-in items, {RELEASE_BUDGETS[key]} with --bench-dir)")
-    bench.add_argument("--judge-retries", type=int, default=2, help="retries of an invalid judge output")
+    for key, what in (("max_new_tokens", "answer tokens of classification tasks"),
+                      ("open_tokens", "answer tokens of open-ended tasks 7-15"), ("judge_tokens", "judge output tokens")):
+        bench.add_argument(f"--{key}", type=int, default=None, help=f"{what} (default: {DEMO_BUDGETS[key]} on the "
+                           f"built-in items, {RELEASE_BUDGETS[key]} with --bench_dir)")
+    bench.add_argument("--judge_retries", type=int, default=2, help="retries of an invalid judge output")
     bench.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the SEs (paper: 1000)")
     bench.add_argument("--output", default="sci2pol_bench_out", help="output folder (parts, cache, results.json)")
-    bench.add_argument("--cache-dir", default=None, help="result cache folder (default: OUTPUT/cache)")
+    bench.add_argument("--cache_dir", default=None, help="result cache folder (default: OUTPUT/cache)")
     _common(bench)
     corpus = sub.add_parser("corpus", help="mine citation-linked paper/brief SFT pairs")
     corpus.add_argument("--documents", default=None, help="policy documents JSONL {policy_id, text, cited_papers}"
@@ -73,14 +72,14 @@ def add_sci2pol_args(parser) -> None:
     corpus.add_argument("--papers", default=None, help="papers JSONL {paper_id, abstract, text} (default: built-in)")
     corpus.add_argument("--judge", default=DEFAULT_MODEL, help="model of the two relevance passes")
     corpus.add_argument("--polisher", default=None, help="model of the style polishing (default: --judge)")
-    corpus.add_argument("--max-citations", type=int, default=3, help="keep documents citing at most k papers (paper: 3)")
-    corpus.add_argument("--long-chars", type=int, default=3000, help="documents longer than this are split "
+    corpus.add_argument("--max_citations", type=int, default=3, help="keep documents citing at most k papers (paper: 3)")
+    corpus.add_argument("--long_chars", type=int, default=3000, help="documents longer than this are split "
                         "into executive summary (brief) and remainder (paper)")
-    corpus.add_argument("--max-split-similarity", type=float, default=0.5, help="reject split pairs whose "
+    corpus.add_argument("--max_split_similarity", type=float, default=0.5, help="reject split pairs whose "
                         "halves have a higher word 5-gram Jaccard similarity")
     corpus.add_argument("--shots", type=int, default=3, help="style examples in the polishing prompt (paper: 3)")
-    corpus.add_argument("--polish-tokens", type=int, default=128, help="tokens of the polished brief")
-    corpus.add_argument("--judge-retries", type=int, default=2, help="retries of an unparsable verdict")
+    corpus.add_argument("--polish_tokens", type=int, default=128, help="tokens of the polished brief")
+    corpus.add_argument("--judge_retries", type=int, default=2, help="retries of an unparsable verdict")
     corpus.add_argument("--output", default="sci2pol_corpus_out", help="output folder (parts, pairs.jsonl, rejects)")
     _common(corpus)
 
@@ -97,12 +96,12 @@ def _stage(out: Path, name: str, factory, records: list[dict], args, config: dic
 
 def resolve_budgets(args) -> None:
     """Fill the token budgets left unset: ``DEMO_BUDGETS`` on the built-in items, ``RELEASE_BUDGETS`` with
-    ``--bench-dir``; a budget below 1 is an error naming its flag."""
+    ``--bench_dir``; a budget below 1 is an error naming its flag."""
     for name, default in (RELEASE_BUDGETS if args.bench_dir else DEMO_BUDGETS).items():
         if getattr(args, name) is None:
             setattr(args, name, default)
         elif getattr(args, name) < 1:
-            raise SystemExit(f"error: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+            raise SystemExit(f"error: --{name} must be >= 1, got {getattr(args, name)}")
 
 
 def run_bench(args) -> int:

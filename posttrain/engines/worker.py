@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.cli_help import CommandParser
 from posttrain.engines.remote import SERVED_MODEL_NAME
 
 
@@ -81,15 +81,14 @@ def worker_environment(base: dict[str, str] | None = None, cuda: bool | None = N
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="posttrain rollout-worker", description=__doc__.split("\n\n")[0],
-                                     epilog="Arguments after -- go to vLLM's OpenAI server unchanged.",
-                                     formatter_class=HelpFormatter)
+    parser = CommandParser(prog="posttrain rollout-worker", description=__doc__.split("\n\n")[0],
+                           epilog="Arguments after -- go to vLLM's OpenAI server unchanged.")
     parser.add_argument("--model", required=True, help="checkpoint folder, hub id or alias (e.g. smollm2-135m)")
     parser.add_argument("--port", type=int, default=8100, help="port to serve on (default 8100)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1; use a private interface for other machines)")
     parser.add_argument("--dtype", default="auto", help="weight dtype: auto, float32, bfloat16, float16")
-    parser.add_argument("--max-model-len", type=int, default=0, help="prompt + completion tokens; 0 = the model's")
+    parser.add_argument("--max_model_len", type=int, default=0, help="prompt + completion tokens; 0 = the model's")
     parser.add_argument("--seed", type=int, default=0, help="the server's base seed (requests carry their own)")
     return parser
 

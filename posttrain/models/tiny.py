@@ -14,7 +14,6 @@ of ``diffusion-sudoku``: 22 s either way).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import fcntl
 import hashlib
@@ -43,7 +42,7 @@ from transformers import (
     Qwen2Config,
 )
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.cli_help import CommandParser
 from posttrain.registry import Registry
 
 if TYPE_CHECKING:
@@ -525,14 +524,13 @@ def build_tiny(name: str, cache_dir: str | Path | None = None, force: bool = Fal
 
 
 def tiny_main(argv: list[str]) -> int:
-    """``posttrain tiny [--recipe NAME] [--force] [--list] [--cache-dir DIR]``: build or list tiny models."""
-    parser = argparse.ArgumentParser(prog="posttrain tiny", description="Build and cache the embedded tiny models.",
-                                     formatter_class=HelpFormatter)
+    """``posttrain tiny [--recipe NAME] [--force] [--list] [--cache_dir DIR]``: build or list tiny models."""
+    parser = CommandParser(prog="posttrain tiny", description="Build and cache the embedded tiny models.")
     parser.add_argument("--recipe", default="causal-arithmetic", choices=RECIPES.names(),
                         help="Recipe to build (default: causal-arithmetic).")
     parser.add_argument("--force", action="store_true", help="Rebuild even if a cached build exists.")
     parser.add_argument("--list", action="store_true", help="List the recipes and their cache directories.")
-    parser.add_argument("--cache-dir", default=None, help="Cache root (default: $POSTTRAIN_CACHE or ~/.cache).")
+    parser.add_argument("--cache_dir", default=None, help="Cache root (default: $POSTTRAIN_CACHE or ~/.cache).")
     args = parser.parse_args(argv)
     if args.list:
         for name in RECIPES.names():

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from posttrain.cli_help import HelpFormatter, summary_command
+from posttrain.cli_help import CommandParser, summary_command
 from posttrain.dist import set_cpu_threads
 from posttrain.vision.tiny import resolve_device, resolve_dtype
 
@@ -51,8 +51,7 @@ def load_image(path: str, size: int) -> torch.Tensor:
 def attwarp_parser() -> argparse.ArgumentParser:
     from posttrain.vision import attwarp as module
 
-    p = argparse.ArgumentParser(prog="posttrain vision attwarp", description=module.__doc__,
-                                formatter_class=HelpFormatter)
+    p = CommandParser(prog="posttrain vision attwarp", description=module.__doc__)
     p.add_argument("--model", default=None, help="Llava or Qwen-VL checkpoint with its processor; default: a "
                    "random-init tiny Llava (32 px, 8x8 image tokens).")
     p.add_argument("--image", default=None, help="Image file; default: generated 128 px small-object scenes.")

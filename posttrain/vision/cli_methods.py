@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.cli_help import CommandParser
 from posttrain.dist import set_cpu_threads
 from posttrain.vision.cli import add_common_options, load_image
 from posttrain.vision.deleaker import DeleakerConfig
@@ -26,8 +26,7 @@ _WINDOWS = ("start_aggregating_from", "stop_aggregating_at", "start_intervention
 def deleaker_parser() -> argparse.ArgumentParser:
     from posttrain.vision import deleaker as module
 
-    p = argparse.ArgumentParser(prog="posttrain vision deleaker", description=module.__doc__,
-                                formatter_class=HelpFormatter)
+    p = CommandParser(prog="posttrain vision deleaker", description=module.__doc__)
     p.add_argument("--model", default=None, help="A FLUX diffusers pipeline (e.g. black-forest-labs/FLUX.1-dev); "
                    "default: a random-init tiny Flux transformer (2 double + 2 single blocks) on prompt embeddings.")
     p.add_argument("--prompt", default="a cat and a dog", help="The prompt (--model).")
@@ -154,8 +153,7 @@ def _deleaker_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 def fga_parser() -> argparse.ArgumentParser:
     from posttrain.vision import fga as module
 
-    p = argparse.ArgumentParser(prog="posttrain vision fga", description=module.__doc__,
-                                formatter_class=HelpFormatter)
+    p = CommandParser(prog="posttrain vision fga", description=module.__doc__)
     p.add_argument("--model", default=None, help="A CLIP checkpoint with its tokenizer; default: a random-init "
                    "tiny CLIP on generated coloured shapes (12 classes).")
     p.add_argument("--images", default=None, help="--model: test images, one sub-folder per class (its name).")

@@ -45,7 +45,6 @@ is applied through ``teacher_correct``; the HelpSteer3 "golden prompt" role-play
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -55,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from posttrain.cli_help import CommandParser
 from posttrain.jsonl import JsonlError, iter_jsonl
 from rewards.mr3.official import FORMATS
 from rewards.mr3.templates import EvalItem, build_messages, format_verdict, render_prompt, stable_rng
@@ -358,7 +358,7 @@ def write_jsonl(examples: Iterable[SFTExample], path: str | os.PathLike) -> Path
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m rewards.mr3.data INPUT OUTPUT.jsonl``: build an mR3 SFT set in curriculum order."""
-    p = argparse.ArgumentParser(prog="python -m rewards.mr3.data", description=main.__doc__)
+    p = CommandParser(prog="python -m rewards.mr3.data", description=main.__doc__)
     p.add_argument("input", help="JSONL/JSON file or Hugging Face dataset id")
     p.add_argument("output", help="output JSONL path")
     p.add_argument("--split", default="train")
@@ -366,8 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--setting", default="en-en", choices=list(SETTINGS), help="prompt/reasoning languages")
     p.add_argument("--style", default="mr3", choices=["mr3", "compact"])
     p.add_argument("--tokenizer", default=None, help="tokenizer whose chat template renders prompts ('tiny' = ours)")
-    p.add_argument("--drop-easy", action="store_true")
-    p.add_argument("--skip-bad", action="store_true", help="skip (and count) bad records instead of failing")
+    p.add_argument("--drop_easy", action="store_true")
+    p.add_argument("--skip_bad", action="store_true", help="skip (and count) bad records instead of failing")
     p.add_argument("--limit", type=int, default=0, help="keep at most N examples (after filtering), 0 = all")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

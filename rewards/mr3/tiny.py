@@ -41,7 +41,6 @@ and the majority mark, never the comparison.) The same traces go through the SFT
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -51,6 +50,7 @@ from typing import Any
 
 import torch
 
+from posttrain.cli_help import CommandParser
 from rewards.mr3.scoring import aggregate, plan_samples
 from rewards.mr3.templates import (
     COMPACT_VERDICT_TOKENS,
@@ -282,9 +282,9 @@ def pairwise_accuracy(model: Any, tokenizer: Any, n: int = 256, seed: int = 0, s
 
 def main(argv: list[str] | None = None) -> int:
     """Build (or reuse) the ``reward-mr3`` tiny model and report held-out accuracy before/after warm start."""
-    parser = argparse.ArgumentParser(prog="python -m rewards.mr3.tiny", description=main.__doc__)
+    parser = CommandParser(prog="python -m rewards.mr3.tiny", description=main.__doc__)
     parser.add_argument("--n", type=int, default=256, help="held-out items per format")
-    parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--cache_dir", default=None)
     parser.add_argument("--force", action="store_true", help="rebuild the cached model")
     parser.add_argument("--out", default="benchmarks/results/mr3_tiny_rm.json")
     args = parser.parse_args(argv)

@@ -131,7 +131,7 @@ class Batcher:
             raise RuntimeError("Batcher.start() was not called")
         if len(prompts) > self.max_queue:
             raise TooLarge(f"the request needs {len(prompts)} generations; this server queues at most "
-                           f"{self.max_queue} (--max-queue)")
+                           f"{self.max_queue} (--max_queue)")
         if len(self._jobs) + len(prompts) > self.max_queue:
             self.stats.rejected_full += 1
             raise QueueFull(f"queue full ({len(self._jobs)}/{self.max_queue} generations waiting); retry later")

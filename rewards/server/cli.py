@@ -7,19 +7,18 @@ import logging
 import os
 import sys
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.cli_help import CommandParser
 from posttrain.engines.spec import parse_engine_spec
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import DTYPES, load_served_model
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="posttrain serve",
         description="Serve a generative reward model (mR3-style rubric scoring: pointwise / pairwise / binary) "
                     "and an OpenAI-compatible /v1/completions + /v1/chat/completions API. With no --model, "
-                    "serves the embedded tiny reward model (built and warm-started on first use).",
-        formatter_class=HelpFormatter)
+                    "serves the embedded tiny reward model (built and warm-started on first use).")
     p.add_argument("--host", default="127.0.0.1", help="Interface to bind; use 0.0.0.0 only on a trusted network.")
     p.add_argument("--port", type=int, default=8000, help="TCP port (0 = any free port).")
     p.add_argument("--model", default=None, help="Model path, hub id or packaged alias (smollm2-135m); "
@@ -30,32 +29,33 @@ def build_parser() -> argparse.ArgumentParser:
                         "vLLM's CPU build), fake (no model; tests and benchmarks). Without a path it serves --model.")
     p.add_argument("--device", default="cpu", help="transformers backend device (cpu, cuda, cuda:1).")
     p.add_argument("--dtype", default="auto", choices=list(DTYPES), help="Model dtype (auto = the checkpoint's).")
-    p.add_argument("--max-model-len", type=int, default=None, help="vllm: context length.")
-    p.add_argument("--api-key", default=os.environ.get("POSTTRAIN_API_KEY"),
+    p.add_argument("--max_model_len", type=int, default=None, help="vllm: context length.")
+    p.add_argument("--api_key", default=os.environ.get("POSTTRAIN_API_KEY"),
                    help="Require 'Authorization: Bearer KEY' (except /health). Default: $POSTTRAIN_API_KEY.")
-    p.add_argument("--max-batch-size", type=int, default=16, help="Prompts per generate call (1 = no batching).")
-    p.add_argument("--no-batching", action="store_true", help="One prompt per generate call.")
-    p.add_argument("--batch-wait-ms", type=float, default=2.0, help="Wait for a batch to fill when idle.")
-    p.add_argument("--max-queue", type=int, default=256, help="Generations waiting; beyond this requests get 429.")
+    p.add_argument("--batch_size", "--max_batch_size", dest="max_batch_size", type=int, default=16,
+                   help="Most prompts per generate call, as every command's --batch_size (1 = no batching).")
+    p.add_argument("--no_batching", action="store_true", help="One prompt per generate call.")
+    p.add_argument("--batch_wait_ms", type=float, default=2.0, help="Wait for a batch to fill when idle.")
+    p.add_argument("--max_queue", type=int, default=256, help="Generations waiting; beyond this requests get 429.")
     p.add_argument("--timeout", type=float, default=60.0, help="Seconds per request (queue + generation); then 504.")
-    p.add_argument("--max-request-bytes", type=int, default=1_000_000, help="Largest request body; larger gets 413.")
-    p.add_argument("--max-tokens-cap", type=int, default=None,
+    p.add_argument("--max_request_bytes", type=int, default=1_000_000, help="Largest request body; larger gets 413.")
+    p.add_argument("--max_tokens_cap", type=int, default=None,
                    help="Largest max_tokens a request may ask for (unset: only the model's context limits it).")
-    p.add_argument("--rubric-max-tokens", type=int, default=None,
+    p.add_argument("--rubric_max_tokens", type=int, default=None,
                    help="Cap on a verdict's default budget (unset: what the model's context leaves after the "
                         "prompt; mR3 reasons for thousands of tokens; the tiny judge uses its own small budget).")
     p.add_argument("--template", default="auto", choices=["auto", "mr3", "compact"],
                    help="Rubric prompt style: mr3 = mR3's official prompts, byte for byte; compact = the embedded "
                         "tiny judge's layout; auto = compact for the embedded tiny model, mr3 otherwise. (A "
                         "request's own 'template' field picks the mR3 format: pairwise-general, safety-response...)")
-    p.add_argument("--served-model-name", default=None, help="Name in /v1/models (default: --model).")
-    p.add_argument("--fake-base-latency-ms", type=float, default=0.0,
+    p.add_argument("--served_model_name", default=None, help="Name in /v1/models (default: --model).")
+    p.add_argument("--fake_base_latency_ms", type=float, default=0.0,
                    help="fake backend: simulated fixed cost of one generate call.")
-    p.add_argument("--fake-per-item-ms", type=float, default=0.0,
+    p.add_argument("--fake_per_item_ms", type=float, default=0.0,
                    help="fake backend: simulated extra cost per prompt in a generate call.")
     p.add_argument("--threads", type=int, default=0,
                    help="torch intra-op threads (0 = torch's default; 1 is fastest on a busy small CPU).")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log_level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
 
@@ -76,7 +76,8 @@ def serve_main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     for name in ("max_batch_size", "max_queue", "max_request_bytes", "max_tokens_cap", "rubric_max_tokens"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
-            print(f"posttrain serve: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}",
+            flag = "batch_size" if name == "max_batch_size" else name
+            print(f"posttrain serve: --{flag} must be >= 1, got {getattr(args, name)}",
                   file=sys.stderr)
             return 2
     if args.timeout <= 0:

@@ -126,7 +126,7 @@ class Guard:
                 await _drain(receive, 16 * limit)
                 await _send_json(send, 413, error_body(
                     413, f"request body is {declared} bytes; this server accepts at most {limit} "
-                         "(--max-request-bytes)", "request_too_large"))
+                         "(--max_request_bytes)", "request_too_large"))
                 return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
@@ -141,7 +141,7 @@ class Guard:
             if size > limit:
                 await _drain(receive, 16 * limit)
                 await _send_json(send, 413, error_body(
-                    413, f"request body is over {limit} bytes (--max-request-bytes)", "request_too_large"))
+                    413, f"request body is over {limit} bytes (--max_request_bytes)", "request_too_large"))
                 return
             chunks.append(body)
             if not message.get("more_body", False):

@@ -41,7 +41,7 @@ class ServerState:
                            "not_found_error", code="model_not_found")
 
     def check_tokens(self, max_tokens: int, what: str) -> None:
-        """A 400 when a request's ``what`` (``max_tokens``) is over ``--max-tokens-cap``."""
+        """A 400 when a request's ``what`` (``max_tokens``) is over ``--max_tokens_cap``."""
         cap = self.settings.max_tokens_cap
         if cap is not None and max_tokens > cap:
             raise APIError(400, f"{what} = {max_tokens} is over this server's limit of {cap}")
@@ -70,7 +70,7 @@ class ServerState:
         """A 413 when one request needs more generations than the queue holds."""
         if generations > self.settings.max_queue:
             raise APIError(413, f"these items need {generations} generations; this server queues at most "
-                                f"{self.settings.max_queue} (--max-queue)", "request_too_large")
+                                f"{self.settings.max_queue} (--max_queue)", "request_too_large")
 
     def check_batch_items(self, items: int) -> None:
         """A 413 when a ``/batch`` request holds more items than ``--max-batch-items``."""

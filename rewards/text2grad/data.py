@@ -15,7 +15,7 @@ Sources:
   annotated records ``{"prompt", "response", "feedback": {...}}``, the feedback an object (or a JSON string)
   in any key variant of ``--form`` that ``feedback.parse_feedback`` reads (e.g. the paper's GPT-4o
   annotations), written back with the paper's key names. A bad record stops the run naming the record and
-  field, unless ``--skip-bad`` (then it is counted).
+  field, unless ``--skip_bad`` (then it is counted).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def add_text2grad_sft_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--style", default="full", choices=list(STYLES),
                         help="Template style for --input (the embedded default is always compact).")
     parser.add_argument("--n", type=int, default=2000, help="Embedded default: number of examples.")
-    parser.add_argument("--skip-bad", action="store_true", help="Skip (and count) bad records instead of failing.")
+    parser.add_argument("--skip_bad", action="store_true", help="Skip (and count) bad records instead of failing.")
 
 
 def run_text2grad_sft(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from posttrain.cli_help import CommandParser
 from rewards.text2grad.alignment import match_span
 from rewards.text2grad.feedback import SpanFeedback
 from rewards.text2grad.tiny import SPAN_RM_RECIPES
@@ -105,12 +106,11 @@ def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from posttrain.cli_help import HelpFormatter
 
-    parser = argparse.ArgumentParser(prog="posttrain text2grad-eval", formatter_class=HelpFormatter,
-                                     description="Span precision / recall of a Text2Grad span reward model against "
-                                     "the step-arithmetic program's labels, on held-out problems.\nWith no --model: an "
-                                     "embedded tiny span reward model (--recipe, built on first use).")
+    parser = CommandParser(prog="posttrain text2grad-eval",
+                           description="Span precision / recall of a Text2Grad span reward model against "
+                           "the step-arithmetic program's labels, on held-out problems.\nWith no --model: an "
+                           "embedded tiny span reward model (--recipe, built on first use).")
     parser.add_argument("--model", default=None, help="A span reward model folder (compact style, trained on "
                         "--recipe's task); default: the embedded --recipe.")
     parser.add_argument("--recipe", default=SPAN_RM_RECIPES[0], choices=list(SPAN_RM_RECIPES),

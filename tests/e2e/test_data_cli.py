@@ -30,8 +30,8 @@ def test_help_lists_subcommands(capsys):
 
 def test_entropylong_cli_builtin_corpus(tiny_lm, tmp_path, capsys):
     out = tmp_path / "el"
-    argv = ["entropylong", "--model", tiny_lm, "--output", str(out), "--num-entities", "4", "--num-misc", "2",
-            "--retriever", "bm25", "--top-k", "4", "--chunk-size", "5", "--no-progress", "--target-length", "600"]
+    argv = ["entropylong", "--model", tiny_lm, "--output", str(out), "--num_entities", "4", "--num_misc", "2",
+            "--retriever", "bm25", "--top_k", "4", "--chunk_size", "5", "--no_progress", "--target-length", "600"]
     assert data_main(argv) == 0
     text = capsys.readouterr().out
     assert "precision=" in text and "anchor entropy" in text
@@ -47,8 +47,8 @@ def test_entropylong_cli_builtin_corpus(tiny_lm, tmp_path, capsys):
 
 def test_dmap_cli_demo_and_input(tiny_lm, tmp_path, capsys):
     out = tmp_path / "dm"
-    assert data_main(["dmap", "--model", tiny_lm, "--output", str(out), "--demo-samples", "4",
-                      "--demo-tokens", "24"]) == 0
+    assert data_main(["dmap", "--model", tiny_lm, "--output", str(out), "--demo_samples", "4",
+                      "--demo_tokens", "24"]) == 0
     report = json.loads((out / "dmap_report.json").read_text())
     assert set(report["groups"]) == {"pure", "top_k5", "temp0.5", "corpus"}
     assert (out / "dmap_pure.png").stat().st_size > 1000
@@ -67,9 +67,9 @@ def test_entropylong_recovers_planted_facts_with_a_copying_scorer(tmp_path, caps
     planted (definition, usage) pairs: the document-level rule is precise, the paper's per-anchor rule
     recalls them too but also keeps template matches."""
     out = tmp_path / "el"
-    assert data_main(["entropylong", "--model", "cachelm", "--output", str(out), "--num-entities", "8",
-                      "--num-misc", "4", "--retriever", "bm25", "--no-progress", "--verify-rule", "doc_mean",
-                      "--corpus-style", "chars"]) == 0
+    assert data_main(["entropylong", "--model", "cachelm", "--output", str(out), "--num_entities", "8",
+                      "--num_misc", "4", "--retriever", "bm25", "--no_progress", "--verify-rule", "doc_mean",
+                      "--corpus_style", "chars"]) == 0
     report = json.loads((out / "eval.json").read_text())
     assert report["rule_doc_mean"]["precision"] >= 0.9 and report["rule_doc_mean"]["recall"] >= 0.9
     assert report["rule_anchor"]["recall"] >= 0.9
@@ -78,8 +78,8 @@ def test_entropylong_recovers_planted_facts_with_a_copying_scorer(tmp_path, caps
 
 
 def _el_argv(out, *extra: str) -> list[str]:
-    return ["entropylong", "--model", "cachelm", "--output", str(out), "--num-entities", "6", "--num-misc", "3",
-            "--corpus-style", "chars", "--retriever", "bm25", "--chunk-size", "3", "--no-progress", *extra]
+    return ["entropylong", "--model", "cachelm", "--output", str(out), "--num_entities", "6", "--num_misc", "3",
+            "--corpus_style", "chars", "--retriever", "bm25", "--chunk_size", "3", "--no_progress", *extra]
 
 
 def test_entropylong_max_reuse_binds_and_two_workers_write_what_one_writes(tmp_path):
@@ -93,7 +93,7 @@ def test_entropylong_max_reuse_binds_and_two_workers_write_what_one_writes(tmp_p
     used = [c["chunk_id"] for r in rows for c in r["contexts"]]
     assert used and len(used) == len(set(used))
     assert [r["_index"] for r in rows] == list(range(len(rows)))  # the root records' positions
-    assert data_main(_el_argv(tmp_path / "two", "--max-reuse", "1", "--num-workers", "2")) == 0
+    assert data_main(_el_argv(tmp_path / "two", "--max-reuse", "1", "--num_workers", "2")) == 0
     assert (tmp_path / "two" / "sequences.jsonl").read_bytes() == one
 
 
@@ -112,10 +112,10 @@ def test_entropylong_input_text_is_kept_byte_exact(smollm2, tmp_path):
     src.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
     with pytest.raises(SystemExit, match=r"record 'fr-1' \(field 'text'\).*'é de Velnor"):
         data_main(["entropylong", "--model", "cachelm", "--input", str(src), "--output", str(tmp_path / "c"),
-                   "--retriever", "bm25", "--no-progress"])
+                   "--retriever", "bm25", "--no_progress"])
     out = tmp_path / "s"
     assert data_main(["entropylong", "--model", smollm2, "--input", str(src), "--output", str(out),
-                      "--retriever", "bm25", "--top-k", "2", "--alpha", "1.0", "--no-progress"]) == 0
+                      "--retriever", "bm25", "--top_k", "2", "--alpha", "1.0", "--no_progress"]) == 0
     rows = [json.loads(line) for line in (out / "sequences.jsonl").read_text(encoding="utf-8").splitlines()]
     texts = {d["id"]: d["text"] for d in docs}
     assert [r["id"] for r in rows] == [d["id"] for d in docs]

@@ -18,7 +18,7 @@ from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_a
 
 REPO = Path(__file__).resolve().parents[2]
 
-SMALL = "--chunk-size 1 --max-questions 12 --max-segments 6"  # 6 generation blocks: the kill lands mid-stage
+SMALL = "--chunk_size 1 --max-questions 12 --max-segments 6"  # 6 generation blocks: the kill lands mid-stage
 _RUN = f"""
 import sys
 from data_pipelines.common.embed import HashingEmbedder
@@ -26,7 +26,7 @@ from data_pipelines.designer.run import run_pipeline
 from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_args
 SMALL = {SMALL!r}
 out, delay, address = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-args = designer_args(out, *SMALL.split(), "--ray-address", address)
+args = designer_args(out, *SMALL.split(), "--ray_address", address)
 run_pipeline(args, ScriptedDesignerEngine(bad_first=1, delay=delay), HashingEmbedder())
 """
 

@@ -47,8 +47,8 @@ def test_envs_split_state_and_observation() -> None:
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_runs_on_tiger_door(method: str, tmp_path) -> None:
     out = tmp_path / method
-    rc = gpo_control_main(["--env", "tiger-door", "--method", method, "--steps", "512", "--num-evals", "2",
-                           "--out", str(out), "--no-progress"])
+    rc = gpo_control_main(["--env", "tiger-door", "--method", method, "--steps", "512", "--num_evals", "2",
+                           "--out", str(out), "--no_progress"])
     assert rc == 0
     result = json.loads((out / "result.json").read_text())
     assert len(result["history"]) == 2 and np.isfinite(result["final_return"])
@@ -74,11 +74,11 @@ def test_seeded_runs_repeat() -> None:
 
 def test_continuous_pendulum_and_teacher_file(tmp_path) -> None:
     oracle = tmp_path / "oracle"
-    assert gpo_control_main(["--env", "pendulum", "--method", "oracle", "--steps", "800", "--num-envs", "2",
-                             "--num-evals", "1", "--eval-episodes", "2", "--out", str(oracle), "--no-progress"]) == 0
-    assert gpo_control_main(["--env", "pendulum", "--method", "teacher-student", "--steps", "800", "--num-envs", "2",
-                             "--num-evals", "1", "--eval-episodes", "2", "--teacher", str(oracle / "model.pt"),
-                             "--no-progress"]) == 0
+    assert gpo_control_main(["--env", "pendulum", "--method", "oracle", "--steps", "800", "--num_envs", "2",
+                             "--num_evals", "1", "--eval_episodes", "2", "--out", str(oracle), "--no_progress"]) == 0
+    assert gpo_control_main(["--env", "pendulum", "--method", "teacher-student", "--steps", "800", "--num_envs", "2",
+                             "--num_evals", "1", "--eval_episodes", "2", "--teacher", str(oracle / "model.pt"),
+                             "--no_progress"]) == 0
     r, _ = train(ControlConfig(env="pendulum", method="gpo-clip", noise=0.1, steps=800, num_envs=2, num_evals=1,
                                eval_episodes=2))
     assert np.isfinite(r["history"][-1]["kl_guider_learner"])

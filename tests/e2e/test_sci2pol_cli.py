@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -11,27 +10,28 @@ import sys
 from pathlib import Path
 
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
+from posttrain.cli_help import CommandParser
 from tests.unit.ray_session import (
     kill_when_parts,
     ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
 )
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = ("import argparse, sys\nfrom data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol\n"
-       "p = argparse.ArgumentParser(); add_sci2pol_args(p); sys.exit(run_sci2pol(p.parse_args(sys.argv[1:])))")
+CLI = ("import sys\nfrom posttrain.cli_help import CommandParser\nfrom data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol\n"
+       "p = CommandParser(); add_sci2pol_args(p); sys.exit(run_sci2pol(p.parse_args(sys.argv[1:])))")
 
 
 def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
+    parser = CommandParser()
     add_sci2pol_args(parser)
     return run_sci2pol(parser.parse_args(argv))
 
 
 def _bench_argv(out: Path, ray_address: str) -> list[str]:
     return ["bench", "--model", "tiny", "--judge", "tiny", "--tasks", "task1,task7,task11,task18",
-            "--per-task", "2", "--open-tokens", "8", "--judge-tokens", "8", "--judge-retries", "1",
-            "--bootstrap", "50", "--chunk-size", "1", "--output", str(out), "--no-progress",
-            "--ray-address", ray_address]
+            "--per_task", "2", "--open_tokens", "8", "--judge_tokens", "8", "--judge_retries", "1",
+            "--bootstrap", "50", "--chunk_size", "1", "--output", str(out), "--no_progress",
+            "--ray_address", ray_address]
 
 
 def _results(out: Path) -> dict:
@@ -60,8 +60,8 @@ def test_bench_killed_then_rerun_equals_uninterrupted(tmp_path, ray_session):
 
 def test_corpus_filters_and_rejects(tmp_path, ray_session):
     out = tmp_path / "corpus"
-    assert _run(["corpus", "--judge", "tiny", "--polish-tokens", "8", "--judge-retries", "0",
-                 "--output", str(out), "--no-progress", "--ray-address", ray_session]) == 0
+    assert _run(["corpus", "--judge", "tiny", "--polish_tokens", "8", "--judge_retries", "0",
+                 "--output", str(out), "--no_progress", "--ray_address", ray_session]) == 0
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
     reasons = {r.get("policy_id") or r["record"]["policy_id"]: r["reason"] for r in rejects}
     assert reasons["D2"] == "cites 4 papers > max 3"

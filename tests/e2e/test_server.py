@@ -255,5 +255,5 @@ def test_cli_help_and_bad_flags(capsys):
         serve_main(["--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert "--host" in out and "127.0.0.1" in out and "--max-request-bytes" in out
-    assert serve_main(["--max-queue", "0"]) == 2
+    assert "--host" in out and "127.0.0.1" in out and "--max_request_bytes" in out
+    assert serve_main(["--max_queue", "0"]) == 2

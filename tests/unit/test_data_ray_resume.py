@@ -25,13 +25,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _el_argv(out: Path) -> list[str]:
-    return ["entropylong", "--model", "cachelm", "--output", str(out), "--num-entities", "10", "--num-misc", "4",
-            "--corpus-style", "chars", "--retriever", "bm25", "--chunk-size", "2", "--max-reuse", "1",
-            "--no-progress"]
+    return ["entropylong", "--model", "cachelm", "--output", str(out), "--num_entities", "10", "--num_misc", "4",
+            "--corpus_style", "chars", "--retriever", "bm25", "--chunk_size", "2", "--max-reuse", "1",
+            "--no_progress"]
 
 
 def _cli(argv: list[str], ray_address: str) -> list[str]:
-    return [sys.executable, "-m", "data_pipelines.cli", *argv, "--ray-address", ray_address]
+    return [sys.executable, "-m", "data_pipelines.cli", *argv, "--ray_address", ray_address]
 
 
 def _kill_and_resume(argv: list[str], out: Path, ray_address: str, parts: str = "parts") -> int:
@@ -67,7 +67,7 @@ def test_dmap_scoring_killed_resumes_to_the_uninterrupted_output(tmp_path, ray_s
     src = tmp_path / "texts.jsonl"
     docs = make_corpus(num_entities=10, num_misc=6, seed=3).documents
     src.write_text("".join(json.dumps({"text": d["text"]}) + "\n" for d in docs) + "{bad\n")
-    argv = ["dmap", "--input", str(src), "--chunk-size", "2", "--batch-size", "2", "--no-progress"]
+    argv = ["dmap", "--input", str(src), "--chunk_size", "2", "--batch_size", "2", "--no_progress"]
     assert data_main([*argv, "--output", str(tmp_path / "whole")]) == 0
     killed = tmp_path / "killed"
     done = _kill_and_resume([*argv, "--output", str(killed)], killed, ray_session)

@@ -15,6 +15,7 @@ from data_pipelines.common.runner import Reject
 from data_pipelines.designer.run import add_designer_args, run_pipeline
 from data_pipelines.designer.stages import CallSettings, make_annotate_stage, make_generate_stage
 from data_pipelines.designer.steps import retrieve_step
+from posttrain.cli_help import CommandParser
 from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
 from tests.unit.ray_session import ray_session_fixture  # noqa: F401 - the `ray_session` fixture
@@ -82,9 +83,9 @@ class ScriptedDesignerEngine:
 
 
 def designer_args(out, *extra: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+    parser = CommandParser()
     add_designer_args(parser)
-    return parser.parse_args(["--output", str(out), "--no-progress", "--embedder", "hashing", *extra])
+    return parser.parse_args(["--output", str(out), "--no_progress", "--embedder", "hashing", *extra])
 
 
 def test_scripted_engine_meets_the_protocol() -> None:
@@ -151,7 +152,7 @@ def test_retrieval_returns_top5_of_the_segment_discipline() -> None:
 def test_pipeline_output_loads_in_the_dataset_task(tmp_path, ray_session) -> None:
     from posttrain.tasks.dataset import DatasetTask
 
-    report = run_pipeline(designer_args(tmp_path / "out", "--max-questions", "12", "--chunk-size", "6"),
+    report = run_pipeline(designer_args(tmp_path / "out", "--max-questions", "12", "--chunk_size", "6"),
                           ScriptedDesignerEngine(), HashingEmbedder())
     assert report["records"] > 0
     assert report["stages"]["annotate"]["out"] == 12
@@ -187,7 +188,7 @@ def test_cli_bodies_register_as_subcommands_with_help_for_every_flag() -> None:
     for sub_parser in (designer, diversity):
         assert all(action.help for action in sub_parser._actions)
         assert "--help" in sub_parser.format_help()
-    args = parser.parse_args(["designer", "--mode", "exemplar", "--decontaminate", "bench.jsonl", "--top-k", "3"])
+    args = parser.parse_args(["designer", "--mode", "exemplar", "--decontaminate", "bench.jsonl", "--top_k", "3"])
     assert (args.mode, args.decontaminate, args.top_k, args.model) == ("exemplar", "bench.jsonl", 3, "smollm2-135m")
     assert parser.parse_args(["diversity", "q.jsonl", "--field", "prompt"]).field == "prompt"
 

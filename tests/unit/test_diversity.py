@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
@@ -19,6 +18,7 @@ from data_pipelines.common.diversity import (
     radius,
     run_diversity,
 )
+from posttrain.cli_help import CommandParser
 
 # three points: (0,0), (3,0), (0,4); distances 3, 4, 5
 TRIANGLE = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0]])
@@ -68,7 +68,7 @@ def test_cli_body_reads_a_field_and_writes_a_report(tmp_path, capsys) -> None:
     path = tmp_path / "q.jsonl"
     path.write_text("".join(json.dumps({"question": q}) + "\n" for q in ("What is force?", "Name a gas.",
                                                                             "Explain supply and demand.")))
-    parser = argparse.ArgumentParser()
+    parser = CommandParser()
     add_diversity_args(parser)
     assert run_diversity(parser.parse_args([str(path), "--embedder", "hashing", "--k", "2",
                                             "--output", str(tmp_path / "r.json")])) == 0

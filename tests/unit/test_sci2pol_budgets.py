@@ -1,4 +1,4 @@
-"""``posttrain data sci2pol bench`` token budgets: the demo's on the built-in items, real ones with --bench-dir,
+"""``posttrain data sci2pol bench`` token budgets: the demo's on the built-in items, real ones with --bench_dir,
 a flag always winning."""
 
 import argparse
@@ -6,10 +6,11 @@ import argparse
 import pytest
 
 from data_pipelines.sci2pol.run import add_sci2pol_args, resolve_budgets
+from posttrain.cli_help import CommandParser
 
 
 def _bench_args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+    parser = CommandParser()
     add_sci2pol_args(parser)
     args = parser.parse_args(["bench", *argv])
     resolve_budgets(args)
@@ -22,8 +23,8 @@ def _budgets(args: argparse.Namespace) -> tuple[int, int, int]:
 
 def test_built_in_items_keep_the_demo_budgets_and_bench_data_gets_real_ones(tmp_path):
     assert _budgets(_bench_args()) == (16, 96, 96)
-    assert _budgets(_bench_args("--bench-dir", str(tmp_path))) == (256, 2048, 256)
-    assert _budgets(_bench_args("--bench-dir", str(tmp_path), "--open-tokens", "512")) == (256, 512, 256)
+    assert _budgets(_bench_args("--bench_dir", str(tmp_path))) == (256, 2048, 256)
+    assert _budgets(_bench_args("--bench_dir", str(tmp_path), "--open_tokens", "512")) == (256, 512, 256)
     assert _budgets(_bench_args("--judge-tokens", "48")) == (16, 96, 48)
-    with pytest.raises(SystemExit, match="--max-new-tokens must be >= 1, got 0"):
-        _bench_args("--max-new-tokens", "0")
+    with pytest.raises(SystemExit, match="--max_new_tokens must be >= 1, got 0"):
+        _bench_args("--max_new_tokens", "0")

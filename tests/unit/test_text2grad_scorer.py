@@ -103,7 +103,7 @@ def test_sft_data_builder(tmp_path):
     records.write_text(json.dumps({"prompt": "q", "response": "a b", "feedback": {"critique": "c", "poor": ["b"]}})
                        + "\n" + json.dumps({"prompt": "q", "response": "a", "feedback": {"poor_spans": [1]}}) + "\n")
     assert data_main(["text2grad-sft", "--input", str(records), "--output", str(out)]) == 2  # names record 1
-    assert data_main(["text2grad-sft", "--input", str(records), "--output", str(out), "--skip-bad"]) == 0
+    assert data_main(["text2grad-sft", "--input", str(records), "--output", str(out), "--skip_bad"]) == 0
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert json.loads(row["answer"]) == {"textual_feedback": "c", "good_spans": [], "poor_spans": ["b"]}
     assert "character for character" in row["prompt"]

@@ -172,7 +172,7 @@ def test_warm_start_import_error_names_recipe(tmp_path: Path) -> None:
 
 
 def test_tiny_main_lists(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert tiny_main(["--list", "--cache-dir", str(tmp_path)]) == 0
+    assert tiny_main(["--list", "--cache_dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "causal-arithmetic" in out and "not built" in out
     assert "causal-arithmetic-vllm " in out

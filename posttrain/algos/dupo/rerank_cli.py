@@ -17,7 +17,7 @@ from typing import Any
 
 from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
 from posttrain.cli_help import (
-    HelpFormatter,
+    CommandParser,
     add_engine_arguments,
     check_engine_argument,
     command_engine,
@@ -29,8 +29,7 @@ ENGINES = ("hf", "vllm", "http")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="posttrain dupo-rerank", description=__doc__,
-                                formatter_class=HelpFormatter)
+    p = CommandParser(prog="posttrain dupo-rerank", description=__doc__)
     p.add_argument("--model", default=None, help="Model path, hub id or alias; default: the task's tiny model.")
     p.add_argument("--task", default="word-arithmetic", help="Built-in task whose held-out split is reranked.")
     p.add_argument("--split", default="test", choices=["test", "train"], help="Task split to rerank.")

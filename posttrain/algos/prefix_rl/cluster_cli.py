@@ -30,7 +30,7 @@ from typing import Any
 from posttrain.algos.prefix_rl.algo import EMBEDDED_PREFIX_TOKENS
 from posttrain.algos.prefix_rl.cluster import best_cluster, elbow, kmeans, prefix_features, representatives
 from posttrain.cli_help import (
-    HelpFormatter,
+    CommandParser,
     add_engine_arguments,
     check_engine_argument,
     command_engine,
@@ -54,7 +54,7 @@ SAMPLE_MEMBERS = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="posttrain prefix-cluster", description=__doc__, formatter_class=HelpFormatter)
+    p = CommandParser(prog="posttrain prefix-cluster", description=__doc__)
     p.add_argument("--target_model", default=None, help="Frozen target: path, hub id or alias (smollm2-135m); "
                    "default: the task's embedded tiny target.")
     p.add_argument("--task", default="answer-format", help="Built-in task: train split clustered, test split scored.")

@@ -19,12 +19,12 @@ from pathlib import Path
 from posttrain.algos.gpo import core
 from posttrain.algos.gpo.control.envs import ENV_NAMES
 from posttrain.algos.gpo.control.methods import ENV_DEFAULTS, METHODS, ControlConfig
-from posttrain.cli_help import HelpFormatter
+from posttrain.cli_help import CommandParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="posttrain gpo-control", formatter_class=HelpFormatter,
+    p = CommandParser(
+        prog="posttrain gpo-control",
         description="Guided Policy Optimization (guider sees the full state, learner the noisy partial "
         "observation) and the paper's baselines on vectorised gymnasium-style control tasks.",
     )
@@ -39,21 +39,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None,
                    help="Environment steps to train (default per env: "
                    + ", ".join(f"{k} {v['steps']}" for k, v in ENV_DEFAULTS.items()) + ").")
-    p.add_argument("--num-envs", type=int, default=None, help="Parallel (vectorised) environments (default per env).")
-    p.add_argument("--rollout-len", type=int, default=None, help="Steps per environment per update (default per env).")
+    p.add_argument("--num_envs", type=int, default=None, help="Parallel (vectorised) environments (default per env).")
+    p.add_argument("--rollout_len", type=int, default=None, help="Steps per environment per update (default per env).")
     p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default per env; code: 3e-4).")
     p.add_argument("--stack", type=int, default=None, help="Frames in the learner's view (cartpole default 2).")
-    p.add_argument("--ppo-clip", type=float, default=core.PPO_CLIP, help="PPO clip epsilon (code: 0.3).")
-    p.add_argument("--inner-clip", type=float, default=core.INNER_CLIP, help="GPO-clip's delta (code: 0.1-0.3).")
+    p.add_argument("--ppo_clip", type=float, default=core.PPO_CLIP, help="PPO clip epsilon (code: 0.3).")
+    p.add_argument("--inner_clip", type=float, default=core.INNER_CLIP, help="GPO-clip's delta (code: 0.1-0.3).")
     p.add_argument("--alpha", type=float, default=core.GPO_CLIP_ALPHA, help="GPO-clip's fixed learner RL weight.")
-    p.add_argument("--target-kl", type=float, default=core.PENALTY_TARGET_KL, help="GPO-penalty's d_targ.")
-    p.add_argument("--ent-coef", type=float, default=0.01, help="Entropy bonus on the behaviour policy.")
-    p.add_argument("--num-evals", type=int, default=10, help="Evaluations of the learner during training.")
-    p.add_argument("--eval-episodes", type=int, default=None, help="Deterministic episodes per evaluation (default per env).")
+    p.add_argument("--target_kl", type=float, default=core.PENALTY_TARGET_KL, help="GPO-penalty's d_targ.")
+    p.add_argument("--ent_coef", type=float, default=0.01, help="Entropy bonus on the behaviour policy.")
+    p.add_argument("--num_evals", type=int, default=10, help="Evaluations of the learner during training.")
+    p.add_argument("--eval_episodes", type=int, default=None, help="Deterministic episodes per evaluation (default per env).")
     p.add_argument("--teacher", default=None, help="teacher-student: an oracle's model.pt (else one is trained).")
     p.add_argument("--out", default=None, help="Folder for result.json and model.pt (optional).")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads.")
-    p.add_argument("--no-progress", action="store_true", help="Hide the progress bar.")
+    p.add_argument("--no_progress", action="store_true", help="Hide the progress bar.")
     return p
 
 
