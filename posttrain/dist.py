@@ -11,6 +11,7 @@ import os
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -50,6 +51,8 @@ def init_distributed() -> DistInfo:
     cuda = torch.cuda.is_available()
     if not torch_dist.is_initialized():
         deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", verbose=False)
+        if not cuda:
+            _unlink_shm_allreduce_buffer(torch_dist.get_rank())
     local_rank = int(os.environ["LOCAL_RANK"])
     if cuda:
         torch.cuda.set_device(local_rank)
@@ -57,6 +60,24 @@ def init_distributed() -> DistInfo:
     else:
         device = torch.device("cpu")
     return DistInfo(torch_dist.get_rank(), torch_dist.get_world_size(), local_rank, device)
+
+
+def shm_allreduce_buffer(rank: int) -> Path:
+    """The POSIX shared-memory file of this rank's workspace for DeepSpeed's CPU all-reduce (its
+    ``shm_initialize``: ``deepspeed_allreduce_buffer_UID_MASTERADDR_MASTERPORT_RANK``, 69 MB)."""
+    return Path("/dev/shm") / (f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR', '')}_"
+                               f"{os.environ.get('MASTER_PORT', '')}_{rank}")
+
+
+def _unlink_shm_allreduce_buffer(rank: int) -> None:
+    """Remove this rank's all-reduce buffer from /dev/shm once every rank has mapped every other's.
+
+    DeepSpeed creates the buffer at start-up and never unlinks it, so each rank of each run on CPU used to
+    leave 69 MB of RAM-backed /dev/shm behind until a reboot (a test suite left gigabytes). After the barrier
+    every rank has opened its peers' buffers (``shm_initialize`` waits for each), so the name can go: the
+    mappings stay valid until the processes exit, and then the kernel frees the memory."""
+    torch_dist.barrier()
+    shm_allreduce_buffer(rank).unlink(missing_ok=True)
 
 
 def set_cpu_threads(requested: int) -> int:

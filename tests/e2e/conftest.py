@@ -45,4 +45,14 @@ def run_entry(args: list[str], launcher: list[str] | None = None, timeout: float
     cmd = (launcher or [sys.executable]) + [str(REPO / "posttrain" / "train.py")] + args
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     full_env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + full_env.get("PATH", "")
-    return subprocess.run(cmd, check=False, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(cmd, check=False, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if launcher and "--master_port" in launcher and result.returncode == 0:
+        _assert_no_shm_buffer_left(launcher[launcher.index("--master_port") + 1])
+    return result
+
+
+def _assert_no_shm_buffer_left(port: str) -> None:
+    """A finished run leaves none of DeepSpeed's CPU all-reduce buffers in /dev/shm (``posttrain.dist`` unlinks
+    them once every rank has mapped them; DeepSpeed itself never does, 69 MB per rank per run)."""
+    left = sorted(p.name for p in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"))
+    assert not left, f"DeepSpeed's shared-memory buffers left behind: {left}"
