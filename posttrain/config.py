@@ -112,7 +112,8 @@ class TrainConfig:
                                         "--rollout.OPTION value (listed below). " + VLLM_EMBEDDED_HELP,
                               ["hf", "diffusion", *VLLM_KINDS])
     async_rollouts: bool = opt(False, "Generate the next steps' rollouts while this step trains (GRPO/RLOO); stale "
-                                      "rollouts use the sampling engine's log-probs as the ratio's old policy.")
+                                      "rollouts are corrected by --tis_cap (the ratio's old policy stays the "
+                                      "trainer's).")
     max_staleness: int = opt(1, "--async_rollouts: how many weight versions a step's rollouts may lag the trained "
                                 "policy (asserted); generation runs that many steps ahead.")
     sync_every: int = opt(1, "Push the trained weights into the rollout engine every N steps (1 = after every step); "
