@@ -184,6 +184,13 @@ class Algorithm(ABC):
         mu - 1: the trainer's pass over the step's experience), with its metrics. ``policy`` is called for
         the forward passes that train it (the trainer passes a ``TrainedModel``)."""
 
+    def end_step(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
+        """Called once training step ``step`` is done, with its metrics (each loss metric the mean over the step's
+        micro-batches, inner iterations and ranks, so every rank sees the same values): where an algorithm adapts
+        a setting from what its losses measured (GPO-penalty's alpha). Returns metrics of its own to log; the
+        default adapts nothing."""
+        return {}
+
     def role_loss(self, name: str, model: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         """Loss of trained role ``name`` (a role besides the policy with ``trains`` set, e.g. PPO's critic) on
         the micro-batch the policy's ``loss`` just used; metrics keys carry their own prefix."""
