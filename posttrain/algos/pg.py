@@ -120,6 +120,7 @@ def _right_padded(values: list[list[float]], length: int) -> torch.Tensor:
 class GRPO(Algorithm):
     config_class = GRPOConfig
     config: GRPOConfig
+    supports_async_rollouts = True
 
     def roles(self) -> tuple[ModelRole, ...]:
         """The policy, and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""

@@ -112,6 +112,7 @@ def completion_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention
 class GPO(GRPO):
     config_class = GPOConfig
     config: GPOConfig
+    supports_async_rollouts = False  # its experience is built in make_experience (guider and learner prompts)
 
     def __init__(self, config: GPOConfig, ctx: Any) -> None:
         super().__init__(config, ctx)

@@ -144,6 +144,7 @@ class PPOConfig(GRPOConfig):
 class PPO(GRPO):
     config_class = PPOConfig
     config: PPOConfig
+    supports_async_rollouts = False  # not run asynchronously yet: its experience adapts beta from each batch
 
     def __init__(self, config: PPOConfig, ctx: Any) -> None:
         super().__init__(config, ctx)
