@@ -115,11 +115,6 @@ class ESPO(Algorithm):
     config_class = ESPOConfig
     config: ESPOConfig
 
-    def __init__(self, config: ESPOConfig, ctx) -> None:
-        super().__init__(config, ctx)
-        self._loss_calls = 0
-        self._micro_batches = 1
-
     # -- wiring ----------------------------------------------------------------------------------
     def roles(self) -> tuple[ModelRole, ...]:
         """The policy, and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
