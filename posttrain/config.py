@@ -1,7 +1,8 @@
 """Typed run configuration: dataclasses with a one-line doc per field, YAML + CLI overrides, validation.
 
 Every algorithm has a config dataclass extending ``TrainConfig``. A field is declared with ``opt``:
-its ``help`` is what ``--help`` prints, its ``choices`` are checked at start-up. Precedence, lowest
+its ``help`` is what ``--help`` prints, its ``choices`` are checked at start-up; a subclass changes inherited
+defaults with ``@defaults(name=value)``, without redeclaring the field. Precedence, lowest
 first: dataclass defaults, ``--config run.yaml``, ``--key value`` flags on the command line.
 """
 
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 import os
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,27 @@ def opt(default: Any, help: str, choices: Sequence[Any] | None = None) -> Any:
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def defaults(**values: Any) -> Callable[[type], type]:
+    """Class decorator, placed under ``@dataclass``: the config subclass changes the defaults of inherited fields
+    without redeclaring them, their type, help and choices staying the base's. A name that is not an inherited
+    field, or that the class declares itself, is an error."""
+
+    def apply(cls: type) -> type:
+        declared = dict(inspect.get_annotations(cls))
+        for name, value in values.items():
+            owner = next((base for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
+                          and name in {f.name for f in dataclasses.fields(base)}), None)
+            if owner is None or name in declared:
+                raise TypeError(f"{cls.__name__}: defaults() takes inherited fields only, not {name!r}")
+            inherited = next(f for f in dataclasses.fields(owner) if f.name == name)
+            declared[name] = typing.get_type_hints(owner)[name]
+            setattr(cls, name, opt(value, inherited.metadata["help"], inherited.metadata["choices"]))
+        cls.__annotations__ = declared
+        return cls
+
+    return apply
 
 
 @dataclass
@@ -112,7 +135,8 @@ class TrainConfig:
                                         "--rollout.OPTION value (listed below). " + VLLM_EMBEDDED_HELP,
                               ["hf", "diffusion", *VLLM_KINDS])
     async_rollouts: bool = opt(False, "Generate the next steps' rollouts while this step trains (GRPO/RLOO); stale "
-                                      "rollouts use the sampling engine's log-probs as the ratio's old policy.")
+                                      "rollouts are corrected by --tis_cap (the ratio's old policy stays the "
+                                      "trainer's).")
     max_staleness: int = opt(1, "--async_rollouts: how many weight versions a step's rollouts may lag the trained "
                                 "policy (asserted); generation runs that many steps ahead.")
     sync_every: int = opt(1, "Push the trained weights into the rollout engine every N steps (1 = after every step); "

@@ -284,6 +284,7 @@ class Trainer:
         metrics["perf/tokens_per_s"] = tokens * info.world_size / max(elapsed, 1e-9)
         metrics["perf/step_seconds"] = elapsed
         metrics = all_reduce_mean(metrics, info.world_size)
+        metrics.update(self.algo.end_step(step, metrics))
         metrics["perf/peak_memory_mb"] = peak_memory_mb(info.device)
         metrics["data/epoch"] = self.sampler.epoch
         return metrics

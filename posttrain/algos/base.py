@@ -110,6 +110,11 @@ class Algorithm(ABC):
     """Base class of every ``--algo``. Subclasses set ``config_class`` and register themselves."""
 
     config_class: ClassVar[type[TrainConfig]]
+    supports_async_rollouts: ClassVar[bool] = False
+    """Whether the algorithm implements the split below (``generation_request`` / ``experience_from_rollouts``,
+    its experience one generation call on the policy's engine), which ``--async_rollouts`` requires. Declared by
+    each algorithm: a subclass that builds its experience otherwise (e.g. GPO, DuPO, Prefix-RL over GRPO) sets
+    it back to False."""
 
     def __init__(self, config: TrainConfig, ctx: AlgoContext) -> None:
         self.config = config
@@ -156,9 +161,9 @@ class Algorithm(ABC):
         ``policy`` (the plain module, in eval mode); returns metrics too."""
 
     # -- asynchronous rollouts (``--async_rollouts``): the step split in two ---------------------
-    # An algorithm whose rollouts are one generation call overrides both methods below; the trainer then
-    # asks for step t+1's request while step t trains and hands back the finished rollouts (see
-    # ``posttrain.async_rollouts``).
+    # An algorithm whose rollouts are one generation call overrides both methods below and sets
+    # ``supports_async_rollouts``; the trainer then asks for step t+1's request while step t trains and hands
+    # back the finished rollouts (see ``posttrain.async_rollouts``).
     def generation_request(self, examples: list[Example], step: int) -> GenerationRequest:
         """The one generation training step ``step``'s experience needs (this rank's share of ``examples``)."""
         raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")
@@ -169,20 +174,18 @@ class Algorithm(ABC):
         sampled by weights ``staleness`` versions older than ``policy``'s (0 = the same weights)."""
         raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")
 
-    @property
-    def supports_async_rollouts(self) -> bool:
-        """Whether the algorithm implements the split above (required by ``--async_rollouts``): one class
-        defines ``make_experience`` and both halves, so a subclass that overrides only ``make_experience``
-        (e.g. GPO and DuPO over GRPO) is not run through its parent's halves."""
-        owners = {next(k for k in type(self).__mro__ if name in vars(k))
-                  for name in ("make_experience", "generation_request", "experience_from_rollouts")}
-        return len(owners) == 1 and Algorithm not in owners
-
     @abstractmethod
     def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         """Loss of one micro-batch (already on the policy's device) in inner iteration ``iteration`` (0 ..
         mu - 1: the trainer's pass over the step's experience), with its metrics. ``policy`` is called for
         the forward passes that train it (the trainer passes a ``TrainedModel``)."""
+
+    def end_step(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
+        """Called once training step ``step`` is done, with its metrics (each loss metric the mean over the step's
+        micro-batches, inner iterations and ranks, so every rank sees the same values): where an algorithm adapts
+        a setting from what its losses measured (GPO-penalty's alpha). Returns metrics of its own to log; the
+        default adapts nothing."""
+        return {}
 
     def role_loss(self, name: str, model: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         """Loss of trained role ``name`` (a role besides the policy with ``trains`` set, e.g. PPO's critic) on

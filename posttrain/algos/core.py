@@ -218,23 +218,23 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.
     return torch.expm1(log_ratio) - log_ratio
 
 
-def truncated_importance_weights(old_logp: torch.Tensor, sampling_logp: torch.Tensor, cap: float) -> torch.Tensor:
-    """Truncated importance sampling (TIS) of the sampler mismatch: ``min(exp(old_logp - sampling_logp), cap)``
-    per token, without gradient.
+def truncated_importance_weights(proximal_logp: torch.Tensor, sampling_logp: torch.Tensor,
+                                 cap: float) -> torch.Tensor:
+    """Truncated importance sampling (TIS): ``min(exp(proximal_logp - sampling_logp), cap)`` per token, without
+    gradient.
 
-    The rollout engine (vLLM) samples from a slightly different distribution than the trainer computes
-    (other kernels, precision, a lagging weight copy), so the policy gradient, whose expectation is under
-    the trainer's old policy, is reweighted by pi_old / pi_sampler; truncating at ``cap`` bounds the
-    variance (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training";
-    TRL's ``vllm_importance_sampling_correction``, verl's TIS). The weight multiplies the clipped
-    surrogate's per-token loss, before any KL penalty, as in TRL.
+    The rollout engine samples from a slightly different distribution than the trainer's pi_prox (other kernels,
+    precision, weights some versions old), so the policy gradient, whose expectation is under pi_prox, is
+    reweighted by pi_prox / pi_sampler; truncating at ``cap`` bounds the variance (Yao et al. 2025, "Your
+    Efficient RL Framework Secretly Brings You Off-Policy RL Training"; verl's token-level rollout correction).
+    ``policy_loss``'s ``tis`` term applies it to the clipped surrogate, before any KL penalty.
     """
     if not cap > 0:
         raise ValueError(f"cap must be > 0, got {cap}")
-    if old_logp.shape != sampling_logp.shape:
-        raise ValueError(f"old_logp {tuple(old_logp.shape)} and sampling_logp {tuple(sampling_logp.shape)} "
-                         "differ in shape")
-    return torch.exp(old_logp.detach() - sampling_logp.detach()).clamp(max=cap)
+    if proximal_logp.shape != sampling_logp.shape:
+        raise ValueError(f"proximal_logp {tuple(proximal_logp.shape)} and sampling_logp "
+                         f"{tuple(sampling_logp.shape)} differ in shape")
+    return torch.exp(proximal_logp.detach() - sampling_logp.detach()).clamp(max=cap)
 
 
 def sampler_mismatch(trainer_logp: torch.Tensor, sampling_logp: torch.Tensor,

@@ -54,7 +54,7 @@ from posttrain.algos.elbo import (
 from posttrain.algos.pg import group_pg_incompatibilities
 from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
-from posttrain.config import TrainConfig, opt
+from posttrain.config import TrainConfig, defaults, opt
 from posttrain.engines.diffusion import fixed_length_completions
 from posttrain.engines.spec import EngineSpec
 from posttrain.models.diffusion import diffusion_mask_token_id, resolve_mask_token_id
@@ -63,25 +63,18 @@ from posttrain.tasks.prompts import encode_prompts
 
 
 @dataclass
+@defaults(task="sudoku", steps=150, prompts_per_step=8, group_size=6, micro_batch_size=48, eval_every=20, pass_k=1,
+          mu=2, lr=3e-4)
 class ESPOConfig(TrainConfig):
-    """ESPO: sequence-level ratio on the ELBO, normalised by L; clipped surrogate; k2 KL; RLOO."""
+    """ESPO: sequence-level ratio on the ELBO, normalised by L; clipped surrogate; k2 KL; RLOO.
 
-    # Batch shape and budget sized for the embedded default (tiny diffusion model, 4x4 Sudoku, 2 CPU cores,
-    # under 10 minutes with its warm start); the paper's runs use G = 6 too, mu = 8 and far more steps.
-    task: str = opt("sudoku", "Built-in task (arithmetic, countdown, sudoku) or 'dataset' to use --dataset.")
-    steps: int = opt(150, "Training steps: each samples one batch of rollouts and takes mu optimizer steps on it "
-                          "(steps x mu optimizer steps in all); save_every, eval_every and log_every count these. "
-                          "150: on the embedded default, 60 steps stayed within noise of the warm start.")
-    prompts_per_step: int = opt(8, "Prompts per step across all ranks.")
-    group_size: int = opt(6, "Completions sampled per prompt (G; ESPO uses 6).")
-    micro_batch_size: int = opt(48, "Samples per forward/backward on one rank.")
-    eval_every: int = opt(20, "Evaluate on the held-out split every N steps (and at start and end); 0 = never.")
-    pass_k: int = opt(1, "k for pass@k at evaluation (sampled at the rollout temperature); 1 = off.")
+    Batch shape and budget are sized for the embedded default (tiny diffusion model, 4x4 Sudoku, 2 CPU cores,
+    under 10 minutes with its warm start): G = 6 as ESPO; 150 steps, since 60 stayed within noise of the warm
+    start; mu = 2 (the paper's runs use mu = 8 and far more steps)."""
+
     rollout: EngineSpec = opt("diffusion", "Rollout engine (the masked-diffusion sampler; its options are "
                                                "--rollout.OPTION value).", ["diffusion"])
     max_new_tokens: int = opt(24, "Fixed generation length L (completions are EOS-padded to it).")
-    mu: int = opt(2, "Inner iterations: optimizer steps taken on each step's batch of rollouts.")
-    lr: float = opt(3e-4, "Peak learning rate (AdamW).")
     likelihood: str = opt("elbo", "Likelihood proxy: coupled sequence ELBO or d1 mean-field.", ["elbo", "mean-field"])
     action: str = opt("sequence", "Action space of the ratio: whole sequence (ESPO) or each token.", ["sequence", "token"])
     advantage: str = opt("rloo", "Advantage estimator over each group of G completions.", ["rloo", "grpo", "dr_grpo"])
@@ -105,34 +98,22 @@ class ESPOConfig(TrainConfig):
 
 
 @dataclass
+@defaults(action="token")
 class TokenELBOConfig(ESPOConfig):
     """Token-level ratios on the per-token ELBO terms (UniGRPO / Coupled-GRPO style), else as ESPO."""
 
-    action: str = opt("token", "Action space of the ratio: whole sequence (ESPO) or each token.", ["sequence", "token"])
-
 
 @dataclass
+@defaults(likelihood="mean-field", action="token", advantage="grpo", clip_low=0.5, clip_high=0.5, kl_coef=0.04,
+          kl_estimator="k3")
 class DiffuGRPOConfig(ESPOConfig):
     """d1 / diffu-GRPO: mean-field likelihood, token-level ratios, k3 KL (d1 train.yaml defaults)."""
-
-    likelihood: str = opt("mean-field", "Likelihood proxy: coupled sequence ELBO or d1 mean-field.", ["elbo", "mean-field"])
-    action: str = opt("token", "Action space of the ratio: whole sequence (ESPO) or each token.", ["sequence", "token"])
-    advantage: str = opt("grpo", "Advantage estimator over each group of G completions.", ["rloo", "grpo", "dr_grpo"])
-    clip_low: float = opt(0.5, "Lower clip epsilon of the ratio.")
-    clip_high: float = opt(0.5, "Upper clip epsilon of the ratio.")
-    kl_coef: float = opt(0.04, "Weight beta of the KL penalty to the frozen reference; 0 = no reference.")
-    kl_estimator: str = opt("k3", "KL estimator on the likelihood proxy: k1, k2 or k3.", KL_ESTIMATORS)
 
 
 @ALGORITHMS.register("espo")
 class ESPO(Algorithm):
     config_class = ESPOConfig
     config: ESPOConfig
-
-    def __init__(self, config: ESPOConfig, ctx) -> None:
-        super().__init__(config, ctx)
-        self._loss_calls = 0
-        self._micro_batches = 1
 
     # -- wiring ----------------------------------------------------------------------------------
     def roles(self) -> tuple[ModelRole, ...]:

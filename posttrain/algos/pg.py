@@ -7,10 +7,12 @@ optional KL penalty to a frozen reference, aggregated by token-mean, seq-mean or
 When ``mu == 1`` the old policy equals the current one, so its log-probs are the current ones
 detached (no extra forward), as in TRL.
 
-Sampler mismatch: every step logs ``rollout/logprob_abs_diff`` and ``rollout/logprob_kl`` (trainer vs
-rollout-engine log-probs of the sampled tokens, ``core.sampler_mismatch``), and ``tis_cap`` applies
-truncated importance sampling of that mismatch (``core.truncated_importance_weights``; on by default
-for vLLM rollouts with C = 2, off for the in-process engines, where it would be a no-op up to rounding).
+Off-policy correction (``posttrain.algos.policy_loss``, the decoupled objective of AReaL and verl): the ratio is
+pi_theta / pi_prox, pi_prox being the trainer's own log-probs when the step's experience is made (recomputed
+when ``mu > 1``; at ``mu == 1`` the policy's log-probs detached, which equal them), never the sampler's, even for
+stale rollouts. The sampler's log-probs enter only through truncated importance sampling, each token's loss
+weighted min(pi_prox / pi_sampler, C) (``tis_cap``), and the mismatch metrics (``rollout/logprob_abs_diff``,
+``rollout/logprob_kl``, pi_prox against pi_sampler), logged every step.
 """
 
 from __future__ import annotations
@@ -21,17 +23,8 @@ from typing import Any
 import torch
 
 from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
-from posttrain.algos.core import (
-    AGGREGATIONS,
-    KL_ESTIMATORS,
-    aggregate_loss,
-    clipped_surrogate,
-    group_advantages,
-    kl_estimate,
-    masked_mean,
-    sampler_mismatch,
-    truncated_importance_weights,
-)
+from posttrain.algos.core import AGGREGATIONS, KL_ESTIMATORS, aggregate_loss, group_advantages, masked_mean
+from posttrain.algos.policy_loss import PolicyLossSettings, PolicyTokens, policy_loss
 from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
@@ -58,18 +51,27 @@ def group_pg_incompatibilities(cfg: Any) -> list[tuple[str, Any, str]]:
     return bad
 
 
-VLLM_TIS_CAP = 2.0
-"""Default truncation C of the sampler-mismatch weight for vLLM rollouts: TRL's default, and the value
-Yao et al. (2025) use; the weights of a well-synced engine sit near 1, so C only bounds the rare tokens
-the two kernels disagree on, and C = 2 keeps the update's variance at most doubled."""
+DEFAULT_TIS_CAP = 2.0
+"""Default truncation C of the per-token weight min(pi_prox / pi_sampler, C): the C = 2 of Yao et al. (2025) and
+verl's rollout-correction threshold (2.0). The weights of a well-synced engine sit near 1, so C only bounds the
+rare tokens the two sides disagree on. Not TRL's default: TRL 1.16 (``vllm_importance_sampling_mode
+"sequence_mask"``, ``vllm_importance_sampling_cap`` 3) takes one ratio per sequence and drops the sequences whose
+ratio exceeds 3, where we keep every token and truncate its weight."""
+
+
+def rollouts_may_lag(cfg: Any) -> bool:
+    """Whether the rollouts' sampler can differ from pi_prox beyond rounding: a vLLM engine (other kernels), or
+    weights older than the trainer's (``--async_rollouts``, or ``--sync_every`` above 1)."""
+    return cfg.rollout.kind in VLLM_KINDS or cfg.async_rollouts or cfg.sync_every > 1
 
 
 def tis_cap(cfg: Any) -> float:
-    """The truncated-importance-sampling cap in force: ``cfg.tis_cap``, or when unset ``VLLM_TIS_CAP`` for
-    vLLM rollouts and 0 (off, the exact surrogate) for the in-process engines."""
+    """The truncated-importance-sampling cap in force: ``cfg.tis_cap``, or when unset ``DEFAULT_TIS_CAP`` where
+    the rollouts may lag (``rollouts_may_lag``) and 0 (off, the exact surrogate) where the trainer's own weights
+    sampled them in process."""
     if cfg.tis_cap is not None:
         return float(cfg.tis_cap)
-    return VLLM_TIS_CAP if cfg.rollout.kind in VLLM_KINDS else 0.0
+    return DEFAULT_TIS_CAP if rollouts_may_lag(cfg) else 0.0
 
 
 @dataclass
@@ -87,9 +89,9 @@ class GRPOConfig(TrainConfig):
     kl_coef: float = opt(0.0, "Weight of the KL penalty to the frozen reference model (beta); 0 = no reference.")
     kl_estimator: str = opt("k3", "Per-token KL estimator (Schulman): k1, k2 or k3.", KL_ESTIMATORS)
     loss_agg: str = opt("token-mean", "How token losses are averaged.", AGGREGATIONS)
-    tis_cap: float | None = opt(None, "Truncated importance sampling of the sampler mismatch: each token's loss is "
-                                      "weighted min(pi_old / pi_sampler, C) with this cap C; unset = 2.0 for vLLM "
-                                      "rollouts, off for hf; 0 = off.")
+    tis_cap: float | None = opt(None, "Truncated importance sampling of the sampler's lag and mismatch: each token's "
+                                      "loss is weighted min(pi_prox / pi_sampler, C) with this cap C; unset = 2.0 "
+                                      "for vLLM rollouts, --async_rollouts or --sync_every > 1, else off; 0 = off.")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
         bad = group_pg_incompatibilities(self)
@@ -118,6 +120,7 @@ def _right_padded(values: list[list[float]], length: int) -> torch.Tensor:
 class GRPO(Algorithm):
     config_class = GRPOConfig
     config: GRPOConfig
+    supports_async_rollouts = True
 
     def roles(self) -> tuple[ModelRole, ...]:
         """The policy, and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
@@ -143,10 +146,10 @@ class GRPO(Algorithm):
 
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
                                  staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
-        """Rewards, advantages and log-probs of finished rollouts. Stale rollouts (sampled by older weights,
-        ``--async_rollouts``) take the engine's sampling log-probs as the old policy of the clipped ratio:
-        the ratio is then pi_theta / pi_behaviour, the policy that actually sampled them (PPO's own
-        convention; with fresh rollouts and mu == 1 it is 1 at the step's start, as in TRL)."""
+        """Rewards, advantages and log-probs of finished rollouts. Whatever their ``staleness``, pi_prox (the
+        ratio's old policy) is ``policy``'s, recomputed here when ``mu > 1`` (at ``mu == 1`` the loss takes the
+        policy's own log-probs, detached); the engine's log-probs are kept as ``sampling_logprobs`` for the
+        importance weights and the mismatch metrics (``posttrain.algos.policy_loss``)."""
         cfg, ctx = self.config, self.ctx
         group = [ex for ex in examples for _ in range(cfg.group_size)]
         prompt_ids = rollouts.prompt_ids
@@ -158,9 +161,7 @@ class GRPO(Algorithm):
         completion_len = tensors["completion_mask"].shape[1]
         tensors["sampling_logprobs"] = _right_padded(rollouts.logprobs, completion_len)
         with torch.no_grad():
-            if staleness:
-                tensors["old_logprobs"] = _right_padded(rollouts.logprobs, completion_len)
-            elif cfg.mu > 1:
+            if cfg.mu > 1:
                 with ctx.timer.phase("old_logprobs"):
                     tensors["old_logprobs"] = self._logprobs(policy, tensors, completion_len)
             if self.declares(REFERENCE):
@@ -176,35 +177,28 @@ class GRPO(Algorithm):
                                             temperature=self.config.temperature, last=completion_len)
         return logprobs.float().cpu()
 
-    def surrogate_terms(self, policy: torch.nn.Module, batch: Experience
-                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, float]]:
-        """The clipped surrogate of a micro-batch before any KL term: ``(per_token_loss, mask, logp, metrics)``,
-        with the sampler-mismatch metrics and the truncated importance weights applied (shared with PPO)."""
-        cfg = self.config
+    def policy_tokens(self, policy: torch.nn.Module, batch: Experience) -> tuple[PolicyTokens, torch.Tensor]:
+        """The micro-batch's log-probs under pi_theta (``policy``'s forward), pi_prox, the sampler and the reference
+        (``policy_loss.PolicyTokens``), with the policy's per-token entropy."""
         mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
         logp, entropy = causal_token_logprobs(policy, batch["input_ids"], batch["attention_mask"],
-                                              temperature=cfg.temperature, with_entropy=True,
+                                              temperature=self.config.temperature, with_entropy=True,
                                               last=mask.shape[1])
         logp = logp.float()
-        old = batch["old_logprobs"] if "old_logprobs" in batch.tensors else logp.detach()
-        per_token, clipped, ratio = clipped_surrogate(logp, old, batch["advantages"], cfg.clip_low, cfg.clip_high)
-        # Trainer vs sampler on the sampled tokens: with mu == 1 the current weights are the ones that
-        # rolled out (or, for stale rollouts, the ones now trained), later passes compare the old policy.
-        sampling = batch["sampling_logprobs"]
-        abs_diff, mismatch_kl = sampler_mismatch(logp if cfg.mu == 1 else old, sampling, mask)
-        metrics = {
-            "clip_fraction": float(masked_mean(clipped.float(), mask)),
-            "entropy": float(masked_mean(entropy.detach(), mask)),
-            "ratio_mean": float(masked_mean(ratio.detach(), mask)),
-            "rollout/logprob_abs_diff": float(abs_diff),
-            "rollout/logprob_kl": float(mismatch_kl),
-        }
-        cap = tis_cap(cfg)
-        if cap > 0:
-            weights = truncated_importance_weights(old, sampling, cap)
-            per_token = per_token * weights
-            metrics["rollout/tis_weight_mean"] = float(masked_mean(weights, mask))
-        return per_token, mask, logp, metrics
+        proximal = batch["old_logprobs"] if "old_logprobs" in batch.tensors else logp.detach()
+        tokens = PolicyTokens(logp, proximal, batch["advantages"], mask, sampling_logp=batch["sampling_logprobs"],
+                              ref_logp=batch.tensors.get("ref_logprobs"))
+        return tokens, entropy
+
+    def loss_terms(self) -> tuple[str, ...]:
+        """The ``policy_loss`` terms this algorithm composes: the clipped surrogate, TIS when its cap is on, the KL
+        penalty when the reference is declared."""
+        return (("clipped_surrogate",) + (("tis",) if tis_cap(self.config) > 0 else ())
+                + (("kl_penalty",) if self.declares(REFERENCE) else ()))
+
+    def loss_settings(self) -> PolicyLossSettings:
+        cfg = self.config
+        return PolicyLossSettings(cfg.clip_low, cfg.clip_high, tis_cap(cfg), cfg.kl_coef, cfg.kl_estimator)
 
     def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``per_token`` reduced by ``--loss_agg`` ("constant": over the completion budget the rollouts had,
@@ -213,13 +207,10 @@ class GRPO(Algorithm):
                               constant=float(self.sampling_params(step=0).max_new_tokens))
 
     def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
-        cfg = self.config
-        per_token, mask, logp, metrics = self.surrogate_terms(policy, batch)
-        if self.declares(REFERENCE):
-            kl = kl_estimate(logp, batch["ref_logprobs"], cfg.kl_estimator)
-            per_token = per_token + cfg.kl_coef * kl
-            metrics["kl"] = float(masked_mean(kl.detach(), mask))
-        return LossOutput(self.aggregate(per_token, mask), metrics)
+        tokens, entropy = self.policy_tokens(policy, batch)
+        per_token, metrics = policy_loss(self.loss_terms(), tokens, self.loss_settings())
+        metrics["entropy"] = float(masked_mean(entropy.detach(), tokens.mask))
+        return LossOutput(self.aggregate(per_token, tokens.mask), metrics)
 
 
 @ALGORITHMS.register("rloo")

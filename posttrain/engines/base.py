@@ -144,6 +144,15 @@ def sample_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest[:8], "little") & (2**31 - 1)
 
 
+def stop_token_ids(params: SamplingParams, eos_token_id: int | None) -> tuple[int, ...]:
+    """The token ids that end a completion, for every engine alike (in process or remote): ``params.stop_token_ids``
+    and the tokenizer's eos, sorted. The ending token is kept in the completion."""
+    ids = set(params.stop_token_ids)
+    if eos_token_id is not None:
+        ids.add(int(eos_token_id))
+    return tuple(sorted(ids))
+
+
 def check_prompts(prompt_ids: list[list[int]]) -> None:
     """Every prompt is a non-empty token-id list (text must be tokenised by the caller)."""
     for i, prompt in enumerate(prompt_ids):

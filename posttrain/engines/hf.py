@@ -38,7 +38,13 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from posttrain.engines.base import Rollouts, SamplingParams, check_score_inputs, start_generation
+from posttrain.engines.base import (
+    Rollouts,
+    SamplingParams,
+    check_score_inputs,
+    start_generation,
+    stop_token_ids,
+)
 from posttrain.engines.grammar import RowGrammars, SchemaCompiler
 from posttrain.engines.hf_scoring import score_causal_lm
 from posttrain.engines.scores import TokenScores
@@ -165,10 +171,8 @@ class HFRolloutEngine:
         )
 
     def _stop_ids(self, params: SamplingParams) -> torch.Tensor:
-        ids = set(params.stop_token_ids)
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(int(self.tokenizer.eos_token_id))
-        return torch.tensor(sorted(ids), dtype=torch.long, device=self.device)
+        ids = stop_token_ids(params, self.tokenizer.eos_token_id)
+        return torch.tensor(ids, dtype=torch.long, device=self.device)
 
     def _generate_batch(
         self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator,

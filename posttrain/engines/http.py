@@ -10,7 +10,9 @@ engine); ``vllm serve`` reports the raw model distribution unless started with
 
 Seeds: OpenAI-style servers seed each request on its own, so the same seed on G copies of one prompt
 would give G identical samples. With ``SamplingParams.seed = s`` prompt ``i`` is sent with the seed
-``base.sample_seed(s, i)`` (distinct per prompt, repeatable per call); with no seed none is sent.
+``base.sample_seed(s, i)`` (distinct per prompt, repeatable per call), or, when the caller says which samples of
+a larger call the prompts are (``sample_indices``, the remote engine's slices), ``sample_seed(s, sample_indices[i])``,
+the seed the colocated vLLM engine gives that sample; with no seed none is sent.
 
 Structured output: ``SamplingParams.json_schema`` goes out as OpenAI's ``response_format`` (``{"type":
 "json_schema", "json_schema": {"name": ..., "schema": ...}}``), which ``vllm serve`` (its structured
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
@@ -131,10 +133,15 @@ class OpenAIHTTPEngine:
             raise RuntimeError(f"{self.url}: the answer has no choices: {str(answer)[:300]}") from None
 
     # -- generation --------------------------------------------------------------------------------
-    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
-        """One completion per prompt, in input order (one request per prompt, ``concurrency`` at a time)."""
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams,
+                 sample_indices: Sequence[int] | None = None) -> Rollouts:
+        """One completion per prompt, in input order (one request per prompt, ``concurrency`` at a time); prompt
+        ``i`` is sample ``sample_indices[i]`` of the call for its seed (default ``i``)."""
         check_prompts(prompt_ids)
         prompts = [list(p) for p in prompt_ids]
+        indices = list(range(len(prompts)) if sample_indices is None else sample_indices)
+        if len(indices) != len(prompts):
+            raise ValueError(f"sample_indices has {len(indices)} entries for {len(prompts)} prompts")
 
         def one(index: int) -> tuple[list[int], str, list[float], str]:
             body: dict[str, Any] = {
@@ -145,7 +152,7 @@ class OpenAIHTTPEngine:
             if params.top_k:
                 body["top_k"] = params.top_k
             if params.seed is not None:
-                body["seed"] = sample_seed(params.seed, index)
+                body["seed"] = sample_seed(params.seed, indices[index])
             if params.stop_token_ids:
                 body["stop_token_ids"] = list(params.stop_token_ids)
             if params.json_schema is not None:

@@ -7,7 +7,10 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
 - ``generate`` spreads the prompts over the N workers in contiguous, balanced, order-preserving slices
   (``balanced_slices``), sends them through the OpenAI-compatible client (``engines/http.py``), and
   returns them in input order. Prompt ``i`` of a call seeded ``s`` is sampled with the seed
-  ``base.sample_seed(s, i)`` whichever worker serves it, so the samples do not depend on the worker count.
+  ``base.sample_seed(s, i)`` whichever worker serves it (derived once, by the HTTP client), and the request stops
+  at the tokenizer's eos and ``stop_token_ids`` (``base.stop_token_ids``), as the colocated engine: the samples
+  depend neither on the worker count nor on the placement (workers serve the model's eos ids too, and vLLM's
+  neutral sampling defaults, ``--generation-config vllm``, not the checkpoint's).
 - Weights: ``sync_from`` / ``update_weights`` push the trainer's weights into every worker through
   vLLM's weight-transfer protocol, over our gloo transport on CPU (``engines/weight_transfer.py``) and
   vLLM's ``nccl`` on CUDA (``default_transport``; the NCCL path has not run here: this machine has no
@@ -43,7 +46,7 @@ from typing import Any
 import httpx
 import torch
 
-from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seed
+from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, stop_token_ids
 from posttrain.engines.http import OpenAIHTTPEngine
 from posttrain.engines.weights import TrainerWeights
 
@@ -179,11 +182,14 @@ class RemoteVLLMEngine:
         slices = balanced_slices(len(prompt_ids), len(self.urls))
         owner = [w for w, sl in enumerate(slices) for _ in range(sl.start, sl.stop)]
 
+        # the colocated engine's stop ids (the tokenizer's eos added) and seeds (sample_seed(seed, index), derived
+        # once, by the client): the same seed gives the same samples on either placement
+        sent = dataclasses.replace(params, stop_token_ids=stop_token_ids(params, self.tokenizer.eos_token_id))
+
         def one(index: int) -> Rollouts:
-            seed = None if params.seed is None else sample_seed(params.seed, index)
             worker = owner[index]
             try:
-                return self._clients[worker].generate([prompt_ids[index]], dataclasses.replace(params, seed=seed))
+                return self._clients[worker].generate([prompt_ids[index]], sent, sample_indices=[index])
             except RuntimeError as err:
                 raise WorkerError(self.urls[worker], f"generation failed: {err}") from err
 

@@ -53,6 +53,7 @@ from posttrain.engines.base import (
     check_prompts,
     check_score_inputs,
     sample_seed,
+    stop_token_ids,
 )
 from posttrain.engines.scores import TokenScores
 from posttrain.engines.topk import scores_from_topk
@@ -246,17 +247,11 @@ class VLLMRolloutEngine:
                    sync_timeout_s=sync_timeout_s)
 
     # ------------------------------------------------------------------------------------------
-    def _stop_ids(self, params: SamplingParams) -> list[int]:
-        ids = set(params.stop_token_ids)
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(int(self.tokenizer.eos_token_id))
-        return sorted(ids)
-
     def _vllm_params(self, params: SamplingParams, count: int) -> list[Any]:
         from vllm import SamplingParams as VLLMSamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
-        stop_ids = self._stop_ids(params)
+        stop_ids = list(stop_token_ids(params, self.tokenizer.eos_token_id))
         greedy = params.temperature == 0
         common = {"max_tokens": params.max_new_tokens, "temperature": params.temperature,
                   "top_p": 1.0 if greedy else params.top_p, "top_k": 0 if greedy else params.top_k,

@@ -15,6 +15,9 @@ command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind
 - ``--logprobs-mode processed_logprobs``: completions report the log-probs of the distribution actually
   sampled (after temperature / top-k / top-p), which the importance ratio needs.
 - ``--served-model-name default``: the name ``RemoteVLLMEngine`` asks for.
+- ``--generation-config vllm``: a request's unset sampling fields take vLLM's neutral defaults, not the
+  checkpoint's ``generation_config.json`` (its top-k or repetition penalty), as in the colocated engine, which
+  passes complete sampling parameters; the checkpoint's eos ids still end a completion on both.
 - ``--structured-outputs-config``: xgrammar with ``disable_any_whitespace``, the grammar of the colocated
   engine and the HF engine for ``SamplingParams.json_schema`` (compact JSON).
 - On CPU: ``--enforce-eager``, chunked prefill off (``vllm.cpu_scheduler_options``: a split seeded request
@@ -51,7 +54,8 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
         cuda = torch.cuda.is_available()
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", host,
                "--port", str(port), "--served-model-name", SERVED_MODEL_NAME, "--dtype", dtype, "--seed", str(seed),
-               "--logprobs-mode", "processed_logprobs", "--worker-extension-cls", WORKER_EXTENSION,
+               "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm",
+               "--worker-extension-cls", WORKER_EXTENSION,
                "--weight-transfer-config", json.dumps({"backend": "nccl" if cuda else GLOO_BACKEND}),
                "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
     if max_model_len:

@@ -122,6 +122,37 @@ def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vll
     assert all(len(lp) == len(ids) and all(v <= 0 for v in lp) for lp, ids in zip(spread.logprobs, spread.completion_ids))
 
 
+def test_a_seed_gives_the_same_samples_colocated_and_remote(workers, vllm_tiny: Path) -> None:
+    """One seed derivation and one set of stop ids on both placements: the same seeded requests on the same fp32
+    weights sample the same tokens, with the same log-probs and finish reasons, from a colocated engine and from
+    the workers (remote hashed the seed twice before; sampled tokens of one fp32 seed are no near-tie)."""
+    import gc
+
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.remote import RemoteVLLMEngine
+    from posttrain.engines.vllm import VLLMRolloutEngine
+
+    model, tokenizer, prompts = _hf(vllm_tiny)
+    remote = RemoteVLLMEngine([url for url, _ in workers], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    colocated = VLLMRolloutEngine.from_pretrained(str(vllm_tiny), tokenizer, dtype="float32", max_model_len=256)
+    try:
+        group = [p for p in prompts[:3] for _ in range(4)]  # G = 4 copies of three prompts, over both workers
+        params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=23)
+        here, there = colocated.generate(group, params), remote.generate(group, params)
+        assert len({tuple(ids) for ids in here.completion_ids}) > 3  # the copies differ: the seeds decide
+        assert there.completion_ids == here.completion_ids
+        assert there.finish_reasons == here.finish_reasons
+        for near, far in zip(here.logprobs, there.logprobs):
+            assert far == pytest.approx(near, abs=1e-4)
+        # a stop id (besides the eos both add) ends the same completions at the same token on both placements
+        stop = dataclasses.replace(params, stop_token_ids=(here.completion_ids[0][1],))
+        assert remote.generate(group, stop).completion_ids == colocated.generate(group, stop).completion_ids
+    finally:
+        remote.close()
+        del colocated
+        gc.collect()
+
+
 def test_worker_on_another_version_is_named(workers, vllm_tiny: Path) -> None:
     from posttrain.engines.remote import RemoteVLLMEngine, WorkerError
 

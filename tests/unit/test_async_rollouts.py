@@ -117,8 +117,7 @@ def test_launched_generations_survive_a_checkpoint_round_trip() -> None:
 def test_only_algorithms_with_their_own_split_run_async() -> None:
     from posttrain.algos import algorithm_names, get_algorithm
 
-    supported = {name for name in algorithm_names()
-                 if (cls := get_algorithm(name)).__new__(cls).supports_async_rollouts}
+    supported = {name for name in algorithm_names() if get_algorithm(name).supports_async_rollouts}
     # GPO subclasses GRPO but builds its experience in its own make_experience; DuPO's dual reward may generate
     # with the policy's engine, which the background generation holds
     assert supported == {"grpo", "rloo"}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import yaml
 
 from posttrain.algos.pg import GRPOConfig, RLOOConfig
-from posttrain.config import ConfigError, build_config, help_text, requested_algo
+from posttrain.config import ConfigError, TrainConfig, build_config, defaults, help_text, requested_algo
 from posttrain.dist import deepspeed_config, lr_lambda
 from posttrain.engines.spec import DiffusionSpec, HFSpec
 
@@ -152,3 +153,19 @@ def test_steps_count_rollout_batches_of_mu_optimizer_steps() -> None:
         cfg = build_config(GRPOConfig, argv)
         ds = deepspeed_config(cfg, world)
         assert ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] == cfg.per_rank_samples(world)
+
+
+def test_defaults_change_inherited_defaults_and_keep_help_and_choices() -> None:
+    @dataclasses.dataclass
+    @defaults(steps=7, rollout="diffusion")
+    class Short(TrainConfig):
+        """A config that only changes two defaults."""
+
+    fields = {f.name: f for f in dataclasses.fields(Short)}
+    base = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    assert Short().steps == 7 and Short().rollout.kind == "diffusion" and TrainConfig().steps == 200
+    assert fields["steps"].metadata == base["steps"].metadata and fields["rollout"].metadata == base["rollout"].metadata
+    assert list(fields) == list(base)  # every field keeps its place
+    assert Short(steps=3).steps == 3
+    with pytest.raises(TypeError, match="inherited fields only, not 'no_such_field'"):
+        defaults(no_such_field=1)(type("Bad", (TrainConfig,), {}))

@@ -219,4 +219,19 @@ def test_gpo_llm_penalty_loss_by_hand() -> None:
     loss, metrics = out.loss, out.metrics
     assert loss.item() == pytest.approx(sum(guider + learner) / 4, rel=1e-5)
     assert "gpo/backtrack_fraction" not in metrics
-    assert algo._kl_count == 1 and algo._kl_sum == pytest.approx((kl1 + kl2 + kl3) / 4, rel=1e-5)
+    assert metrics["gpo/kl_guider_learner"] == pytest.approx((kl1 + kl2 + kl3) / 4, rel=1e-5)
+
+
+@pytest.mark.parametrize(("variant", "alpha_after"), [("penalty", 0.12), ("clip", 2.0), ("naive", 0.0)])
+def test_gpo_alpha_adapts_from_the_steps_metrics_not_from_loss_calls(variant: str, alpha_after: float) -> None:
+    """Loss calls leave the algorithm as it was; ``end_step`` adapts the penalty variant's alpha from the step's
+    mean KL (0 -> 0.1 -> 0.12 for a KL above 1.2 x the target 0.001), and the checkpointed state is alpha alone."""
+    batch = _gpo_batch()
+    algo = _gpo(variant)
+    before = dict(vars(algo))
+    for _ in range(2):
+        algo.loss(TwoTableModel(hinted_width=batch["input_ids"].shape[1]), batch, iteration=0)
+    assert vars(algo) == before
+    assert algo.end_step(1, {"gpo/kl_guider_learner": 0.01}) == {}
+    assert algo.alpha == pytest.approx(alpha_after)
+    assert algo.state_dict() == {"alpha": pytest.approx(alpha_after)}

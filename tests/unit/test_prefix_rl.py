@@ -12,14 +12,17 @@ import pytest
 import torch
 
 from posttrain.algos.base import AlgoContext
+from posttrain.algos.ppo.algo import CRITIC
 from posttrain.algos.prefix_rl.algo import TARGET, PrefixRL, PrefixRLConfig
 from posttrain.algos.prefix_rl.generation import PrefixThenTarget
+from posttrain.algos.prefix_rl.ppo import PrefixRLPPO
 from posttrain.algos.roles import CHECKPOINT, POLICY, REFERENCE, check_roles
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.engines.spec import HFSpec
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+from posttrain.models.value import ValueModel
 from posttrain.tasks import TASKS
 
 K = 5
@@ -47,18 +50,19 @@ def _first_k_chars_reward(prompts, completions, **columns):
     return [float(sum(map(ord, c[:K])) % 3) for c in completions]
 
 
-def _algo(target_seed: int = 1, reward=None, **overrides) -> tuple[PrefixRL, torch.nn.Module]:
+def _algo(target_seed: int = 1, reward=None, cls: type = PrefixRL, **overrides) -> tuple[PrefixRL, torch.nn.Module]:
     tokenizer, task = build_tokenizer(), TASKS.get("answer-format")()
     adapter = _model("causal-answer-format-adapter", seed=0)
-    config = PrefixRLConfig(prefix_tokens=K, group_size=4, prompts_per_step=2, micro_batch_size=8, kl_coef=0.1,
-                            target_max_new_tokens=12, temperature=1.0, **overrides)
+    config = cls.config_class(prefix_tokens=K, group_size=4, prompts_per_step=2, micro_batch_size=8, kl_coef=0.1,
+                              target_max_new_tokens=12, temperature=1.0, **overrides)
+    models = {CRITIC: ValueModel(copy.deepcopy(adapter))} if cls is PrefixRLPPO else {}
     ctx = AlgoContext(tokenizer=tokenizer, reward_fn=reward or task.reward, is_correct=task.is_correct,
                       timer=PhaseTimer(), device=torch.device("cpu"),
                       rollout=Recording(HFRolloutEngine(copy.deepcopy(adapter), tokenizer)),
-                      reference=copy.deepcopy(adapter).requires_grad_(False),
+                      reference=copy.deepcopy(adapter).requires_grad_(False), models=models,
                       engines={TARGET: Recording(HFRolloutEngine(_model("causal-answer-format", target_seed),
                                                                  tokenizer))})
-    algo = PrefixRL(config, ctx)
+    algo = cls(config, ctx)
     return algo, adapter
 
 
@@ -98,6 +102,19 @@ def test_prefix_is_exactly_k_tokens_and_the_target_gets_the_same_ids() -> None:
     for row, ids in enumerate(prefix.completion_ids):
         assert experience["input_ids"][row, width : width + len(ids)].tolist() == ids
     assert metrics["prefix_rl/answer_length_mean"] > K  # the target did write the rest
+
+
+def test_prefix_rl_ppo_is_ppo_with_the_prefix_generation() -> None:
+    """``prefix-rl-ppo`` (PPO holding ``PrefixAnswers``, no second base class): PPO's roles plus the target, the
+    adapter's k-token sampling, prefix-then-target answers, and PPO's experience on the k prefix tokens only."""
+    algo, adapter = _algo(cls=PrefixRLPPO, reward=_first_k_chars_reward)
+    assert set(check_roles(algo.roles())) == {POLICY, CRITIC, REFERENCE, TARGET}
+    assert algo.sampling_params(1).max_new_tokens == K and algo.sampling_params(1).stop_token_ids == ()
+    assert isinstance(algo.evaluation_engine(), PrefixThenTarget) and not algo.supports_async_rollouts
+    experience, metrics = algo.make_experience(EXAMPLES, adapter, step=1)
+    assert "ppo/kl_coef" in metrics and "prefix_rl/answer_length_mean" in metrics
+    assert experience["completion_mask"].shape[1] <= K and "old_values" in experience.tensors
+    assert algo.ctx.engines[TARGET].calls  # the target continued the prefixes
 
 
 def test_target_tokens_never_reach_the_loss() -> None:

@@ -190,6 +190,11 @@ def test_topk_scores_retries_and_seeds(tiny):
         assert sorted(b["seed"] for b in app.state.bodies) == sorted(sample_seed(7, i) for i in range(3))
         assert all(b["top_k"] == 3 and b["stop_token_ids"] == [9] and b["return_token_ids"]
                    and "response_format" not in b for b in app.state.bodies)
+        app.state.bodies.clear()  # samples 4 and 6 of a larger call (a remote worker's share) keep their seeds
+        OpenAIHTTPEngine(url, tok).generate([[1, 2]] * 2, params, sample_indices=[4, 6])
+        assert sorted(b["seed"] for b in app.state.bodies) == sorted(sample_seed(7, i) for i in (4, 6))
+        with pytest.raises(ValueError, match="sample_indices has 1 entries for 2 prompts"):
+            OpenAIHTTPEngine(url, tok).generate([[1, 2]] * 2, params, sample_indices=[4])
         OpenAIHTTPEngine(url, tok).generate([[1, 2]], dataclasses.replace(params, json_schema='{"type": "integer"}'))
         assert app.state.bodies[-1]["response_format"] == {  # OpenAI's form, which vLLM's server takes too
             "type": "json_schema", "json_schema": {"name": "output", "schema": {"type": "integer"}}}

@@ -84,11 +84,9 @@ class DuPO(GRPO):
         snapshot = self.config.dual_solver == "snapshot"
         return super().roles() + ((solver_role(self.config.dual_refresh_every),) if snapshot else ())
 
-    @property
-    def supports_async_rollouts(self) -> bool:
-        """False: the dual reward may generate with the policy's engine (``dual_solver policy``), which the
-        asynchronous driver's background generation holds meanwhile."""
-        return False
+    supports_async_rollouts = False
+    """The dual reward may generate with the policy's engine (``dual_solver policy``), which the asynchronous
+    driver's background generation holds meanwhile."""
 
     def dual_settings(self, step: int) -> DualSettings:
         """The dual reward's settings at ``step`` (the dual answers' seed follows the step and rank)."""

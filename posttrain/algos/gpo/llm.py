@@ -24,7 +24,9 @@ out of distribution and drag the learner down. There is no frozen reference: ``k
 learner is anchored to the guider by L2).
 
 Deviations: the penalty variant updates alpha once per step, from the mean KL(mu || pi) of that step's
-micro-batches (the code updates it once per PPO epoch), and the KLs are per token over the vocabulary.
+micro-batches over every rank (the code updates it once per PPO epoch): ``loss`` returns the KL as a metric and
+``end_step`` adapts alpha from the step's mean, so no state passes between loss calls; the KLs are per token over
+the vocabulary.
 The module must be listed in ``posttrain.algos.ALGORITHM_MODULES`` to be found by ``--algo gpo``.
 """
 
@@ -110,18 +112,24 @@ def completion_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention
 class GPO(GRPO):
     config_class = GPOConfig
     config: GPOConfig
+    supports_async_rollouts = False  # its experience is built in make_experience (guider and learner prompts)
 
     def __init__(self, config: GPOConfig, ctx: Any) -> None:
         super().__init__(config, ctx)
-        self.alpha = 0.0 if config.gpo_variant == "penalty" else (0.0 if config.gpo_variant == "naive" else config.alpha)
-        self._kl_sum, self._kl_count = 0.0, 0
+        self.alpha = config.alpha if config.gpo_variant == "clip" else 0.0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "kl_sum": self._kl_sum, "kl_count": self._kl_count}
+        return {"alpha": self.alpha}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.alpha = float(state.get("alpha", self.alpha))
-        self._kl_sum, self._kl_count = float(state.get("kl_sum", 0.0)), int(state.get("kl_count", 0))
+
+    def end_step(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
+        """GPO-penalty: adapt alpha from the step's mean KL(mu || pi) (``gpo/kl_guider_learner``, which ``loss``
+        returns) with the code's rule, for the next step; the other variants keep it fixed."""
+        if self.config.gpo_variant == "penalty":
+            self.alpha = core.update_penalty_alpha(self.alpha, metrics["gpo/kl_guider_learner"], self.config.target_kl)
+        return {}
 
     def guider_examples(self, examples: list[Example]) -> list[Example]:
         """The privileged (hinted) version of each example, through ``config.privileged_template``."""
@@ -130,9 +138,6 @@ class GPO(GRPO):
     def make_experience(self, examples: list[Example], policy: torch.nn.Module,
                         step: int) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
-        if cfg.gpo_variant == "penalty" and self._kl_count:  # the previous step's mean KL(mu || pi)
-            self.alpha = core.update_penalty_alpha(self.alpha, self._kl_sum / self._kl_count, cfg.target_kl)
-            self._kl_sum, self._kl_count = 0.0, 0
         group = [ex for ex in examples for _ in range(cfg.group_size)]
         guider_ids = encode_prompts(ctx.tokenizer, self.guider_examples(group), cfg.system_prompt, cfg.max_prompt_tokens)
         learner_ids = encode_prompts(ctx.tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
@@ -175,10 +180,8 @@ class GPO(GRPO):
         else:
             g_loss, l_loss, info = core.gpo_clip_losses(g_logp, l_logp, beta, adv, kl_g, kl_l, coefs)
             metrics["gpo/backtrack_fraction"] = float(masked_mean(info["mask"], mask))
-        kl_mean = float(masked_mean(kl_g.detach(), mask))
-        self._kl_sum, self._kl_count = self._kl_sum + kl_mean, self._kl_count + 1
         metrics.update({
-            "gpo/kl_guider_learner": kl_mean,
+            "gpo/kl_guider_learner": float(masked_mean(kl_g.detach(), mask)),
             "gpo/learner_ratio_mean": float(masked_mean(torch.exp(l_logp - beta).detach().clamp(max=1e4), mask)),
             "entropy": float(masked_mean(-(g_logits.log_softmax(-1).exp() * g_logits.log_softmax(-1)).sum(-1).detach(),
                                          mask)),

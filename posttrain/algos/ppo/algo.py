@@ -7,7 +7,7 @@ build per-token rewards r_t = dense_t - beta * KL_t plus the task's scalar rewar
 both from ``reward_terms``).
 The critic's values V_t (``posttrain.models.value``) and GAE(gamma, lambda) give advantages, whitened over the
 response mask, and returns. Then ``mu`` epochs (the paper's 4) over micro-batches: the policy takes GRPO's
-clipped surrogate on the token advantages (shared code: ``GRPO.surrogate_terms``), the critic the clipped value
+clipped surrogate on the token advantages (``posttrain.algos.policy_loss``'s terms), the critic the clipped value
 loss, each with its own optimizer (the critic is a trained model role, checkpointed and resumed with the run).
 A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``LossOutput.skip``: the trainer zeroes
 both losses, as TRL).
@@ -32,6 +32,7 @@ whitening is per rank.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,8 @@ import torch
 
 from posttrain.algos.base import ALGORITHMS, Experience, LossOutput
 from posttrain.algos.core import KL_ESTIMATORS, kl_estimate, masked_mean, masked_sum
-from posttrain.algos.pg import GRPO, GRPOConfig, _right_padded
+from posttrain.algos.pg import GRPO, GRPOConfig, _right_padded, tis_cap
+from posttrain.algos.policy_loss import PolicyLossSettings
 from posttrain.algos.ppo.core import (
     AdaptiveKLController,
     clipped_value_loss,
@@ -142,6 +144,7 @@ class PPOConfig(GRPOConfig):
 class PPO(GRPO):
     config_class = PPOConfig
     config: PPOConfig
+    supports_async_rollouts = False  # not run asynchronously yet: its experience adapts beta from each batch
 
     def __init__(self, config: PPOConfig, ctx: Any) -> None:
         super().__init__(config, ctx)
@@ -251,16 +254,22 @@ class PPO(GRPO):
                             completion_len).cpu()
 
     # -- losses -------------------------------------------------------------------------------------
-    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
+    def loss_terms(self) -> tuple[str, ...]:
+        """The clipped surrogate, TIS when its cap is on, and the KL penalty only with ``--kl_mode loss`` (in
+        reward mode the KL is in the rewards)."""
         cfg = self.config
-        per_token, mask, logp, metrics = self.surrogate_terms(policy, batch)
-        if cfg.kl_mode == "loss" and cfg.uses_kl:
-            kl = kl_estimate(logp, batch["ref_logprobs"], cfg.kl_estimator)
-            per_token = per_token + self.kl_controller.value * kl
-            metrics["kl"] = float(masked_mean(kl.detach(), mask))
-        skip = bool(cfg.ratio_threshold) and metrics["ratio_mean"] > cfg.ratio_threshold
-        metrics["ppo/skipped_batch"] = float(skip)
-        return LossOutput(self.aggregate(per_token, mask), metrics, skip=skip)
+        return (("clipped_surrogate",) + (("tis",) if tis_cap(cfg) > 0 else ())
+                + (("kl_penalty",) if cfg.kl_mode == "loss" and cfg.uses_kl else ()))
+
+    def loss_settings(self) -> PolicyLossSettings:
+        """GRPO's, with beta the adaptive controller's current value."""
+        return dataclasses.replace(super().loss_settings(), kl_coef=self.kl_controller.value)
+
+    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
+        out = super().loss(policy, batch, iteration)
+        ratio_threshold = self.config.ratio_threshold
+        skip = bool(ratio_threshold) and out.metrics["ratio_mean"] > ratio_threshold
+        return dataclasses.replace(out, metrics={**out.metrics, "ppo/skipped_batch": float(skip)}, skip=skip)
 
     def role_loss(self, name: str, model: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         """The critic's clipped value loss on the micro-batch the policy just used (the trainer zeroes it when

@@ -17,7 +17,8 @@ the KL to the initial adapter on the k prefix tokens only (``pack_sequences`` pa
 same way (adapter prefix, target continuation; ``generation.PrefixThenTarget``), greedily.
 
 Deviations from the paper: group advantages (GRPO/RLOO) instead of OpenRLHF's PPO with a critic and GAE,
-which is ``--algo prefix-rl-ppo`` (``posttrain.algos.prefix_rl.ppo``: this class combined with ``--algo ppo``).
+which is ``--algo prefix-rl-ppo`` (``posttrain.algos.prefix_rl.ppo``: ``--algo ppo`` holding the same
+``PrefixAnswers``).
 Here the KL is the k3 estimator in the loss (``kl_estimator``), not a per-token penalty folded into the reward,
 and there is no entropy bonus.
 """
@@ -30,7 +31,7 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Experience
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
 from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.prefix_rl.generation import PrefixThenTarget, scored_prefixes
 from posttrain.algos.roles import CHECKPOINT, ModelRole
@@ -128,19 +129,22 @@ class PrefixRLConfig(GRPOConfig):
         return bad
 
 
-@ALGORITHMS.register("prefix-rl")
-class PrefixRL(GRPO):
-    config_class = PrefixRLConfig
-    config: PrefixRLConfig
+class PrefixAnswers:
+    """What Prefix-RL adds to a clipped policy-gradient algorithm, whose experience and losses stay its own (GRPO's
+    for ``prefix-rl``, PPO's for ``prefix-rl-ppo``): the target's role, the adapter's sampling settings, the
+    prefix-then-target generation and the experience built from it. Both algorithms hold one (composition, not a
+    second base class)."""
 
-    def roles(self) -> tuple[ModelRole, ...]:
-        """The adapter (policy), the frozen target with its engine, and the reference when ``kl_coef > 0``."""
-        return super().roles() + (self.config.target_role(),)
+    def __init__(self, config: PrefixRLConfig, ctx: Any) -> None:
+        self.config, self.ctx = config, ctx
 
-    def sampling_params(self, step: int) -> SamplingParams:
+    def roles(self, base: tuple[ModelRole, ...]) -> tuple[ModelRole, ...]:
+        """The algorithm's own roles plus the frozen target with its engine."""
+        return base + (self.config.target_role(),)
+
+    def sampling_params(self, base: SamplingParams) -> SamplingParams:
         """The adapter's: exactly ``prefix_length()`` new tokens, stopping early only at EOS."""
-        return dataclasses.replace(super().sampling_params(step), max_new_tokens=self.config.prefix_length(),
-                                   stop_token_ids=())
+        return dataclasses.replace(base, max_new_tokens=self.config.prefix_length(), stop_token_ids=())
 
     def answer_engine(self) -> PrefixThenTarget:
         """Adapter prefix, then target continuation (the same engines every step)."""
@@ -148,17 +152,41 @@ class PrefixRL(GRPO):
         return PrefixThenTarget(self.ctx.rollout, self.ctx.engines[TARGET], cfg.prefix_length(),
                                 cfg.target_max_new_tokens, cfg.target_temperature)
 
-    def evaluation_engine(self) -> GenerationEngine:
-        return self.answer_engine()
-
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
-                        step: int) -> tuple[Experience, dict[str, float]]:
-        request = self.generation_request(examples, step)
+    def experience(self, algo: Algorithm, examples: list[Example], policy: torch.nn.Module,
+                   step: int) -> tuple[Experience, dict[str, float]]:
+        """``algo``'s experience of step ``step`` on the adapter's prefixes (``scored_prefixes``: the whole
+        answer's reward, the prefix tokens packed), with the answers' metrics."""
+        request = algo.generation_request(examples, step)
         with self.ctx.timer.phase("generate"):
             prefix, answers = self.answer_engine().generate_parts(request.prompt_ids, request.params)
-        experience, metrics = self.experience_from_rollouts(examples, scored_prefixes(prefix, answers), policy,
+        experience, metrics = algo.experience_from_rollouts(examples, scored_prefixes(prefix, answers), policy,
                                                             staleness=0, step=step)
         lengths = torch.tensor([len(ids) for ids in answers.completion_ids], dtype=torch.float32)
         metrics["prefix_rl/answer_length_mean"] = float(lengths.mean())
         metrics["prefix_rl/prefix_eos_fraction"] = sum(r == "stop" for r in prefix.finish_reasons) / len(prefix)
         return experience, metrics
+
+
+@ALGORITHMS.register("prefix-rl")
+class PrefixRL(GRPO):
+    config_class = PrefixRLConfig
+    config: PrefixRLConfig
+    supports_async_rollouts = False  # two engines per step (adapter, then target)
+
+    def __init__(self, config: PrefixRLConfig, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self.prefix = PrefixAnswers(config, ctx)
+
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The adapter (policy), the frozen target with its engine, and the reference when ``kl_coef > 0``."""
+        return self.prefix.roles(super().roles())
+
+    def sampling_params(self, step: int) -> SamplingParams:
+        return self.prefix.sampling_params(super().sampling_params(step))
+
+    def evaluation_engine(self) -> GenerationEngine:
+        return self.prefix.answer_engine()
+
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
+                        step: int) -> tuple[Experience, dict[str, float]]:
+        return self.prefix.experience(self, examples, policy, step)

@@ -1,23 +1,29 @@
 """``--algo prefix-rl-ppo``: Prefix-RL with the paper's estimator, PPO with a critic and GAE (the paper trains
 the adapter with OpenRLHF's PPO), instead of ``--algo prefix-rl``'s group advantages.
 
-Everything Prefix-RL-specific is ``posttrain.algos.prefix_rl.algo.PrefixRL``'s (the adapter writes exactly k
-tokens, the frozen target continues from the same ids through its own engine, only the k prefix tokens carry
-the loss); everything PPO-specific is ``posttrain.algos.ppo.algo.PPO``'s (per-token rewards with the KL folded
-in, the critic as a trained model role, GAE, clipped policy and value losses). The critic sees the prompt and
-the prefix only, so its values and the advantages live on the adapter's k tokens, with the whole answer's
-reward on the last prefix token. The combination is the classes' method resolution order: PrefixRL's
-generation and roles (the target added to PPO's policy, critic and reference), PPO's experience and losses.
+Everything Prefix-RL-specific is ``posttrain.algos.prefix_rl.algo.PrefixAnswers``'s, which ``--algo prefix-rl``
+holds too (the adapter writes exactly k tokens, the frozen target continues from the same ids through its own
+engine, only the k prefix tokens carry the loss); everything PPO-specific is ``posttrain.algos.ppo.algo.PPO``'s,
+this class's one base (per-token rewards with the KL folded in, the critic as a trained model role, GAE, clipped
+policy and value losses). The critic sees the prompt and the prefix only, so its values and the advantages live
+on the adapter's k tokens, with the whole answer's reward on the last prefix token. Roles: PPO's policy, critic
+and reference, plus the target.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from posttrain.algos.base import ALGORITHMS
+import torch
+
+from posttrain.algos.base import ALGORITHMS, Experience
 from posttrain.algos.ppo.algo import PPO, PPOConfig
-from posttrain.algos.prefix_rl.algo import PrefixRL, PrefixRLConfig
+from posttrain.algos.prefix_rl.algo import PrefixAnswers, PrefixRLConfig
+from posttrain.algos.roles import ModelRole
 from posttrain.config import opt
+from posttrain.engines.base import GenerationEngine, SamplingParams
+from posttrain.tasks.base import Example
 
 
 @dataclass
@@ -30,6 +36,23 @@ class PrefixRLPPOConfig(PrefixRLConfig, PPOConfig):
 
 
 @ALGORITHMS.register("prefix-rl-ppo")
-class PrefixRLPPO(PrefixRL, PPO):
+class PrefixRLPPO(PPO):
     config_class = PrefixRLPPOConfig
     config: PrefixRLPPOConfig
+
+    def __init__(self, config: PrefixRLPPOConfig, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self.prefix = PrefixAnswers(config, ctx)
+
+    def roles(self) -> tuple[ModelRole, ...]:
+        return self.prefix.roles(super().roles())
+
+    def sampling_params(self, step: int) -> SamplingParams:
+        return self.prefix.sampling_params(super().sampling_params(step))
+
+    def evaluation_engine(self) -> GenerationEngine:
+        return self.prefix.answer_engine()
+
+    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
+                        step: int) -> tuple[Experience, dict[str, float]]:
+        return self.prefix.experience(self, examples, policy, step)

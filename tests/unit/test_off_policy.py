@@ -1,0 +1,107 @@
+"""GRPO on stale or mismatched rollouts (issue: off-policy correction): the ratio's old policy is the trainer's own
+(pi_prox), never the sampler's, and a deliberate sampler mismatch makes truncated importance sampling change the
+loss and its gradient, while an honest sampler leaves them as they were."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from posttrain.algos.base import AlgoContext
+from posttrain.algos.pg import GRPO, GRPOConfig, tis_cap
+from posttrain.engines.base import Rollouts
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.metrics import PhaseTimer
+from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
+from posttrain.tasks import TASKS
+
+TASK = TASKS.get("arithmetic")()
+EXAMPLES = TASK.split("train")[:2]
+OFFSET = 0.5
+"""The deliberate mismatch: the sampler's log-prob of every token is off by +0.5 in the rewarded (odd) rows and -0.5
+in the others, so the TIS weights are e^-0.5 and e^0.5, both inside the cap, and differ between the two signs of the
+advantage (a weight common to every token would only rescale the loss)."""
+
+
+def _alternating(rewards_for: list[str]) -> list[float]:
+    return [float(i % 2) for i in range(len(rewards_for))]
+
+
+@pytest.fixture(scope="module")
+def setup() -> tuple[torch.nn.Module, AlgoContext, Rollouts]:
+    tokenizer = build_tokenizer()
+    policy = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic"), seed=0), tokenizer).eval()
+    ctx = AlgoContext(tokenizer=tokenizer, reward_fn=lambda prompts, completions, **_: _alternating(completions),
+                      is_correct=TASK.is_correct, timer=PhaseTimer(), device=torch.device("cpu"),
+                      rollout=HFRolloutEngine(copy.deepcopy(policy), tokenizer))
+    algo = _grpo(ctx, tis_cap=0.0)
+    request = algo.generation_request(EXAMPLES, step=1)
+    rollouts = ctx.rollout.generate(request.prompt_ids, request.params)
+    return policy, ctx, rollouts
+
+
+def _grpo(ctx: AlgoContext, **overrides) -> GRPO:
+    config = GRPOConfig(**{"group_size": 2, "prompts_per_step": 2, "micro_batch_size": 4, "max_new_tokens": 6,
+                           "temperature": 1.0, **overrides})
+    return GRPO(config, ctx)
+
+
+def _mismatched(rollouts: Rollouts) -> Rollouts:
+    return dataclasses.replace(rollouts, logprobs=[[lp + OFFSET * (1 if i % 2 else -1) for lp in row]
+                                                   for i, row in enumerate(rollouts.logprobs)])
+
+
+def _loss_and_grad(algo: GRPO, policy: torch.nn.Module, rollouts: Rollouts, staleness: int
+                   ) -> tuple[float, torch.Tensor, dict[str, float]]:
+    experience, _ = algo.experience_from_rollouts(EXAMPLES, rollouts, policy, staleness=staleness, step=1)
+    policy.zero_grad()
+    out = algo.loss(policy, experience, iteration=0)
+    out.loss.backward()
+    grad = torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
+    return float(out.loss.detach()), grad, out.metrics
+
+
+def test_stale_rollouts_keep_the_trainers_log_probs_as_the_old_policy(setup) -> None:
+    policy, ctx, rollouts = setup
+    experience, _ = _grpo(ctx, mu=2).experience_from_rollouts(EXAMPLES, _mismatched(rollouts), policy, staleness=1,
+                                                              step=1)
+    _, _, metrics = _loss_and_grad(_grpo(ctx, mu=2), policy, _mismatched(rollouts), staleness=1)
+    sampler = experience["sampling_logprobs"]
+    mask = experience["completion_mask"].bool()
+    assert (experience["old_logprobs"] - sampler)[mask].abs().mean() == pytest.approx(OFFSET, abs=0.05)
+    assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # pi_theta == pi_prox before any update
+    assert metrics["rollout/logprob_abs_diff"] == pytest.approx(OFFSET, abs=0.05)
+
+
+def test_a_mismatched_sampler_makes_tis_change_the_loss_and_gradient(setup) -> None:
+    policy, ctx, rollouts = setup
+    mismatched = _mismatched(rollouts)
+    loss_off, grad_off, _ = _loss_and_grad(_grpo(ctx, tis_cap=0.0), policy, mismatched, staleness=1)
+    loss_on, grad_on, metrics = _loss_and_grad(_grpo(ctx, tis_cap=2.0), policy, mismatched, staleness=1)
+    assert "rollout/tis_weight_mean" in metrics and metrics["rollout/tis_weight_mean"] != pytest.approx(1.0, abs=0.05)
+    assert loss_on != pytest.approx(loss_off, abs=1e-4)
+    assert (grad_on - grad_off).norm() > 1e-3 * grad_off.norm()
+
+
+def test_an_honest_sampler_leaves_tis_a_no_op(setup) -> None:
+    policy, ctx, rollouts = setup  # the HF engine's log-probs are the trainer's, up to rounding
+    loss_off, grad_off, _ = _loss_and_grad(_grpo(ctx, tis_cap=0.0), policy, rollouts, staleness=0)
+    loss_on, grad_on, metrics = _loss_and_grad(_grpo(ctx, tis_cap=2.0), policy, rollouts, staleness=0)
+    assert metrics["rollout/tis_weight_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert loss_on == pytest.approx(loss_off, abs=1e-5)
+    torch.testing.assert_close(grad_on, grad_off, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    ({}, 0.0),
+    ({"rollout": "vllm"}, 2.0),
+    ({"async_rollouts": True}, 2.0),
+    ({"sync_every": 4}, 2.0),
+    ({"sync_every": 4, "tis_cap": 0.0}, 0.0),
+    ({"tis_cap": 3.0}, 3.0),
+])
+def test_tis_is_on_by_default_wherever_the_sampler_can_lag(overrides: dict, expected: float) -> None:
+    assert tis_cap(GRPOConfig(**overrides)) == expected
