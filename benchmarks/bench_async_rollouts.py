@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_text
+from posttrain.common.files import atomic_write_text
 from posttrain.engines.weight_transfer import free_port
 from posttrain.engines.worker import (
     cpu_affinity_prefix,

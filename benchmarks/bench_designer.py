@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_text
+from posttrain.common.files import atomic_write_text
 
 ARMS = {"structured": [], "free_text": ["--no-structured-output"]}
 

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("extra", nargs=argparse.REMAINDER,
                         help="After '--': options passed to every run (e.g. -- --lr 3e-4).")
     args = parser.parse_args(argv)
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     if args.merge:
         summary = merge_summaries(args.merge, " ".join([sys.executable, *sys.argv]))

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         summary[arm] = {"start_mean": statistics.mean(start), "final_mean": statistics.mean(final),
                         "final_std": statistics.stdev(final) if len(final) > 1 else 0.0,
                         "per_seed_final": dict(zip(per_seed, final))}
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     report = {"command": " ".join([sys.executable, *sys.argv]), "summary": summary, "runs": runs}
     if args.rerank_n:

@@ -193,7 +193,7 @@ def plot(runs: dict[str, dict[int, dict]], seeds: list[int], path: Path) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
     from posttrain.models.tiny import RECIPES, build_tiny
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if "full-rl" in summary:
         for numbers in summary.values():
             numbers["flops_vs_full_rl"] = numbers["flops_per_step"] / summary["full-rl"]["flops_per_step"]
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot(runs, report.get("clustering"), args.out.with_suffix(".png"))
@@ -217,7 +217,7 @@ def clustering_rows(seeds: list[int], runs: Path) -> dict:
 
 def training_free(args: argparse.Namespace) -> int:
     """``--no_training``: the clustering rows and the k = 8 format ceiling, into ``--out``.json."""
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     report = {"command": " ".join([sys.executable, *sys.argv]), "ceiling": format_ceiling(),
               "clustering": clustering_rows(args.seeds, args.runs)}

@@ -22,9 +22,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_text
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
-from posttrain.jsonl import iter_jsonl
+from posttrain.common.files import atomic_write_text
+from posttrain.common.jsonl import iter_jsonl
 
 ARMS = {"structured": [], "free_text": ["--no-structured-output"]}
 

@@ -135,7 +135,7 @@ def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, C
     """PREFIX.json (and PREFIX.png) from the runs finished so far; ``missing`` lists the (arm, seed) runs still
     to come, so a partial file says what it lacks, and ``partial_runs`` holds the curves of runs that were started
     but stopped before their end (``--report-only``; they are in ``missing`` too and in no summary)."""
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     summary = summarise(runs, args.gain)
     missing = [f"{arm} seed {seed}" for seed in args.seeds for arm in args.arms if seed not in runs.get(arm, {})]

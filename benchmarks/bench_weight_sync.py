@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
               "torch": torch.__version__, "vllm": vllm.__version__,
               "threads": int(os.environ.get("OMP_NUM_THREADS", "2")), "results": results}
     if args.out is not None:
-        from data_pipelines.common.io import atomic_write_text
+        from posttrain.common.files import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(report, indent=2) + "\n")
     return 0

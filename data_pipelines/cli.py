@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.common.cli_help import HelpFormatter
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from posttrain.common.typed_values import coerce_value
 from posttrain.engines.spec import (
     SPEC_CLASSES,
     VLLM_KINDS,
@@ -26,7 +27,6 @@ from posttrain.engines.spec import (
     EngineSpecError,
     parse_engine_spec,
 )
-from posttrain.typed_values import coerce_value
 
 DEFAULT_ALGO = "grpo"
 """The algorithm of a run that names none (neither ``--algo`` nor an ``algo:`` key in its ``--config`` file)."""

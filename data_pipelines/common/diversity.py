@@ -148,7 +148,8 @@ def add_diversity_args(parser) -> None:
 
 def run_diversity(args) -> int:
     from data_pipelines.common.embed import load_embedder
-    from data_pipelines.common.io import atomic_write_text, read_text_records
+    from data_pipelines.common.io import read_text_records
+    from posttrain.common.files import atomic_write_text
 
     try:
         texts = [r[args.field] for r in read_text_records(args.input, args.field, args.limit)]

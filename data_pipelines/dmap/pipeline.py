@@ -180,8 +180,8 @@ def _demo_texts(backend, n: int, max_new_tokens: int, seed: int) -> dict[str, li
 
 
 def run_dmap(args) -> int:
-    from data_pipelines.common.io import atomic_write_text
     from data_pipelines.dmap.core import plot_histogram
+    from posttrain.common.files import atomic_write_text
 
     out_dir = Path(args.output)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,6 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_text
 from data_pipelines.common.representable import check_representable
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
 from data_pipelines.entropylong.evaluation import evaluate
@@ -44,6 +43,7 @@ from data_pipelines.entropylong.pipeline import (
     build_chunks,
     select_contexts,
 )
+from posttrain.common.files import atomic_write_text
 
 DEFAULT_SCORER = "smollm2-135m"
 

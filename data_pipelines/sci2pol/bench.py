@@ -41,7 +41,7 @@ from data_pipelines.sci2pol.judge import (
     task_score,
 )
 from data_pipelines.sci2pol.scoring import bootstrap_se, extract_label, micro_f1
-from posttrain.jsonl import iter_jsonl
+from posttrain.common.jsonl import iter_jsonl
 
 STAGES = {"autocompletion": [1, 2, 3, 4], "understanding": [5, 6], "summarization": [7, 8, 9, 10],
           "generation": [11, 12, 13, 14, 15], "verification": [16, 17, 18]}
@@ -53,7 +53,7 @@ _PAPER = re.compile(r"Scientific Research Paper:\s*(.+?)\n{3}", re.DOTALL)
 
 def load_bench(bench_dir: str | Path, tasks: list[str] | None = None) -> dict[str, list[dict]]:
     """``taskN`` -> rows of ``bench_dir/taskN.jsonl``; a bad row raises naming file, line and field
-    (``posttrain.jsonl``)."""
+    (``posttrain.common.jsonl``)."""
     folder = Path(bench_dir)
     names = tasks or sorted((p.stem for p in folder.glob("task*.jsonl")), key=lambda s: int(s[4:]))
     if not names:

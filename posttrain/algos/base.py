@@ -18,8 +18,8 @@ import torch
 
 from posttrain.algos.roles import POLICY, REFERENCE, ModelRole, policy_role
 from posttrain.async_rollouts import GenerationRequest
+from posttrain.common.registry import Registry
 from posttrain.engines.base import SamplingParams
-from posttrain.registry import Registry
 
 if TYPE_CHECKING:
     from posttrain.config import TrainConfig

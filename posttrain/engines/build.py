@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from posttrain.common.registry import Registry
 from posttrain.engines.spec import (
     DiffusionSpec,
     EngineSpec,
@@ -32,7 +33,6 @@ from posttrain.engines.spec import (
     VLLMRemoteSpec,
     VLLMSpec,
 )
-from posttrain.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from posttrain.typed_values import coerce_value
+from posttrain.common.typed_values import coerce_value
 
 VLLM_KINDS = ("vllm", "vllm-remote")
 """The engine kinds served by vLLM (colocated and remote workers)."""

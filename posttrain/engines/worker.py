@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.common.cli_help import HelpFormatter
 from posttrain.engines.remote import SERVED_MODEL_NAME
 
 

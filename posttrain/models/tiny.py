@@ -43,8 +43,8 @@ from transformers import (
     Qwen2Config,
 )
 
-from posttrain.cli_help import HelpFormatter
-from posttrain.registry import Registry
+from posttrain.common.cli_help import HelpFormatter
+from posttrain.common.registry import Registry
 
 if TYPE_CHECKING:
     from posttrain.tasks.base import Example, Task

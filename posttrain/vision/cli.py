@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from posttrain.cli_help import HelpFormatter, summary_command
+from posttrain.common.cli_help import HelpFormatter, summary_command
 from posttrain.dist import set_cpu_threads
 from posttrain.vision.tiny import resolve_device, resolve_dtype
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.common.cli_help import HelpFormatter
 from posttrain.dist import set_cpu_threads
 from posttrain.vision.cli import add_common_options, load_image
 from posttrain.vision.deleaker import DeleakerConfig

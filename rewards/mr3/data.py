@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.jsonl import JsonlError, iter_jsonl
+from posttrain.common.jsonl import JsonlError, iter_jsonl
 from rewards.mr3.official import FORMATS
 from rewards.mr3.templates import EvalItem, build_messages, format_verdict, render_prompt, stable_rng
 

@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.common.cli_help import HelpFormatter
 from posttrain.engines.spec import parse_engine_spec
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import DTYPES, load_served_model

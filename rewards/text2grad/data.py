@@ -92,8 +92,8 @@ def add_text2grad_sft_args(parser: argparse.ArgumentParser) -> None:
 
 def run_text2grad_sft(args: argparse.Namespace) -> int:
     """Build the rows and write them atomically; prints a JSON summary (``cli_help.emit_summary``)."""
-    from data_pipelines.common.io import atomic_write_jsonl
-    from posttrain.cli_help import emit_summary
+    from posttrain.common.cli_help import emit_summary
+    from posttrain.common.files import atomic_write_jsonl
 
     errors: list[str] = []
     if args.input is None:

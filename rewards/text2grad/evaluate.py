@@ -105,7 +105,7 @@ def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from posttrain.cli_help import HelpFormatter
+    from posttrain.common.cli_help import HelpFormatter
 
     parser = argparse.ArgumentParser(prog="posttrain text2grad-eval", formatter_class=HelpFormatter,
                                      description="Span precision / recall of a Text2Grad span reward model against "
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def text2grad_eval_main(argv: list[str] | None = None) -> int:
     """``posttrain text2grad-eval``: the JSON summary of ``evaluate_model``."""
-    from posttrain.cli_help import summary_command
+    from posttrain.common.cli_help import summary_command
 
     def check(args: argparse.Namespace) -> None:
         if args.n < 1:

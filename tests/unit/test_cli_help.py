@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.common.cli_help import HelpFormatter
 
 
 def _help(parser_main, argv: list[str]) -> str:

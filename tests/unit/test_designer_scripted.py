@@ -176,7 +176,7 @@ def test_exemplar_mode_retrieves_questions_instead_of_logics(tmp_path, ray_sessi
 
 def test_cli_bodies_register_as_subcommands_with_help_for_every_flag() -> None:
     from data_pipelines.common.diversity import add_diversity_args
-    from posttrain.cli_help import HelpFormatter
+    from posttrain.common.cli_help import HelpFormatter
 
     parser = argparse.ArgumentParser(prog="posttrain data", formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="pipeline", required=True)

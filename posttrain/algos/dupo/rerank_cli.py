@@ -16,14 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
-from posttrain.cli_help import (
-    HelpFormatter,
-    add_engine_arguments,
-    check_engine_argument,
-    command_engine,
-    summary_command,
-)
+from posttrain.common.cli_help import HelpFormatter, summary_command
 from posttrain.engines.base import GenerationEngine, SamplingParams
+from posttrain.engines.cli import add_engine_arguments, check_engine_argument, command_engine
 
 ENGINES = ("hf", "vllm", "http")
 

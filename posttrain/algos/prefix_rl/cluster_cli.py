@@ -29,14 +29,9 @@ from typing import Any
 
 from posttrain.algos.prefix_rl.algo import EMBEDDED_PREFIX_TOKENS
 from posttrain.algos.prefix_rl.cluster import best_cluster, elbow, kmeans, prefix_features, representatives
-from posttrain.cli_help import (
-    HelpFormatter,
-    add_engine_arguments,
-    check_engine_argument,
-    command_engine,
-    summary_command,
-)
+from posttrain.common.cli_help import HelpFormatter, summary_command
 from posttrain.engines.base import GenerationEngine, SamplingParams
+from posttrain.engines.cli import add_engine_arguments, check_engine_argument, command_engine
 from posttrain.tasks.base import Example, Task
 
 CLUSTERING_PREFIX_TOKENS = 16

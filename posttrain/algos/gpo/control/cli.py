@@ -19,7 +19,7 @@ from pathlib import Path
 from posttrain.algos.gpo import core
 from posttrain.algos.gpo.control.envs import ENV_NAMES
 from posttrain.algos.gpo.control.methods import ENV_DEFAULTS, METHODS, ControlConfig
-from posttrain.cli_help import HelpFormatter
+from posttrain.common.cli_help import HelpFormatter
 
 
 def build_parser() -> argparse.ArgumentParser:
