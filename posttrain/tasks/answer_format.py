@@ -32,7 +32,7 @@ import re
 from typing import Any
 
 from posttrain.tasks.base import TASKS, Example, head_tail_split
-from rewards.verifiers import math_equal
+from posttrain.tasks.verifiers import math_equal
 
 SHARED_OPENING = "Answer"
 """The tokens both formats open with."""

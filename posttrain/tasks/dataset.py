@@ -5,7 +5,7 @@ malformed row is reported with the file, its 1-based line number and the field a
 directory, a ``.csv``/``.parquet`` file, a hub id already in the local cache) goes through
 ``datasets.load_dataset``. The dataset's ``test`` split is used when it has one; otherwise a seeded
 ``test_fraction`` of the rows is held out. Other columns ride along for user reward functions.
-Reward: 1.0 when ``rewards.verifiers.math_equal`` accepts the completion, else 0.0. With
+Reward: 1.0 when ``posttrain.tasks.verifiers.math_equal`` accepts the completion, else 0.0. With
 ``raw_prompts`` (config ``--raw_prompts true``) each prompt is already the full text the model continues
 (e.g. mR3 SFT data from ``python -m rewards.mr3.data``, whose prompts hold the rendered chat): examples
 are ``RawPromptExample``s, fed to the model without the chat template.
@@ -21,7 +21,7 @@ from typing import Any
 from posttrain.common.jsonl import JsonlError, iter_jsonl
 from posttrain.tasks.base import TASKS, Example
 from posttrain.tasks.prompts import RawPromptExample
-from rewards.verifiers import math_equal
+from posttrain.tasks.verifiers import math_equal
 
 _FILE_BUILDERS = {".csv": "csv", ".parquet": "parquet"}
 

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewards.text2grad.alignment import match_span
-from rewards.text2grad.feedback import SpanFeedback
-from rewards.text2grad.tiny import SPAN_RM_RECIPES
+from posttrain.algos.span_reward import SPAN_RM_RECIPES
+from posttrain.algos.span_reward.alignment import match_span
+from posttrain.tasks.span_feedback import SpanFeedback
 
 KINDS = ("poor", "good")
 
@@ -84,12 +84,12 @@ def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64,
     ``HFRolloutEngine``); the labels are the examples' own targets, parsed."""
     import torch
 
+    from posttrain.algos.span_reward.scorer import SpanRewardModel
     from posttrain.engines.base import SamplingParams
     from posttrain.engines.hf import HFRolloutEngine
     from posttrain.models.loading import load_causal_lm, load_tokenizer
     from posttrain.tasks import TASKS
-    from rewards.text2grad.feedback import parse_feedback
-    from rewards.text2grad.scorer import SpanRewardModel
+    from posttrain.tasks.span_feedback import parse_feedback
 
     torch.set_num_threads(1)
     examples = TASKS.get(task)().split("test")[:n]

@@ -6,7 +6,7 @@ A character-level model of the policies' size and tokenizer, warm-started by pla
 feedback as compact JSON of the "spans" form (critique, good steps, poor steps). The loop is the shared
 ``posttrain.models.tiny.sft_warm_start`` (prompts through the chat template, loss on the JSON and EOS),
 so the recipe's model reads its input exactly as ``scorer.SpanRewardModel(style="compact")`` renders it
-and as ``--algo sft --task dataset`` trains on the output of ``rewards.text2grad.data``. The recipe
+and as ``--algo sft --task dataset`` trains on the output of ``data_pipelines.text2grad.sft``. The recipe
 ``reward-text2grad-nocritique`` runs the same warm start on ``step-arithmetic-feedback-nocritique`` (the same
 targets without the critique field): the paper's "spans without critique" ablation.
 
@@ -21,10 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-SPAN_RM_RECIPES = ("reward-text2grad", "reward-text2grad-nocritique")
-"""The embedded span reward models (``posttrain.models.tiny`` recipes): critique then spans (the paper's),
-and spans only (its ablation); the first is the default."""
 
 
 def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generator) -> None:

@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rewards.text2grad.feedback import FORMS, FeedbackParseError, feedback_from_object, parse_feedback
-from rewards.text2grad.templates import STYLES, feedback_json, render_request
+from posttrain.tasks.span_feedback import FORMS, FeedbackParseError, feedback_from_object, parse_feedback
+from posttrain.tasks.span_templates import STYLES, feedback_json, render_request
 
 
 def program_rows(n: int, split: str = "train") -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 ``SpanRewardModel(engine, form, rule, sampling)`` wraps any ``posttrain.engines.base.GenerationEngine``
 (the HF engine, vLLM, or ``OpenAIHTTPEngine`` against a server) holding the reward model;
-``RemoteSpanRewardModel`` (``rewards.text2grad.remote``) asks ``posttrain serve``'s ``/v1/span_feedback``
+``RemoteSpanRewardModel`` (``posttrain.algos.span_reward.remote``) asks ``posttrain serve``'s ``/v1/span_feedback``
 instead. Both answer
 
     token_rewards(prompts, completion_ids, policy_tokenizer) -> SpanRewards
@@ -33,10 +33,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from posttrain.algos.span_reward.alignment import SpanRule, resolve_rule, score_tokens
 from posttrain.engines.base import GenerationEngine, SamplingParams
-from rewards.text2grad.alignment import SpanRule, resolve_rule, score_tokens
-from rewards.text2grad.feedback import FeedbackParseError, SpanFeedback, check_form, parse_feedback
-from rewards.text2grad.templates import STYLES, render_request
+from posttrain.tasks.span_feedback import FeedbackParseError, SpanFeedback, check_form, parse_feedback
+from posttrain.tasks.span_templates import STYLES, render_request
 
 DEFAULT_SAMPLING = SamplingParams(max_new_tokens=512, temperature=0.0)
 """Greedy, up to 512 new tokens (the paper samples its reward model at temperature 0.05-0.1, 500-768 tokens)."""
