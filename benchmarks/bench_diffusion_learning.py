@@ -189,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print({v: round(summary["variants"][v]["final_mean"], 3) for v in summary["variants"]})
         return 0
     from posttrain.algos import get_algorithm
-    from posttrain.config import build_config
-    from posttrain.models.loading import resolve_model_path
+    from posttrain.config import build_config, resolve_model_path
 
     extra = [a for a in args.extra if a != "--"]
     defaults = build_config(get_algorithm("espo").config_class, ["--algo", "espo", *extra])

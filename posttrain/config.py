@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import typing
 from collections.abc import Sequence
@@ -27,6 +28,10 @@ from posttrain.engines.spec import (
     EngineSpecError,
     parse_engine_spec,
 )
+from posttrain.models.pretrained import resolve_model_name
+from posttrain.models.tiny import RECIPES, build_tiny, default_recipe_for, vllm_variant
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ALGO = "grpo"
 """The algorithm of a run that names none (neither ``--algo`` nor an ``algo:`` key in its ``--config`` file)."""
@@ -141,15 +146,11 @@ class TrainConfig:
     def tiny_recipe(self, kind: str) -> str:
         """The embedded tiny recipe a run without ``--model`` starts from: the task's ``kind`` recipe
         (an algorithm whose default needs another warm start overrides this)."""
-        from posttrain.models.tiny import default_recipe_for
-
         return default_recipe_for(self.task, kind)
 
     def embedded_recipe(self, kind: str) -> str:
         """The tiny recipe a run without ``--model`` is built from: ``tiny_recipe(kind)``, or with a vLLM
         rollout (``vllm``, ``vllm-remote``) that recipe's vLLM-servable twin (``models.tiny.vllm_variant``)."""
-        from posttrain.models.tiny import vllm_variant
-
         name = self.tiny_recipe(kind)
         return vllm_variant(name) if self.rollout.kind in VLLM_KINDS else name
 
@@ -251,8 +252,6 @@ class TrainConfig:
 def _check_embedded_model(config: TrainConfig) -> None:
     """Without ``--model`` a run starts from an embedded tiny model (``config.tiny_recipe``); when there is
     none for its task and model kind, fail at start-up naming the fix."""
-    from posttrain.models.tiny import RECIPES
-
     kind = config.model_kind
     try:
         config.tiny_recipe(kind)
@@ -474,3 +473,19 @@ def _spec_option_help(name: str, kinds: Sequence[str]) -> list[str]:
             lines.append(f"  --{name}.{f.name} ({kind}, default {f.default!r}{also})")
             lines.append(f"      {f.metadata['help']}")
     return lines
+
+
+def resolve_model_path(config: TrainConfig, kind: str = "causal") -> str:
+    """``config.model`` (aliases resolved), or the directory of the run's tiny ``kind`` model
+    (``config.embedded_recipe``: the task's, unless the algorithm needs another, or its vLLM-servable twin
+    under a vLLM rollout; built if needed)."""
+    if config.model:
+        return resolve_model_name(config.model)
+    name = config.embedded_recipe(kind)
+    path = str(build_tiny(name))
+    base = config.tiny_recipe(kind)
+    if name != base:
+        logger.info("--rollout %s without --model: using the embedded recipe %s (%s) instead of %s, whose "
+                    "attention head size vLLM's CPU attention does not serve; same task, data, label noise and "
+                    "warm start (rollout workers serve it with --model %s)", config.rollout, name, path, base, path)
+    return path

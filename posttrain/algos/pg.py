@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, GenerationRequest, LossOutput
 from posttrain.algos.core import (
     AGGREGATIONS,
     KL_ESTIMATORS,
@@ -35,7 +35,6 @@ from posttrain.algos.core import (
 from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
-from posttrain.async_rollouts import GenerationRequest
 from posttrain.config import VLLM_EMBEDDED_HELP, TrainConfig, opt
 from posttrain.engines.base import Rollouts
 from posttrain.engines.spec import VLLM_KINDS, EngineSpec

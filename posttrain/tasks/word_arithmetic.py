@@ -7,7 +7,7 @@ answer (no multiplication by 0, no inexact division). Reward: 1.0 when the compl
 (``posttrain.tasks.verifiers.math_equal``), else 0.0.
 
 ``word-arithmetic-sft`` is the DuPO warm start's supervised data (recipe ``causal-word-arithmetic``,
-``posttrain.models.tiny.sft_task_warm_start``): every training problem once as the primal question and once
+``posttrain.algos.warm_start.sft_task_warm_start``): every training problem once as the primal question and once
 as a dual question (``posttrain.tasks.dual_questions``) that hides one operand. Half the dual questions state the true
 answer, half a nearby wrong one, with the target the operand that wrong answer implies, so the model learns
 to invert the problem rather than to recall it. Its distractor (the systematic error the warm start's label

@@ -9,8 +9,9 @@ import sys
 
 from posttrain.common.cli_help import HelpFormatter
 from posttrain.engines.spec import parse_engine_spec
+from posttrain.models.loading import DTYPES
 from rewards.server.app import ServerSettings, create_app
-from rewards.server.backends import DTYPES, load_served_model
+from rewards.server.backends import load_served_model
 
 
 def build_parser() -> argparse.ArgumentParser:
