@@ -35,7 +35,7 @@ def _key(env: str, noise: float, method: str, seed: int) -> str:
 def _run(job: dict) -> tuple[str, dict, float]:
     import torch
 
-    from posttrain.algos.gpo.control.methods import ControlConfig, train
+    from posttrain.standalone.gpo_control.methods import ControlConfig, train
 
     torch.set_num_threads(1)
     t0 = time.process_time()

@@ -21,7 +21,7 @@ import torch
 
 from posttrain.common.cli_help import HelpFormatter, summary_command
 from posttrain.dist import set_cpu_threads
-from posttrain.vision.tiny import resolve_device, resolve_dtype
+from posttrain.standalone.vision.tiny import resolve_device, resolve_dtype
 
 SUBCOMMANDS = {"attwarp": "AttWarp / AttWarp-Chain: attention-guided rectilinear image warping for a multimodal LLM",
                "deleaker": "DeLeaker: attention reweighting against semantic leakage in Flux",
@@ -49,7 +49,7 @@ def load_image(path: str, size: int) -> torch.Tensor:
 
 
 def attwarp_parser() -> argparse.ArgumentParser:
-    from posttrain.vision import attwarp as module
+    from posttrain.standalone.vision import attwarp as module
 
     p = argparse.ArgumentParser(prog="posttrain vision attwarp", description=module.__doc__,
                                 formatter_class=HelpFormatter)
@@ -93,7 +93,7 @@ def _attwarp_check(args: argparse.Namespace) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from posttrain.vision.attwarp import AttWarpConfig
+    from posttrain.standalone.vision.attwarp import AttWarpConfig
 
     return AttWarpConfig(layers=tuple(args.layers), recipe=args.recipe, max_new_tokens=args.max_new_tokens or 1,
                          enhance_coe=args.enhance_coe, blur=args.blur, transform=args.transform, floor=args.floor,
@@ -101,11 +101,11 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def attwarp_run(args: argparse.Namespace) -> dict[str, Any]:
-    from posttrain.vision.attwarp import attwarp, next_token_logits
-    from posttrain.vision.shapes import small_object_scenes
-    from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
-    from posttrain.vision.vlm import ProcessorPrompter, TensorPrompter
-    from posttrain.vision.warp import Warp
+    from posttrain.standalone.vision.attwarp import attwarp, next_token_logits
+    from posttrain.standalone.vision.shapes import small_object_scenes
+    from posttrain.standalone.vision.tiny import FIRST_WORD_ID, tiny_llava
+    from posttrain.standalone.vision.vlm import ProcessorPrompter, TensorPrompter
+    from posttrain.standalone.vision.warp import Warp
 
     set_cpu_threads(args.num_threads)
     device = resolve_device(args.device)
@@ -176,7 +176,7 @@ def _save_strip(images: torch.Tensor, plain: torch.Tensor, warped: torch.Tensor,
 
 def vision_main(argv: list[str]) -> int:
     """``posttrain vision <method> ...``."""
-    from posttrain.vision.cli_methods import (
+    from posttrain.standalone.vision.cli_methods import (
         deleaker_check,
         deleaker_parser,
         deleaker_run,

@@ -1,5 +1,5 @@
 """``posttrain vision deleaker`` and ``posttrain vision fga`` (DeLeaker and FGA, ICLR 2026): parsers and runs,
-dispatched by ``posttrain.vision.cli``. Embedded defaults are random-init tiny models on generated inputs;
+dispatched by ``posttrain.standalone.vision.cli``. Embedded defaults are random-init tiny models on generated inputs;
 ``--model`` takes a FLUX pipeline (DeLeaker) or a CLIP checkpoint (FGA).
 """
 
@@ -14,9 +14,9 @@ import torch
 
 from posttrain.common.cli_help import HelpFormatter
 from posttrain.dist import set_cpu_threads
-from posttrain.vision.cli import add_common_options, load_image
-from posttrain.vision.deleaker import DeleakerConfig
-from posttrain.vision.tiny import resolve_device, resolve_dtype
+from posttrain.standalone.vision.cli import add_common_options, load_image
+from posttrain.standalone.vision.deleaker import DeleakerConfig
+from posttrain.standalone.vision.tiny import resolve_device, resolve_dtype
 
 _TOGGLES = {"no_history": "use_history", "no_smoothing": "do_smoothing", "no_image_image": "do_image_image",
             "no_strengthening": "do_image_text_strengthening", "no_weakening": "do_image_text_weakening"}
@@ -24,7 +24,7 @@ _WINDOWS = ("start_aggregating_from", "stop_aggregating_at", "start_intervention
 
 
 def deleaker_parser() -> argparse.ArgumentParser:
-    from posttrain.vision import deleaker as module
+    from posttrain.standalone.vision import deleaker as module
 
     p = argparse.ArgumentParser(prog="posttrain vision deleaker", description=module.__doc__,
                                 formatter_class=HelpFormatter)
@@ -78,14 +78,14 @@ def _deleaker_config(args: argparse.Namespace, blocks: int) -> DeleakerConfig:
 
 
 def deleaker_run(args: argparse.Namespace) -> dict[str, Any]:
-    from posttrain.vision.deleaker_flux import (
+    from posttrain.standalone.vision.deleaker_flux import (
         DeleakerState,
         flux_sample,
         install_deleaker,
         leakage_summary,
         tiny_flux_inputs,
     )
-    from posttrain.vision.tiny import tiny_flux
+    from posttrain.standalone.vision.tiny import tiny_flux
 
     set_cpu_threads(args.num_threads)
     if args.model:
@@ -115,8 +115,8 @@ def deleaker_run(args: argparse.Namespace) -> dict[str, Any]:
 def _deleaker_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     from diffusers import FluxPipeline
 
-    from posttrain.vision.deleaker import entity_token_indices
-    from posttrain.vision.deleaker_flux import DeleakerState, install_deleaker, leakage_summary
+    from posttrain.standalone.vision.deleaker import entity_token_indices
+    from posttrain.standalone.vision.deleaker_flux import DeleakerState, install_deleaker, leakage_summary
 
     device = resolve_device(args.device)
     pipe = FluxPipeline.from_pretrained(args.model, dtype=resolve_dtype(args.dtype, device)).to(device)
@@ -152,7 +152,7 @@ def _deleaker_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def fga_parser() -> argparse.ArgumentParser:
-    from posttrain.vision import fga as module
+    from posttrain.standalone.vision import fga as module
 
     p = argparse.ArgumentParser(prog="posttrain vision fga", description=module.__doc__,
                                 formatter_class=HelpFormatter)
@@ -177,8 +177,8 @@ def fga_parser() -> argparse.ArgumentParser:
 
 
 def fga_check(args: argparse.Namespace) -> None:
-    from posttrain.vision.fga import FGAConfig
-    from posttrain.vision.shapes import SHIFTS
+    from posttrain.standalone.vision.fga import FGAConfig
+    from posttrain.standalone.vision.shapes import SHIFTS
 
     FGAConfig(rho_prime=args.rho_prime, lam=args.lam, perturbations=args.perturbations, n_views=args.n_views,
               views_kept=args.views_kept).validate()
@@ -204,7 +204,7 @@ def _folder(path: str, size: int) -> tuple[torch.Tensor, torch.Tensor, list[str]
 
 
 def fga_run(args: argparse.Namespace) -> dict[str, Any]:
-    from posttrain.vision.fga import (
+    from posttrain.standalone.vision.fga import (
         FGAConfig,
         PromptLearner,
         evaluate_views,
@@ -212,8 +212,8 @@ def fga_run(args: argparse.Namespace) -> dict[str, Any]:
         train_prompt,
         view_features,
     )
-    from posttrain.vision.shapes import COLOURS, SHAPES, shapes_dataset, shift
-    from posttrain.vision.tiny import FIRST_WORD_ID, TOKENS, tiny_clip
+    from posttrain.standalone.vision.shapes import COLOURS, SHAPES, shapes_dataset, shift
+    from posttrain.standalone.vision.tiny import FIRST_WORD_ID, TOKENS, tiny_clip
 
     set_cpu_threads(args.num_threads)
     device = resolve_device(args.device)

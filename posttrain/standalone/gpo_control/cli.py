@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 
 from posttrain.algos.gpo import core
-from posttrain.algos.gpo.control.envs import ENV_NAMES
-from posttrain.algos.gpo.control.methods import ENV_DEFAULTS, METHODS, ControlConfig
 from posttrain.common.cli_help import HelpFormatter
+from posttrain.standalone.gpo_control.envs import ENV_NAMES
+from posttrain.standalone.gpo_control.methods import ENV_DEFAULTS, METHODS, ControlConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +61,7 @@ def gpo_control_main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import torch
 
-    from posttrain.algos.gpo.control.methods import train
+    from posttrain.standalone.gpo_control.methods import train
 
     torch.set_num_threads(args.threads)
     cfg = ControlConfig(
