@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from posttrain.common.padding import left_padded_positions
+from posttrain.models.loading import load_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -182,7 +183,6 @@ def load_diffusion_lm(
     """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
-    from posttrain.models.loading import load_tokenizer
 
     path = str(path)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)

@@ -32,6 +32,7 @@ from typing import Any
 
 from posttrain.tasks.base import TASKS, Example, head_tail_split
 from posttrain.tasks.span_feedback import SpanFeedback
+from posttrain.tasks.span_templates import compact_request, feedback_json
 from posttrain.tasks.verifiers import math_equal
 
 OPERANDS = range(1, 10)
@@ -202,8 +203,6 @@ class StepArithmeticSFTTask(StepArithmeticTask):
 def feedback_example(prompt: str, response: str, critique: bool = True) -> Example:
     """One span reward model SFT example: the compact request and the program's compact JSON feedback (without
     its critique field when ``critique`` is False)."""
-    from posttrain.tasks.span_templates import compact_request, feedback_json
-
     return Example(prompt=compact_request("spans", prompt, response),
                    answer=feedback_json(program_feedback(prompt, response), compact=True, critique=critique),
                    columns={"problem": prompt, "response": response})

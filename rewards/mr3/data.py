@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.common.jsonl import JsonlError, iter_jsonl
+from posttrain.models.tiny import build_tokenizer
 from rewards.mr3.official import FORMATS
 from rewards.mr3.templates import EvalItem, build_messages, format_verdict, render_prompt, stable_rng
 
@@ -373,8 +374,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     tokenizer = None
     if args.tokenizer == "tiny":
-        from posttrain.models.tiny import build_tokenizer
-
         tokenizer = build_tokenizer()
     elif args.tokenizer:
         from transformers import AutoTokenizer

@@ -22,13 +22,13 @@ from typing import Any
 
 import torch
 
+from posttrain.algos.warm_start import sft_warm_start
+
 
 def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generator) -> None:
     """``recipe.warm_start_steps`` SFT steps on ``recipe.task`` (``step-arithmetic-feedback`` or its
     ``-nocritique`` twin), in place, with one intra-op thread (restored afterwards): on a shared 2-core machine
     a tiny model trains faster single-threaded."""
-    from posttrain.algos.warm_start import sft_warm_start
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

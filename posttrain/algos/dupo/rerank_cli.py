@@ -19,6 +19,7 @@ from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_a
 from posttrain.common.cli_help import HelpFormatter, summary_command
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.engines.cli import add_engine_arguments, check_engine_argument, command_engine
+from posttrain.tasks import TASKS
 
 ENGINES = ("hf", "vllm", "http")
 
@@ -65,8 +66,6 @@ def build_engine(args: argparse.Namespace) -> GenerationEngine:
 
 def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     """Sample, score once, rerank for every N; the summary per N plus the settings."""
-    from posttrain.tasks import TASKS
-
     task = TASKS.get(args.task)()
     examples = task.split(args.split)
     examples = examples[: args.examples] if args.examples else examples

@@ -64,9 +64,13 @@ from posttrain.algos.base import ALGORITHMS
 from posttrain.algos.ppo.algo import PPO, PPOConfig
 from posttrain.algos.roles import CHECKPOINT, ModelRole
 from posttrain.algos.span_reward import SPAN_RM_RECIPES
+from posttrain.algos.span_reward.alignment import resolve_rule
+from posttrain.algos.span_reward.remote import RemoteSpanRewardModel
+from posttrain.algos.span_reward.scorer import ProgramSpanScorer, SpanRewardModel
 from posttrain.config import opt
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.tasks.base import Example
+from posttrain.tasks.step_arithmetic import program_feedback
 
 SPAN_RM = "span_rm"
 """The span reward model's role name (``ctx.engines["span_rm"]``)."""
@@ -161,8 +165,6 @@ class Text2GradConfig(PPOConfig):
         if self.span_oracle and self.span_url:
             bad.append(("span_oracle", True, "takes no --span_url (the program writes the spans here)"))
         if self.span_rule is not None:
-            from posttrain.algos.span_reward.alignment import resolve_rule
-
             try:
                 resolve_rule(self.span_rule)
             except ValueError as err:
@@ -207,21 +209,14 @@ class Text2Grad(PPO):
         return super().roles() + (span_rm,)
 
     def scorer(self) -> Any:
-        """The ``posttrain.algos.span_reward.scorer.SpanRewardModel`` over the span reward model's engine, or the remote one."""
+        """The span reward model (``SpanRewardModel``) over its engine, the remote one, or the program's."""
         cfg = self.config
         if self._scorer is None and cfg.uses_oracle:
-            from posttrain.algos.span_reward.scorer import ProgramSpanScorer
-            from posttrain.tasks.step_arithmetic import program_feedback
-
             self._scorer = ProgramSpanScorer(program_feedback, cfg.span_form, cfg.span_rule)
         if self._scorer is None and cfg.span_url:
-            from posttrain.algos.span_reward.remote import RemoteSpanRewardModel
-
             self._scorer = RemoteSpanRewardModel(cfg.span_url, cfg.span_form, cfg.span_rule, style=cfg.style(),
                                                  max_tokens=cfg.span_max_new_tokens, temperature=0.0)
         if self._scorer is None:
-            from posttrain.algos.span_reward.scorer import SpanRewardModel
-
             self._scorer = SpanRewardModel(self.ctx.engines[SPAN_RM], cfg.span_form, cfg.span_rule,
                                            SamplingParams(max_new_tokens=cfg.span_max_new_tokens, temperature=0.0),
                                            style=cfg.style(), max_prompt_tokens=cfg.span_max_prompt_tokens)

@@ -35,6 +35,8 @@ from typing import Any
 
 from posttrain.algos.span_reward.alignment import SpanRule, resolve_rule, score_tokens
 from posttrain.engines.base import GenerationEngine, SamplingParams
+from posttrain.tasks.base import Example
+from posttrain.tasks.prompts import encode_prompts
 from posttrain.tasks.span_feedback import FeedbackParseError, SpanFeedback, check_form, parse_feedback
 from posttrain.tasks.span_templates import STYLES, render_request
 
@@ -80,9 +82,6 @@ def request_ids(tokenizer: Any, form: str, prompt: str, response: str, style: st
                 max_prompt_tokens: int) -> list[int]:
     """Token ids of the reward model's input: ``render_request`` through the tokenizer's chat template
     (``encode_prompts``, the same rendering ``--algo sft --task dataset`` trains on)."""
-    from posttrain.tasks.base import Example
-    from posttrain.tasks.prompts import encode_prompts
-
     text = render_request(form, prompt, response, style)
     return encode_prompts(tokenizer, [Example(prompt=text, answer="")], None, max_prompt_tokens)[0]
 
