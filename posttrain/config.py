@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from posttrain.common.files import atomic_write_text
 from posttrain.common.typed_values import coerce_value
 from posttrain.engines.spec import (
     SPEC_CLASSES,
@@ -242,10 +243,7 @@ class TrainConfig:
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the resolved config as YAML next to the checkpoints (atomically)."""
         path = Path(directory) / "config.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
-        os.replace(tmp, path)
+        atomic_write_text(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
         return path
 
 

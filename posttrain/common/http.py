@@ -17,6 +17,10 @@ RETRY_STATUS = {429, 500, 502, 503, 504}
 """HTTP statuses worth another try (rate limited, server errors); any other non-200 answer is final."""
 
 
+class RequestFailed(RuntimeError):
+    """A request the server refused, or that still failed after the retries; the message names the URL."""
+
+
 @dataclass
 class RequestStats:
     """Requests sent and retries taken by one client."""
@@ -26,8 +30,8 @@ class RequestStats:
 
 
 class RetryingPoster:
-    """JSON POSTs to one server with the module's retry policy; ``post`` returns None (and logs why) when a
-    request finally fails or is refused, counting ``requests`` and ``retries`` into ``stats``."""
+    """JSON POSTs to one server with the module's retry policy, counting ``requests`` and ``retries`` into
+    ``stats``: ``send`` raises when a request fails for good, ``post`` logs it and returns None."""
 
     def __init__(self, url: str, api_key: str | None, timeout: float, max_retries: int, backoff: float,
                  max_backoff: float, max_concurrency: int, seed: int | None, stats: RequestStats) -> None:
@@ -40,8 +44,9 @@ class RetryingPoster:
         self._lock = threading.Lock()
         self.stats = stats
 
-    def post(self, path: str, body: dict) -> httpx.Response | None:
-        """POST with retries on transient failures; None when the request finally failed."""
+    def send(self, path: str, body: dict) -> httpx.Response:
+        """POST with retries on transient failures; ``RequestFailed`` naming the URL and the last error when the
+        server refuses the request (a status not in ``RETRY_STATUS``) or the retries run out."""
         last = ""
         for attempt in range(self.max_retries + 1):
             wait: float | None = None
@@ -51,10 +56,9 @@ class RetryingPoster:
                 response = self._client.post(path, json=body)
                 if response.status_code == 200:
                     return response
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
+                last = f"HTTP {response.status_code}: {response.text[:500]}"
                 if response.status_code not in RETRY_STATUS:
-                    logger.warning("%s refused the request (%s); not retrying", self.url, last)
-                    return None
+                    raise RequestFailed(f"{self.url}{path}: {last}")
                 retry_after = response.headers.get("retry-after")
                 if retry_after:
                     try:
@@ -72,8 +76,15 @@ class RetryingPoster:
             with self._lock:
                 self.stats.retries += 1
             time.sleep(wait)
-        logger.warning("%s: request failed after %d attempts (%s)", self.url, self.max_retries + 1, last)
-        return None
+        raise RequestFailed(f"{self.url}{path}: request failed after {self.max_retries + 1} attempts: {last}")
+
+    def post(self, path: str, body: dict) -> httpx.Response | None:
+        """``send``, but a request that fails for good is logged and gives None (the caller scores it None)."""
+        try:
+            return self.send(path, body)
+        except RequestFailed as err:
+            logger.warning("%s", err)
+            return None
 
     def close(self) -> None:
         self._client.close()

@@ -49,12 +49,12 @@ import argparse
 import json
 import os
 import random
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from posttrain.common.files import atomic_write_jsonl
 from posttrain.common.jsonl import JsonlError, iter_jsonl
 from posttrain.models.tiny import build_tokenizer
 from rewards.mr3.official import FORMATS
@@ -344,16 +344,7 @@ def order_examples(examples: list[SFTExample], curriculum: str = "easy_to_hard",
 def write_jsonl(examples: Iterable[SFTExample], path: str | os.PathLike) -> Path:
     """Write atomically (temp file + rename), so a crash never leaves a half-written dataset."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            for ex in examples:
-                handle.write(json.dumps(ex.to_json(), ensure_ascii=False) + "\n")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write_jsonl(target, (ex.to_json() for ex in examples))
     return target
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from posttrain.algos.gpo import core
 from posttrain.common.cli_help import HelpFormatter
+from posttrain.common.files import atomic_write_text
 from posttrain.standalone.gpo_control.envs import ENV_NAMES
 from posttrain.standalone.gpo_control.methods import ENV_DEFAULTS, METHODS, ControlConfig
 
@@ -86,9 +86,7 @@ def gpo_control_main(argv: list[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        tmp = out / "result.json.tmp"
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, out / "result.json")
+        atomic_write_text(out / "result.json", json.dumps(result, indent=1))
         torch.save(state, out / "model.pt")
     return 0
 
