@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from posttrain.common.padding import left_padded_positions
+from posttrain.common.padding import left_pad, left_padded_positions
 from posttrain.models.loading import load_tokenizer
 
 if TYPE_CHECKING:
@@ -375,13 +375,9 @@ def sft_batch(
     length = max(len(r) for r in responses) if length is None else length
     if any(len(r) > length for r in responses):
         raise ValueError(f"a response is longer than the fixed generation length {length}")
-    width = max(len(p) for p in prompts) + length
-    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    response_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, (prompt, response) in enumerate(zip(prompts, responses)):
-        ids = list(prompt) + list(response) + [eos_id] * (length - len(response))
-        input_ids[row, width - len(ids):] = torch.tensor(ids)
-        attention_mask[row, width - len(ids):] = 1
-        response_mask[row, width - length:] = 1
+    rows = [list(prompt) + list(response) + [eos_id] * (length - len(response))
+            for prompt, response in zip(prompts, responses)]
+    input_ids, attention_mask = left_pad(rows, pad_id, max(len(p) for p in prompts) + length)
+    response_mask = torch.zeros_like(attention_mask)
+    response_mask[:, response_mask.shape[1] - length:] = 1
     return input_ids, attention_mask, response_mask

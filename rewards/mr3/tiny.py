@@ -51,6 +51,7 @@ from typing import Any
 
 import torch
 
+from posttrain.common.padding import left_pad
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.likelihood import causal_token_logprobs
@@ -192,12 +193,9 @@ def _batch_tensors(tokenizer: Any, pairs: list[tuple[str, str]], decision_weight
         n_trace.append(len(target.split("</think>", 1)[0]))
     width = max(len(s) for s in seqs)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    ids, mask = left_pad(seqs, pad, width)
     loss_mask = torch.zeros((len(seqs), width - 1))
     for row, (seq, nt, (d0, d1), nr) in enumerate(zip(seqs, n_target, decisions, n_trace)):
-        ids[row, width - len(seq):] = torch.tensor(seq)
-        mask[row, width - len(seq):] = 1
         first = width - nt - 1  # loss position predicting the first target token
         loss_mask[row, first:] = 1.0
         loss_mask[row, first: first + nr] = trace_weight
