@@ -1,5 +1,8 @@
 """Build mR3-style SFT data from preference / rating / correctness records, with the paper's curriculum.
 
+It lives with the reward model, not in ``data_pipelines``: the ``reward-mr3`` recipe's warm start
+(``rewards.mr3.tiny``) draws its examples through it, and ``rewards`` sits below ``data_pipelines``.
+
 Input: JSONL files or Hugging Face datasets whose records look like one of
 
 - pairwise preference: ``{"prompt", "chosen", "rejected"}`` or ``{"prompt", "responses": [a, b], "label":
