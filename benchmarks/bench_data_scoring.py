@@ -29,7 +29,7 @@ from data_pipelines.common.backends import load_backend, tokenize
 from data_pipelines.common.corpus import make_corpus
 from data_pipelines.common.retrieval import BM25Retriever
 from data_pipelines.entropylong.pipeline import EntropyLong, EntropyLongConfig, build_chunks
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.likelihood import entropy_from_logits, logprobs_from_logits
 

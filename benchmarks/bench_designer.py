@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_text
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.files import atomic_write_text
 
 ARMS = {"structured": [], "free_text": ["--no_structured_output"]}
 

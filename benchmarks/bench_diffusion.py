@@ -35,9 +35,9 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from data_pipelines.common.io import atomic_write_text
 from posttrain.algos.elbo import draw_elbo_masks, model_logits_fn, sequence_elbo
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.files import atomic_write_text
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.diffusion import DiffusionRolloutEngine, DiffusionSampling, fixed_length_completions
 from posttrain.models.diffusion import load_diffusion_lm, make_bidirectional, resolve_mask_token_id

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("extra", nargs=argparse.REMAINDER,
                         help="After '--': options passed to every run (e.g. -- --lr 3e-4).")
     args = parser.parse_args(argv)
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     if args.merge:
         summary = merge_summaries(args.merge, " ".join([sys.executable, *sys.argv]))
@@ -191,8 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print({v: round(summary["variants"][v]["final_mean"], 3) for v in summary["variants"]})
         return 0
     from posttrain.algos import get_algorithm
-    from posttrain.config import build_config
-    from posttrain.models.loading import resolve_model_path
+    from posttrain.config import build_config, resolve_model_path
 
     extra = [a for a in args.extra if a != "--"]
     defaults = build_config(get_algorithm("espo").config_class, ["--algo", "espo", *extra])

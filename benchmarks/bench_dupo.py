@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 ARMS: dict[str, list[str]] = {
     "dupo": ["--algo", "dupo"],
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         summary[arm] = {"start_mean": statistics.mean(start), "final_mean": statistics.mean(final),
                         "final_std": statistics.stdev(final) if len(final) > 1 else 0.0,
                         "per_seed_final": dict(zip(per_seed, final))}
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     report = {"command": " ".join([sys.executable, *sys.argv]), "summary": summary, "runs": runs}
     if args.rerank_n:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -37,7 +37,7 @@ def _key(env: str, noise: float, method: str, seed: int) -> str:
 def _run(job: dict) -> tuple[str, dict, float]:
     import torch
 
-    from posttrain.algos.gpo.control.methods import ControlConfig, train
+    from posttrain.standalone.gpo_control.methods import ControlConfig, train
 
     torch.set_num_threads(1)
     t0 = time.process_time()

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parents[1]
 ALGOS = ("grpo", "gpo")
@@ -195,7 +195,7 @@ def plot(runs: dict[str, dict[int, dict]], seeds: list[int], path: Path) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
     from posttrain.models.tiny import RECIPES, build_tiny
 
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

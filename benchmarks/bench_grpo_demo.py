@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parents[1]
 

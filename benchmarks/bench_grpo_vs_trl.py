@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -121,7 +121,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     )
     trainer = Trainer(config)
     rss_before = _current_rss_mb()
-    from rewards.verifiers import math_equal
+    from posttrain.tasks.verifiers import math_equal
 
     math_equal.cache_clear()  # start every run cold (the cache is per process anyway)
     shipped = {  # the shipped code paths, recorded so the JSON shows what ran (no fixes are patched in)
@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"DeepSpeed ZeRO-0, torch AdamW(foreach=False), --rollout {args.rollout} engine + weight sync "
                     "after every step (ours-async: --async_rollouts true, max_staleness 1); "
                     "shipped code as is: rollout_batch_size=0 (one rollout batch of prompts x group per step), "
-                    "lru_cached rewards.verifiers.math_equal, each distinct prompt encoded once (pg.py)",
+                    "lru_cached posttrain.tasks.verifiers.math_equal, each distinct prompt encoded once (pg.py)",
             "ours_instrumentation": "the only patch on our side is a pass-through wrapper around "
                                     "trainer._train_on that reads the trained batch's token counts from the "
                                     "experience (attention_mask / completion_mask sums); it changes no computation",

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 PREFIX_KS = (1, 2, 4, 8, 16)
 COMMON = ["--steps", "40", "--prompts_per_step", "16", "--group_size", "8", "--micro_batch_size", "128",
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     if "full-rl" in summary:
         for numbers in summary.values():
             numbers["flops_vs_full_rl"] = numbers["flops_per_step"] / summary["full-rl"]["flops_per_step"]
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot(runs, report.get("clustering"), args.out.with_suffix(".png"))
@@ -218,7 +218,7 @@ def clustering_rows(seeds: list[int], runs: Path) -> dict:
 
 def training_free(args: argparse.Namespace) -> int:
     """``--no_training``: the clustering rows and the k = 8 format ceiling, into ``--out``.json."""
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     report = {"command": " ".join([sys.executable, *sys.argv]), "ceiling": format_ceiling(),
               "clustering": clustering_rows(args.seeds, args.runs)}

@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 
 from data_pipelines.common.corpus import make_corpus
-from data_pipelines.common.io import atomic_write_text
 from data_pipelines.common.ray_exec import init_ray
 from data_pipelines.common.runner import ActorStage, StageRunner
 from data_pipelines.dmap.pipeline import make_dmap_stage
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.files import atomic_write_text
 from posttrain.models.pretrained import resolve_model_name
 
 

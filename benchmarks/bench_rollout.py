@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 import transformers
 
-from data_pipelines.common.io import atomic_write_text
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.files import atomic_write_text
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.loading import load_tokenizer

@@ -21,10 +21,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_text
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
-from posttrain.cli_help import CommandParser
-from posttrain.jsonl import iter_jsonl
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.files import atomic_write_text
+from posttrain.common.jsonl import iter_jsonl
 
 ARMS = {"structured": [], "free_text": ["--no_structured_output"]}
 

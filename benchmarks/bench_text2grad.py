@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.seed_curves import Curve, finished, metric_curves, plot_seed_curves, run_training
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 PPO_SAMPLES = 64
 """Samples per training step of every arm: PPO's prompts (one completion each), GRPO's prompts x group."""
@@ -136,7 +136,7 @@ def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, C
     """PREFIX.json (and PREFIX.png) from the runs finished so far; ``missing`` lists the (arm, seed) runs still
     to come, so a partial file says what it lacks, and ``partial_runs`` holds the curves of runs that were started
     but stopped before their end (``--report_only``; they are in ``missing`` too and in no summary)."""
-    from data_pipelines.common.io import atomic_write_text
+    from posttrain.common.files import atomic_write_text
 
     summary = summarise(runs, args.gain)
     missing = [f"{arm} seed {seed}" for seed in args.seeds for arm in args.arms if seed not in runs.get(arm, {})]

@@ -37,12 +37,12 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from posttrain.cli_help import CommandParser
-from posttrain.vision.attwarp import AttWarpConfig, attwarp, attwarp_chain, next_token_logits
-from posttrain.vision.shapes import COLOURS, small_object_scenes
-from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
-from posttrain.vision.vlm import TensorPrompter
-from posttrain.vision.warp import Warp
+from posttrain.common.cli_help import CommandParser
+from posttrain.standalone.vision.attwarp import AttWarpConfig, attwarp, attwarp_chain, next_token_logits
+from posttrain.standalone.vision.shapes import COLOURS, small_object_scenes
+from posttrain.standalone.vision.tiny import FIRST_WORD_ID, tiny_llava
+from posttrain.standalone.vision.vlm import TensorPrompter
+from posttrain.standalone.vision.warp import Warp
 
 RESULTS = REPO / "benchmarks" / "results"
 QUESTION = [FIRST_WORD_ID + 10]  # "colour?"
@@ -180,7 +180,7 @@ FGA_SHIFTS = {"noise": 0.6, "blur": 0.6, "colour": 0.8}
 
 
 def _fga_classes() -> list[list[int]]:
-    from posttrain.vision.shapes import SHAPES
+    from posttrain.standalone.vision.shapes import SHAPES
 
     return [[FIRST_WORD_ID + c, FIRST_WORD_ID + len(COLOURS) + s] for c in range(len(COLOURS))
             for s in range(len(SHAPES))]
@@ -188,9 +188,9 @@ def _fga_classes() -> list[list[int]]:
 
 def train_clip(seed: int, steps: int):
     """The tiny CLIP trained on coloured shapes: image -> 12 class captions, one of 3 templates per step."""
-    from posttrain.vision.fga import PromptLearner
-    from posttrain.vision.shapes import SHAPES, shapes_dataset
-    from posttrain.vision.tiny import TOKENS, tiny_clip
+    from posttrain.standalone.vision.fga import PromptLearner
+    from posttrain.standalone.vision.shapes import SHAPES, shapes_dataset
+    from posttrain.standalone.vision.tiny import TOKENS, tiny_clip
 
     clip = tiny_clip(vocab_size=64, hidden_size=64, projection_dim=64, seed=seed)
     learners = [PromptLearner(clip, _fga_classes(), t, TOKENS["bos"], 63) for t in FGA_TEMPLATES]
@@ -218,7 +218,7 @@ FGA_RHO_PRIMES = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
 
 
 def run_fga(args: argparse.Namespace) -> dict:
-    from posttrain.vision.fga import (
+    from posttrain.standalone.vision.fga import (
         FGAConfig,
         PromptLearner,
         evaluate_views,
@@ -226,8 +226,8 @@ def run_fga(args: argparse.Namespace) -> dict:
         train_prompt,
         view_features,
     )
-    from posttrain.vision.shapes import SHAPES, shapes_dataset, shift
-    from posttrain.vision.tiny import TOKENS
+    from posttrain.standalone.vision.shapes import SHAPES, shapes_dataset, shift
+    from posttrain.standalone.vision.tiny import TOKENS
 
     config = FGAConfig()
     per_seed = []
@@ -312,15 +312,15 @@ def _plot_fga(summary: dict, path: Path) -> None:
 
 
 def run_deleaker(args: argparse.Namespace) -> dict:
-    from posttrain.vision.deleaker import DeleakerConfig, leakage_score
-    from posttrain.vision.deleaker_flux import (
+    from posttrain.standalone.vision.deleaker import DeleakerConfig, leakage_score
+    from posttrain.standalone.vision.deleaker_flux import (
         DeleakerState,
         flux_sample,
         install_deleaker,
         leakage_summary,
         tiny_flux_inputs,
     )
-    from posttrain.vision.tiny import tiny_flux
+    from posttrain.standalone.vision.tiny import tiny_flux
 
     side, t, steps, entities = 16, 16, 20, [[2, 3], [9, 10]]
     per_seed, curves = [], {}

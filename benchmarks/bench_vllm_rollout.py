@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps({k: result[k] for k in ("median_tokens_per_s", "ratio_vllm_over_hf")}, indent=2))
     if args.out is not None:
-        from data_pipelines.common.io import atomic_write_text
+        from posttrain.common.files import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     return 0

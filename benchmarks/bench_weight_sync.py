@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
               "torch": torch.__version__, "vllm": vllm.__version__,
               "threads": int(os.environ.get("OMP_NUM_THREADS", "2")), "results": results}
     if args.out is not None:
-        from data_pipelines.common.io import atomic_write_text
+        from posttrain.common.files import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(report, indent=2) + "\n")
     return 0

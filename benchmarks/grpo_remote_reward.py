@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 from rewards.server.local import free_port
 
 

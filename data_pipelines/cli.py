@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="DMAP (Kempton et al. 2026). With no --input: pure vs top-k vs low-temperature "
                         "samples of the embedded tiny corpus LM.")
     add_dmap_args(dm)
-    from rewards.text2grad.data import add_text2grad_sft_args
+    from data_pipelines.text2grad.sft import add_text2grad_sft_args
 
     t2g = sub.add_parser("text2grad-sft", help="Text2Grad: SFT data for a span reward model (critique + spans JSON)",
                          description="Text2Grad (Wang et al. 2025) span reward model SFT data. With no --input: "
@@ -51,7 +51,7 @@ def data_main(argv: list[str]) -> int:
 
         return run_entropylong(args)
     if args.pipeline == "text2grad-sft":
-        from rewards.text2grad.data import run_text2grad_sft
+        from data_pipelines.text2grad.sft import run_text2grad_sft
 
         return run_text2grad_sft(args)
     if args.pipeline == "designer":

@@ -30,15 +30,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from posttrain.algos.base import GenerationRequest
 from posttrain.engines.base import RolloutEngine, Rollouts, SamplingParams
-
-
-@dataclass
-class GenerationRequest:
-    """What one step asks the rollout engine for: token-id prompts and how to sample them."""
-
-    prompt_ids: list[list[int]]
-    params: SamplingParams
 
 
 @dataclass

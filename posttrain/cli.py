@@ -18,14 +18,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("rewards.server.cli:serve_main", "serve a reward model and an OpenAI-compatible API"),
     "rollout-worker": ("posttrain.engines.worker:rollout_worker_main",
                        "a vLLM rollout worker that --rollout vllm-remote trainers sync"),
-    "gpo-control": ("posttrain.algos.gpo.control.cli:gpo_control_main", "GPO in partially observable control"),
+    "gpo-control": ("posttrain.standalone.gpo_control.cli:gpo_control_main", "GPO in partially observable control"),
     "dupo-rerank": ("posttrain.algos.dupo.rerank_cli:dupo_rerank_main",
                     "best-of-N by DuPO's backward accuracy (dual questions, no labels)"),
     "prefix-cluster": ("posttrain.algos.prefix_rl.cluster_cli:prefix_cluster_main",
                        "Prefix Clustering: one fixed opening, found by k-means on a target's prefixes"),
     "text2grad-eval": ("rewards.text2grad.evaluate:text2grad_eval_main",
                        "span precision / recall of a Text2Grad span reward model against program labels"),
-    "vision": ("posttrain.vision.cli:vision_main", "vision methods: attwarp | deleaker | fga (the vision extra)"),
+    "vision": ("posttrain.standalone.vision.cli:vision_main", "vision methods: attwarp | deleaker | fga (the vision extra)"),
 }
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import logging
 import os
 import typing
 from collections.abc import Callable, Sequence
@@ -21,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from posttrain.common.files import atomic_write_text
+from posttrain.common.typed_values import coerce_value
 from posttrain.engines.spec import (
     SPEC_CLASSES,
     VLLM_KINDS,
@@ -28,7 +31,10 @@ from posttrain.engines.spec import (
     EngineSpecError,
     parse_engine_spec,
 )
-from posttrain.typed_values import coerce_value
+from posttrain.models.pretrained import resolve_model_name
+from posttrain.models.tiny import RECIPES, build_tiny, default_recipe_for, vllm_variant
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ALGO = "grpo"
 """The algorithm of a run that names none (neither ``--algo`` nor an ``algo:`` key in its ``--config`` file)."""
@@ -165,15 +171,11 @@ class TrainConfig:
     def tiny_recipe(self, kind: str) -> str:
         """The embedded tiny recipe a run without ``--model`` starts from: the task's ``kind`` recipe
         (an algorithm whose default needs another warm start overrides this)."""
-        from posttrain.models.tiny import default_recipe_for
-
         return default_recipe_for(self.task, kind)
 
     def embedded_recipe(self, kind: str) -> str:
         """The tiny recipe a run without ``--model`` is built from: ``tiny_recipe(kind)``, or with a vLLM
         rollout (``vllm``, ``vllm-remote``) that recipe's vLLM-servable twin (``models.tiny.vllm_variant``)."""
-        from posttrain.models.tiny import vllm_variant
-
         name = self.tiny_recipe(kind)
         return vllm_variant(name) if self.rollout.kind in VLLM_KINDS else name
 
@@ -265,18 +267,13 @@ class TrainConfig:
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the resolved config as YAML next to the checkpoints (atomically)."""
         path = Path(directory) / "config.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
-        os.replace(tmp, path)
+        atomic_write_text(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
         return path
 
 
 def _check_embedded_model(config: TrainConfig) -> None:
     """Without ``--model`` a run starts from an embedded tiny model (``config.tiny_recipe``); when there is
     none for its task and model kind, fail at start-up naming the fix."""
-    from posttrain.models.tiny import RECIPES
-
     kind = config.model_kind
     try:
         config.tiny_recipe(kind)
@@ -498,3 +495,19 @@ def _spec_option_help(name: str, kinds: Sequence[str]) -> list[str]:
             lines.append(f"  --{name}.{f.name} ({kind}, default {f.default!r}{also})")
             lines.append(f"      {f.metadata['help']}")
     return lines
+
+
+def resolve_model_path(config: TrainConfig, kind: str = "causal") -> str:
+    """``config.model`` (aliases resolved), or the directory of the run's tiny ``kind`` model
+    (``config.embedded_recipe``: the task's, unless the algorithm needs another, or its vLLM-servable twin
+    under a vLLM rollout; built if needed)."""
+    if config.model:
+        return resolve_model_name(config.model)
+    name = config.embedded_recipe(kind)
+    path = str(build_tiny(name))
+    base = config.tiny_recipe(kind)
+    if name != base:
+        logger.info("--rollout %s without --model: using the embedded recipe %s (%s) instead of %s, whose "
+                    "attention head size vLLM's CPU attention does not serve; same task, data, label noise and "
+                    "warm start (rollout workers serve it with --model %s)", config.rollout, name, path, base, path)
+    return path

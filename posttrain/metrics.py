@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from posttrain.common.files import atomic_write_text
+
 SINKS: tuple[str, ...] = ("jsonl", "tensorboard", "wandb")
 
 
@@ -161,12 +163,7 @@ class MetricsLogger:
                     f"{self.path} line {number} is not a metrics record: {line[:80]!r}")
             if record["step"] <= step:
                 kept.append(line)
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(kept)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        atomic_write_text(self.path, "".join(kept))
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (held open for the run)
 
     def close(self) -> None:

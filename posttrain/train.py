@@ -16,6 +16,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from posttrain.algos import algorithm_names, get_algorithm
 from posttrain.config import ConfigError, build_config, help_text, requested_algo
+from posttrain.tasks.dataset import DatasetError
 
 HELP_FLAGS = ("-h", "--help")
 
@@ -55,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
-    from posttrain.tasks.dataset import DatasetError
-    from posttrain.trainer import Trainer
+    from posttrain.trainer import (
+        Trainer,  # loads DeepSpeed: only once the options are valid (fast --help, errors)
+    )
 
     try:
         Trainer(config).fit()

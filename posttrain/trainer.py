@@ -17,7 +17,7 @@ from posttrain.algos.base import AlgoContext, Algorithm, TrainedModel
 from posttrain.algos.roles import INITIAL_POLICY, POLICY, ModelRole, check_roles, check_same_tokenizer
 from posttrain.async_rollouts import AsyncStepDriver
 from posttrain.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
-from posttrain.config import ConfigError, TrainConfig
+from posttrain.config import ConfigError, TrainConfig, resolve_model_path
 from posttrain.dist import (
     DistInfo,
     all_reduce_mean,
@@ -30,7 +30,8 @@ from posttrain.engines.spec import EngineSpec
 from posttrain.engines.sync import rest_rollout, wake_rollout
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
-from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
+from posttrain.models.diffusion import load_diffusion_lm
+from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
 from posttrain.models.tiny import build_tiny
 from posttrain.models.value import ValueModel
@@ -43,8 +44,6 @@ log = logging.getLogger("posttrain")
 
 def _load_policy(path: str, kind: str, dtype: torch.dtype, trust_remote_code: bool) -> torch.nn.Module:
     if kind == "diffusion":
-        from posttrain.models.diffusion import load_diffusion_lm
-
         return load_diffusion_lm(path, dtype=dtype, trust_remote_code=trust_remote_code)
     return load_causal_lm(path, dtype=dtype, trust_remote_code=trust_remote_code)
 

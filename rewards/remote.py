@@ -33,26 +33,22 @@ import concurrent.futures
 import json
 import logging
 import os
-import random
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
+from posttrain.common.http import RequestStats, RetryingPoster
 from rewards.mr3.official import get_format
 
 logger = logging.getLogger(__name__)
 
-RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
 @dataclass
-class RemoteStats:
-    requests: int = 0
-    retries: int = 0
+class RemoteStats(RequestStats):
+    """The reward client's counters: the HTTP ones plus what became of the samples."""
+
     failed_samples: int = 0
     unparsed_samples: int = 0
     scored_samples: int = 0
@@ -71,60 +67,6 @@ def _text(value: Any) -> str:
             return str(chosen.get("content", ""))
         return "".join(_text(v) for v in value)
     return "" if value is None else str(value)
-
-
-class RetryingPoster:
-    """The one HTTP client of the reward server's clients: JSON POSTs with the failure policy of the module
-    docstring (retries with backoff and jitter on transient failures, ``Retry-After`` honoured, None when a
-    request finally fails or is refused), counting ``requests`` and ``retries`` into ``stats``."""
-
-    def __init__(self, url: str, api_key: str | None, timeout: float, max_retries: int, backoff: float,
-                 max_backoff: float, max_concurrency: int, seed: int | None, stats: RemoteStats) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout,
-                                    limits=httpx.Limits(max_connections=max_concurrency))
-        self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
-        self._jitter = random.Random(seed)
-        self._lock = threading.Lock()
-        self.stats = stats
-
-    def post(self, path: str, body: dict) -> httpx.Response | None:
-        """POST with retries on transient failures; None when the request finally failed."""
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            wait: float | None = None
-            try:
-                with self._lock:
-                    self.stats.requests += 1
-                response = self._client.post(path, json=body)
-                if response.status_code == 200:
-                    return response
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
-                if response.status_code not in RETRY_STATUS:
-                    logger.warning("reward server refused the request (%s); not retrying", last)
-                    return None
-                retry_after = response.headers.get("retry-after")
-                if retry_after:
-                    try:
-                        wait = min(self.max_backoff, float(retry_after))
-                    except ValueError:
-                        wait = None
-            except httpx.HTTPError as err:  # connect errors, timeouts, protocol errors
-                last = f"{type(err).__name__}: {err}"
-            if attempt == self.max_retries:
-                break
-            if wait is None:
-                with self._lock:
-                    jitter = self._jitter.uniform(0.5, 1.5)
-                wait = min(self.max_backoff, self.backoff * (2 ** attempt)) * jitter
-            with self._lock:
-                self.stats.retries += 1
-            time.sleep(wait)
-        logger.warning("reward server request failed after %d attempts (%s)", self.max_retries + 1, last)
-        return None
-
-    def close(self) -> None:
-        self._client.close()
 
 
 class RemoteReward:

@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from posttrain.models.likelihood import causal_token_logprobs
+from posttrain.models.tiny import warm_start_update
+
 CODE_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "kl", "st", "tr"]
 _VOWELS = ["a", "e", "i", "o", "u", "ai", "ou"]
@@ -240,8 +243,6 @@ def warm_start(model, tokenizer, recipe, generator: torch.Generator) -> None:
     """
     from tqdm.auto import tqdm
 
-    from posttrain.models.likelihood import causal_token_logprobs
-    from posttrain.models.tiny import warm_start_update
 
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item())
     rng = random.Random(seed)

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from posttrain.common.files import atomic_write_text
+
 
 def _check(vectors: np.ndarray, least: int = 2) -> np.ndarray:
     x = np.asarray(vectors, dtype=np.float64)
@@ -148,7 +150,7 @@ def add_diversity_args(parser) -> None:
 
 def run_diversity(args) -> int:
     from data_pipelines.common.embed import load_embedder
-    from data_pipelines.common.io import atomic_write_text, read_text_records
+    from data_pipelines.common.io import read_text_records
 
     try:
         texts = [r[args.field] for r in read_text_records(args.input, args.field, args.limit)]

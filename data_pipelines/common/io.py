@@ -1,19 +1,17 @@
-"""Reading records (JSONL, Parquet, Hugging Face datasets) and writing files atomically.
+"""Reading records (JSONL, Parquet, Hugging Face datasets) for the data pipelines (atomic writes live in
+``posttrain.common.files``).
 
 Inputs are read lazily as a ``RecordSource``: a length and ``chunk(start, stop)``. JSONL is indexed by
 byte offset and parsed line by line, so a malformed line becomes a ``Malformed`` item (the runner writes
 it to the rejects file) instead of failing the whole load; Parquet files and datasets saved with
 ``save_to_disk`` go through ``datasets``; any other string is tried as a Hub dataset name (offline-safe:
 ``datasets`` only reads its cache when ``HF_DATASETS_OFFLINE=1``). Files that must be whole (stored stage
-outputs) are read strictly with ``posttrain.jsonl.read_jsonl``.
+outputs) are read strictly with ``posttrain.common.jsonl.read_jsonl``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -139,23 +137,3 @@ def read_text_records(spec: str | Path, field: str, limit: int = 0) -> list[dict
         if limit and len(records) >= limit:
             break
     return records
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_jsonl(path: str | Path, records: Iterable[dict]) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

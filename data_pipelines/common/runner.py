@@ -46,14 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data_pipelines.common.io import (
-    Malformed,
-    RecordSource,
-    atomic_write_jsonl,
-    atomic_write_text,
-    open_source,
-)
-from posttrain.jsonl import read_jsonl
+from data_pipelines.common.io import Malformed, RecordSource, open_source
+from posttrain.common.files import atomic_write_jsonl, atomic_write_text
+from posttrain.common.jsonl import read_jsonl
 
 logger = logging.getLogger(__name__)
 

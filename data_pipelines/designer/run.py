@@ -33,7 +33,7 @@ from functools import partial
 from pathlib import Path
 
 from data_pipelines.common.embed import add_embedder_arg
-from data_pipelines.common.io import atomic_write_jsonl, atomic_write_text, read_text_records
+from data_pipelines.common.io import read_text_records
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
 from data_pipelines.designer import builtin, steps
 from data_pipelines.designer.prompts import PROMPT_VERSIONS
@@ -44,7 +44,8 @@ from data_pipelines.designer.stages import (
     make_generate_stage,
     make_respond_stage,
 )
-from posttrain.jsonl import read_jsonl
+from posttrain.common.files import atomic_write_jsonl, atomic_write_text
+from posttrain.common.jsonl import read_jsonl
 
 DEFAULT_MODEL = "smollm2-135m"
 

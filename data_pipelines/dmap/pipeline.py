@@ -36,6 +36,8 @@ from data_pipelines.dmap.core import (
     intervals_from_scores,
     weighted_histogram,
 )
+from posttrain.common.files import atomic_write_text
+from posttrain.engines.base import SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -163,8 +165,6 @@ def _score_input(args, out_dir: Path) -> list[dict]:
 
 
 def _demo_texts(backend, n: int, max_new_tokens: int, seed: int) -> dict[str, list[list[int]]]:
-    from posttrain.engines.base import SamplingParams
-
     bos = backend.tokenizer.bos_token_id
     prompts = [[bos]] * n
     out = {}
@@ -180,7 +180,6 @@ def _demo_texts(backend, n: int, max_new_tokens: int, seed: int) -> dict[str, li
 
 
 def run_dmap(args) -> int:
-    from data_pipelines.common.io import atomic_write_text
     from data_pipelines.dmap.core import plot_histogram
 
     out_dir = Path(args.output)

@@ -34,7 +34,6 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_text
 from data_pipelines.common.representable import check_representable
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
 from data_pipelines.entropylong.evaluation import evaluate
@@ -44,6 +43,8 @@ from data_pipelines.entropylong.pipeline import (
     build_chunks,
     select_contexts,
 )
+from posttrain.common.files import atomic_write_text
+from posttrain.models.pretrained import resolve_model_name
 
 DEFAULT_SCORER = "smollm2-135m"
 
@@ -117,7 +118,6 @@ def check_inputs(args, roots: list[dict]) -> None:
     """Refuse, naming the record, any input text, retrieval chunk or separator the scorer's tokenizer cannot
     represent exactly: in the driver, with the tokenizer alone, before any actor loads the scorer."""
     from data_pipelines.common.backends import load_backend_tokenizer
-    from posttrain.models.pretrained import resolve_model_name
 
     tokenizer = load_backend_tokenizer(resolve_model_name(args.model), tokenizer=args.tokenizer)
     scorer = f"{args.model} ({getattr(tokenizer, 'name_or_path', '') or 'in-memory'} tokenizer)"
@@ -135,7 +135,6 @@ def build_pipeline(args, roots: list[dict], with_retriever: bool = True) -> Entr
     from data_pipelines.common.backends import load_backend
     from data_pipelines.common.embed import load_embedder
     from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever
-    from posttrain.models.pretrained import resolve_model_name
 
     backend = load_backend(resolve_model_name(args.model), device=args.device, batch_size=args.batch_size,
                            tokenizer=args.tokenizer)

@@ -41,7 +41,9 @@ from data_pipelines.sci2pol.judge import (
     task_score,
 )
 from data_pipelines.sci2pol.scoring import bootstrap_se, extract_label, micro_f1
-from posttrain.jsonl import iter_jsonl
+from posttrain.common.jsonl import iter_jsonl
+from posttrain.engines.base import SamplingParams
+from posttrain.models.chat import render_chat
 
 STAGES = {"autocompletion": [1, 2, 3, 4], "understanding": [5, 6], "summarization": [7, 8, 9, 10],
           "generation": [11, 12, 13, 14, 15], "verification": [16, 17, 18]}
@@ -53,7 +55,7 @@ _PAPER = re.compile(r"Scientific Research Paper:\s*(.+?)\n{3}", re.DOTALL)
 
 def load_bench(bench_dir: str | Path, tasks: list[str] | None = None) -> dict[str, list[dict]]:
     """``taskN`` -> rows of ``bench_dir/taskN.jsonl``; a bad row raises naming file, line and field
-    (``posttrain.jsonl``)."""
+    (``posttrain.common.jsonl``)."""
     folder = Path(bench_dir)
     names = tasks or sorted((p.stem for p in folder.glob("task*.jsonl")), key=lambda s: int(s[4:]))
     if not names:
@@ -146,7 +148,6 @@ def _encode(engine, text: str, prefill: str | None, max_new_tokens: int) -> tupl
     template around it and the prefill stay whole. ``ValueError`` when the template and prefill alone leave no
     room."""
     from data_pipelines.common.backends import tokenize
-    from posttrain.models.chat import render_chat
 
     def render(content: str) -> list[int]:
         messages = [{"role": "user", "content": content}]
@@ -173,8 +174,6 @@ def _encode(engine, text: str, prefill: str | None, max_new_tokens: int) -> tupl
 def make_generate_stage(engine_factory: Callable, model_name: str, cache_path: str, max_new_tokens: int,
                         open_tokens: int) -> Process:
     """Stage: bench rows -> rows with ``response`` (greedy; ``open_tokens`` for tasks 7-15)."""
-    from posttrain.engines.base import SamplingParams
-
     engine = engine_factory()
     cache = ResultCache(cache_path)
 
@@ -219,8 +218,6 @@ def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str,
     ``judge_error`` when the judge output stayed invalid after ``retries`` retries). ``structured``: the
     judge decodes under the rubric's JSON Schema; else free text after a prefilled first key. ``papers``:
     the release's papers by id (``release_papers``) for tasks 11-14."""
-    from posttrain.engines.base import SamplingParams
-
     engine = engine_factory()
     cache = ResultCache(cache_path)
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from data_pipelines.common.dedup import shingles
 from data_pipelines.common.runner import Process, Reject
 from data_pipelines.sci2pol.bench import _encode
+from posttrain.engines.base import SamplingParams
 
 _EXEC = re.compile(r"executive summary\s*\n(.*?)(?:\n\s*\n|$)(.*)", re.IGNORECASE | re.DOTALL)
 SFT_INSTRUCTION = "Write a policy brief for policy makers based on this scientific paper.\n\n"
@@ -94,8 +95,6 @@ def polish_prompt(document: str, examples: list[tuple[str, str]]) -> str:
 
 def _generate(engine, prompt: str, prefill: str | None, max_new_tokens: int, temperature: float = 0.0,
               seed: int | None = None, json_schema: str | None = None) -> str:
-    from posttrain.engines.base import SamplingParams
-
     ids, _ = _encode(engine, prompt, prefill, max_new_tokens)
     text = engine.generate([ids], SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
                                                  seed=seed, json_schema=json_schema)).texts[0]

@@ -11,8 +11,9 @@ import json
 import time
 from pathlib import Path
 
-from data_pipelines.common.io import atomic_write_jsonl, atomic_write_text
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, runner_options
+from posttrain.common.files import atomic_write_jsonl, atomic_write_text
+from posttrain.common.jsonl import read_jsonl
 
 DEFAULT_MODEL = "smollm2-135m"
 DEMO_BUDGETS = {"max_new_tokens": 16, "open_tokens": 96, "judge_tokens": 96}
@@ -162,7 +163,6 @@ def run_bench(args) -> int:
 def run_corpus(args) -> int:
     from data_pipelines.sci2pol.corpus import candidate_pairs, make_judge_stage, make_polish_stage
     from data_pipelines.sci2pol.embedded import STYLE_EXAMPLES, corpus_inputs
-    from posttrain.jsonl import read_jsonl
 
     started = time.perf_counter()
     if (args.documents is None) != (args.papers is None):

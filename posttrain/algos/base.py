@@ -17,15 +17,22 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from posttrain.algos.roles import POLICY, REFERENCE, ModelRole, policy_role
-from posttrain.async_rollouts import GenerationRequest
+from posttrain.common.registry import Registry
 from posttrain.engines.base import SamplingParams
-from posttrain.registry import Registry
 
 if TYPE_CHECKING:
     from posttrain.config import TrainConfig
     from posttrain.engines.base import GenerationEngine, RolloutEngine, Rollouts
     from posttrain.metrics import PhaseTimer
     from posttrain.tasks.base import Example, RewardFn
+
+
+@dataclass
+class GenerationRequest:
+    """What one step asks the rollout engine for: token-id prompts and how to sample them."""
+
+    prompt_ids: list[list[int]]
+    params: SamplingParams
 
 
 @dataclass

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from posttrain.registry import Registry
+from posttrain.common.registry import Registry
 
 ADVANTAGES: Registry[Callable[..., torch.Tensor]] = Registry("advantage estimator")
 """Group advantage estimators: ``fn(rewards [G, n], valid [G, n] bool, eps) -> advantages [G, n]``."""

@@ -50,6 +50,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from posttrain.models.diffusion import diffusion_logits
+
 LogitsFn = Callable[[torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"], torch.Tensor]
 """``logits_fn(input_ids [N, T], attention_mask [N, T] | None, keep [K] | None) -> logits [N, K or T, V]``,
 aligned one-to-one with positions (see ``posttrain.models.diffusion.diffusion_logits``)."""
@@ -59,8 +61,6 @@ Stratify = Literal["batch", "mc", "none"]
 
 def model_logits_fn(model: torch.nn.Module) -> LogitsFn:
     """The ``LogitsFn`` of a diffusion model: ``diffusion_logits`` with its alignment and Dream shift."""
-    from posttrain.models.diffusion import diffusion_logits
-
     def fn(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, keep: torch.Tensor | None) -> torch.Tensor:
         return diffusion_logits(model, input_ids, attention_mask, keep=keep)
 

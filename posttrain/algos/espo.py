@@ -54,6 +54,7 @@ from posttrain.algos.elbo import (
 from posttrain.algos.pg import group_pg_incompatibilities
 from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
+from posttrain.common.padding import left_pad
 from posttrain.config import TrainConfig, defaults, opt
 from posttrain.engines.diffusion import fixed_length_completions
 from posttrain.engines.spec import EngineSpec
@@ -167,13 +168,8 @@ class ESPO(Algorithm):
         advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
 
         length = cfg.max_new_tokens
-        width = max(len(p) for p in prompt_ids)
         batch = len(group)
-        prompts = torch.full((batch, width), tokenizer.pad_token_id, dtype=torch.long)
-        prompt_valid = torch.zeros((batch, width), dtype=torch.long)
-        for row, prompt in enumerate(prompt_ids):
-            prompts[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-            prompt_valid[row, width - len(prompt):] = 1
+        prompts, prompt_valid = left_pad(prompt_ids, tokenizer.pad_token_id)
         completions = fixed_length_completions(rollouts.completion_ids, length, tokenizer.eos_token_id)
         completion_mask = torch.zeros((batch, length), dtype=torch.float32)
         for row, ids in enumerate(rollouts.completion_ids):

@@ -22,13 +22,18 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
-from posttrain.algos.core import AGGREGATIONS, KL_ESTIMATORS, aggregate_loss, group_advantages, masked_mean
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, GenerationRequest, LossOutput
+from posttrain.algos.core import (
+    AGGREGATIONS,
+    KL_ESTIMATORS,
+    aggregate_loss,
+    group_advantages,
+    masked_mean,
+)
 from posttrain.algos.policy_loss import PolicyLossSettings, PolicyTokens, policy_loss
 from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
-from posttrain.async_rollouts import GenerationRequest
 from posttrain.config import VLLM_EMBEDDED_HELP, TrainConfig, opt
 from posttrain.engines.base import Rollouts
 from posttrain.engines.spec import VLLM_KINDS, EngineSpec

@@ -39,7 +39,7 @@ from posttrain.algos.core import (
     sampler_mismatch,
     truncated_importance_weights,
 )
-from posttrain.registry import Registry
+from posttrain.common.registry import Registry
 
 
 @dataclass(frozen=True)

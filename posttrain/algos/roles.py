@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from posttrain.config import ConfigError
 from posttrain.engines.spec import EngineSpec, parse_engine_spec
 
 POLICY = "policy"
@@ -141,8 +142,6 @@ def tokenizer_signature(tokenizer: Any) -> dict[str, Any]:
 
 def check_same_tokenizer(role: ModelRole, policy_tokenizer: Any, role_tokenizer: Any) -> None:
     """Raise ``ConfigError`` naming ``role.config_field`` when the role's tokenizer is not the policy's."""
-    from posttrain.config import ConfigError
-
     mine, theirs = tokenizer_signature(policy_tokenizer), tokenizer_signature(role_tokenizer)
     if mine == theirs:
         return

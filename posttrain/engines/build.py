@@ -23,6 +23,12 @@ from typing import Any
 
 import torch
 
+from posttrain.common.registry import Registry
+from posttrain.engines.diffusion import DiffusionRolloutEngine, DiffusionSampling
+from posttrain.engines.fake import FakeEngine
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.engines.http import OpenAIHTTPEngine
+from posttrain.engines.remote import RemoteVLLMEngine
 from posttrain.engines.spec import (
     DiffusionSpec,
     EngineSpec,
@@ -32,7 +38,10 @@ from posttrain.engines.spec import (
     VLLMRemoteSpec,
     VLLMSpec,
 )
-from posttrain.registry import Registry
+from posttrain.engines.vllm import VLLMRolloutEngine
+from posttrain.models.diffusion import load_diffusion_lm
+from posttrain.models.loading import load_causal_lm, load_tokenizer
+from posttrain.models.pretrained import resolve_model_name
 
 
 @dataclass(frozen=True)
@@ -81,8 +90,6 @@ def cached_engine(spec: EngineSpec, **context: Any) -> Any:
 
 def _checkpoint(spec: EngineSpec, ctx: EngineContext) -> str:
     """The folder of ``spec``'s checkpoint (aliases resolved), or of the caller's module."""
-    from posttrain.models.pretrained import resolve_model_name
-
     path = getattr(spec, "path", None)
     if path:
         return resolve_model_name(path)
@@ -94,8 +101,6 @@ def _checkpoint(spec: EngineSpec, ctx: EngineContext) -> str:
 def _tokenizer(spec: EngineSpec, ctx: EngineContext) -> Any:
     """The caller's tokenizer (an object, or the name of a folder, hub id or alias to load it from), else the
     one saved with ``spec``'s checkpoint (or the caller's module's)."""
-    from posttrain.models.loading import load_tokenizer
-
     if isinstance(ctx.tokenizer, str):
         return load_tokenizer(_checkpoint(HFSpec(ctx.tokenizer), ctx), trust_remote_code=ctx.trust_remote_code)
     if ctx.tokenizer is not None:
@@ -123,9 +128,6 @@ def checkpoint_dtype(path: str) -> str:
 
 @ENGINE_BUILDERS.register("hf")
 def _hf(spec: HFSpec, ctx: EngineContext) -> Any:
-    from posttrain.engines.hf import HFRolloutEngine
-    from posttrain.models.loading import load_causal_lm
-
     module = _own_module(spec, ctx, load_causal_lm)
     tokenizer = _tokenizer(spec, ctx)
     return HFRolloutEngine(module, tokenizer, max_batch_size=ctx.max_batch_size, device=ctx.torch_device)
@@ -133,9 +135,6 @@ def _hf(spec: HFSpec, ctx: EngineContext) -> Any:
 
 @ENGINE_BUILDERS.register("diffusion")
 def _diffusion(spec: DiffusionSpec, ctx: EngineContext) -> Any:
-    from posttrain.engines.diffusion import DiffusionRolloutEngine, DiffusionSampling
-    from posttrain.models.diffusion import load_diffusion_lm
-
     module = _own_module(spec, ctx, load_diffusion_lm)
     tokenizer = _tokenizer(spec, ctx)
     sampling = DiffusionSampling(block_length=spec.block_length, steps=spec.steps or None, remasking=spec.remasking)
@@ -146,8 +145,6 @@ def _diffusion(spec: DiffusionSpec, ctx: EngineContext) -> Any:
 @ENGINE_BUILDERS.register("vllm")
 def _vllm(spec: VLLMSpec, ctx: EngineContext) -> Any:
     """vLLM loads its own copy of the checkpoint (the caller's module is only asked where it came from)."""
-    from posttrain.engines.vllm import VLLMRolloutEngine
-
     path = _checkpoint(spec, ctx)
     if ctx.dtype is not None and ctx.dtype != "auto":
         dtype = str(ctx.dtype).removeprefix("torch.")
@@ -170,8 +167,6 @@ def _vllm(spec: VLLMSpec, ctx: EngineContext) -> Any:
 def _vllm_remote(spec: VLLMRemoteSpec, ctx: EngineContext) -> Any:
     """The workers serve ``ctx.model``'s weights once built (pushed as version 0); weights go over the wire
     in ``ctx.dtype``, else the module's."""
-    from posttrain.engines.remote import RemoteVLLMEngine
-
     if ctx.tokenizer is None:
         raise ValueError("the vllm-remote engine needs the served model's tokenizer")
     dtype = ctx.dtype if isinstance(ctx.dtype, torch.dtype) else getattr(ctx.model, "dtype", torch.float32)
@@ -181,8 +176,6 @@ def _vllm_remote(spec: VLLMRemoteSpec, ctx: EngineContext) -> Any:
 @ENGINE_BUILDERS.register("http")
 def _http(spec: HTTPSpec, ctx: EngineContext) -> Any:
     """The tokenizer is the caller's, else the one of the model named after '#'."""
-    from posttrain.engines.http import OpenAIHTTPEngine
-
     if ctx.tokenizer is None and not spec.model:
         raise ValueError(f"{spec}: an HTTP engine needs the served model's tokenizer: name the model after '#' "
                          "(http://HOST:PORT/v1#MODEL) or give a tokenizer")
@@ -197,6 +190,4 @@ def _http(spec: HTTPSpec, ctx: EngineContext) -> Any:
 
 @ENGINE_BUILDERS.register("fake")
 def _fake(spec: FakeSpec, ctx: EngineContext) -> Any:
-    from posttrain.engines.fake import FakeEngine
-
     return FakeEngine(spec.base_latency_s, spec.per_item_latency_s)

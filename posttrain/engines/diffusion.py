@@ -40,6 +40,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from posttrain.common.padding import left_pad
 from posttrain.engines.base import Rollouts, SamplingParams, refuse_json_schema, start_generation
 from posttrain.engines.weights import WeightReceiver
 from posttrain.models.diffusion import diffusion_logits, diffusion_mask_token_id, resolve_mask_token_id
@@ -180,13 +181,10 @@ class DiffusionRolloutEngine:
         """Sample one batch: completion tokens [B, L] and commit-time log-confidences [B, L] (float32)."""
         cfg = self.sampling
         batch, length = len(prompts), params.max_new_tokens
-        width = max(len(p) for p in prompts)
-        canvas = torch.full((batch, width + length), self.mask_token_id, dtype=torch.long)
-        attention = torch.ones((batch, width + length), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            canvas[row, : width - len(prompt)] = self.pad_token_id
-            attention[row, : width - len(prompt)] = 0
-            canvas[row, width - len(prompt) : width] = torch.tensor(prompt, dtype=torch.long)
+        prompt_ids, prompt_mask = left_pad(prompts, self.pad_token_id)
+        width = prompt_ids.shape[1]
+        canvas = torch.cat([prompt_ids, torch.full((batch, length), self.mask_token_id, dtype=torch.long)], dim=1)
+        attention = torch.cat([prompt_mask, torch.ones((batch, length), dtype=torch.long)], dim=1)
         canvas, attention = canvas.to(self.device), attention.to(self.device)
         confidence_out = torch.zeros((batch, length), dtype=torch.float32, device=self.device)
         block = min(cfg.block_length, length)

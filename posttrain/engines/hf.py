@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
+from posttrain.common.padding import left_pad, left_padded_positions
 from posttrain.engines.base import (
     Rollouts,
     SamplingParams,
@@ -50,7 +51,6 @@ from posttrain.engines.hf_scoring import score_causal_lm
 from posttrain.engines.scores import TokenScores
 from posttrain.engines.weights import WeightReceiver
 from posttrain.models.loading import load_causal_lm, load_tokenizer
-from posttrain.models.padding import left_pad, left_padded_positions
 
 
 def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

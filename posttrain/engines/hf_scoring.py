@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
+from posttrain.common.padding import left_pad, left_padded_positions
 from posttrain.engines.scores import TokenScores, mass_above_from_logits, tied_mass_from_logits
 from posttrain.models.likelihood import entropy_from_logits, logprobs_from_logits
-from posttrain.models.padding import left_pad, left_padded_positions
 
 
 def length_sorted_batches(lengths: list[int], max_batch_size: int, max_batch_tokens: int) -> list[list[int]]:

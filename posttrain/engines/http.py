@@ -24,20 +24,21 @@ top-k only (k <= 20 on a default vLLM server), so entropies and mass-above are t
 ``posttrain.engines.topk`` and ``TokenScores.exact`` is False.
 
 Failures: a connection error, a timeout (``timeout_s`` per request), 429 or 5xx is retried
-``max_retries`` times with exponential backoff (``backoff_s * 2**attempt``); other 4xx answers are not
-retried. Every error names the URL and, where there is one, the server's message.
+``max_retries`` times with exponential backoff (``backoff_s * 2**attempt``, jittered; ``Retry-After`` honoured:
+``posttrain.common.http.RetryingPoster``); other 4xx answers are not retried. Every error names the URL and,
+where there is one, the server's message.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
 import httpx
 
+from posttrain.common.http import RequestStats, RetryingPoster
 from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seed
 from posttrain.engines.scores import TokenScores
 from posttrain.engines.topk import scores_from_topk
@@ -84,13 +85,14 @@ class OpenAIHTTPEngine:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.weight_version = weight_version
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(headers=headers, timeout=timeout_s,
-                                    limits=httpx.Limits(max_connections=concurrency))
+        parsed = httpx.URL(self.url)
+        self._path = parsed.raw_path.decode()
+        self._http = RetryingPoster(f"{parsed.scheme}://{parsed.netloc.decode()}", api_key, timeout_s, max_retries,
+                                    backoff_s, backoff_s * 2 ** max_retries, concurrency, None, RequestStats())
 
     def close(self) -> None:
         """Close the connection pool."""
-        self._client.close()
+        self._http.close()
 
     def __enter__(self) -> Self:
         return self
@@ -100,25 +102,11 @@ class OpenAIHTTPEngine:
 
     # -- requests ----------------------------------------------------------------------------------
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            try:
-                response = self._client.post(self.url, json=body)
-            except httpx.TransportError as err:  # refused, reset, timed out: may pass
-                last = f"{type(err).__name__}: {err}"
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                last = f"HTTP {response.status_code}: {response.text[:300]}"
-                continue
-            if response.status_code >= 400:  # the request's fault: retrying will not help
-                raise RuntimeError(f"{self.url}: HTTP {response.status_code}: {response.text[:500]}")
-            try:
-                return response.json()
-            except ValueError as err:
-                raise RuntimeError(f"{self.url}: the answer is not JSON: {response.text[:200]!r}") from err
-        raise RuntimeError(f"{self.url}: request failed after {self.max_retries + 1} attempts: {last}")
+        response = self._http.send(self._path, body)
+        try:
+            return response.json()
+        except ValueError as err:
+            raise RuntimeError(f"{self.url}: the answer is not JSON: {response.text[:200]!r}") from err
 
     def _map(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
         if len(items) <= 1:

@@ -229,7 +229,7 @@ class RemoteVLLMEngine:
             from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
             from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
 
-            from posttrain.engines.weight_transfer import free_port
+            from posttrain.engines.weight_transfer import free_port  # imports vLLM: only when a sync opens
 
             info = NCCLTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
                                        world_size=world_size, rank=self.rank)

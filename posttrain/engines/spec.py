@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from posttrain.typed_values import coerce_value
+from posttrain.common.typed_values import coerce_value
+from posttrain.engines.vllm import vllm_config_problem
 
 VLLM_KINDS = ("vllm", "vllm-remote")
 """The engine kinds served by vLLM (colocated and remote workers)."""
@@ -148,8 +149,6 @@ class VLLMSpec(EngineSpec):
 
     def config_problem(self, config: Any) -> str | None:
         """vLLM missing, or a model it cannot serve (``engines.vllm.vllm_config_problem``)."""
-        from posttrain.engines.vllm import vllm_config_problem
-
         return vllm_config_problem(config)
 
 

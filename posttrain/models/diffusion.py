@@ -1,4 +1,5 @@
-"""Masked-diffusion LMs (LLaDA / Dream style): loading, the one forward, the SFT loss and the warm start.
+"""Masked-diffusion LMs (LLaDA / Dream style): loading, the one forward and the SFT loss
+(the tiny recipes' warm start that trains with it is ``posttrain.algos.warm_start.diffusion_warm_start``).
 
 A masked-diffusion LM is a Transformer with **no causal mask** whose output at every position is a
 distribution over the clean token there; some input positions hold the tokenizer's mask token.
@@ -33,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from posttrain.models.padding import left_padded_positions
+from posttrain.common.padding import left_pad, left_padded_positions
+from posttrain.models.loading import load_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from posttrain.models.tiny import TinyRecipe
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +183,6 @@ def load_diffusion_lm(
     """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
-    from posttrain.models.loading import load_tokenizer
 
     path = str(path)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
@@ -375,72 +375,9 @@ def sft_batch(
     length = max(len(r) for r in responses) if length is None else length
     if any(len(r) > length for r in responses):
         raise ValueError(f"a response is longer than the fixed generation length {length}")
-    width = max(len(p) for p in prompts) + length
-    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    response_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, (prompt, response) in enumerate(zip(prompts, responses)):
-        ids = list(prompt) + list(response) + [eos_id] * (length - len(response))
-        input_ids[row, width - len(ids):] = torch.tensor(ids)
-        attention_mask[row, width - len(ids):] = 1
-        response_mask[row, width - length:] = 1
+    rows = [list(prompt) + list(response) + [eos_id] * (length - len(response))
+            for prompt, response in zip(prompts, responses)]
+    input_ids, attention_mask = left_pad(rows, pad_id, max(len(p) for p in prompts) + length)
+    response_mask = torch.zeros_like(attention_mask)
+    response_mask[:, response_mask.shape[1] - length:] = 1
     return input_ids, attention_mask, response_mask
-
-
-def warm_start(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, recipe: TinyRecipe, generator: torch.Generator
-) -> None:
-    """Warm start of the tiny diffusion recipes: make the causal tiny model bidirectional, then train it
-    with ``diffusion_sft_loss`` on ``recipe.task``'s train split, in place.
-
-    Responses are ``answer + <eos>`` EOS-padded to the batch's longest answer plus 0-4 extra EOS (drawn
-    from ``generator``), so the model learns to write EOS into any unused tail of a fixed-length canvas.
-    AdamW at ``recipe.lr`` decaying linearly to 0 over ``recipe.warm_start_steps`` steps of
-    ``recipe.batch_size`` examples. Each visit of an example draws its target as the causal SFT warm
-    start does (``posttrain.models.tiny.sft_warm_start_pair``): with ``recipe.target_noise`` the task's
-    distractor replaces the answer at that rate.
-
-    Measured on diffusion-sudoku (hidden 96, 3 layers, lr 3e-3, batch 64; greedy, L=24), clean targets,
-    64 test puzzles: 200 steps -> 0% solved; 400 steps -> 16%; 600 steps -> 59%. With target_noise 0.5
-    (the recipe), 800 steps, 128 test puzzles: 13% solved, 9% answered with the distractor.
-    diffusion-countdown, 600 steps: 0% greedy, 1.6% at T=1 (well-formed expressions, wrong numbers).
-    """
-    from tqdm.auto import tqdm
-
-    from posttrain.models.tiny import sft_warm_start_pair, warm_start_update
-    from posttrain.tasks import TASKS
-    from posttrain.tasks.prompts import encode_prompts
-
-    if recipe.task is None:
-        raise ValueError(f"recipe {recipe.name!r}: the diffusion warm start needs a task")
-    mask_id = resolve_mask_token_id(tokenizer, model.config)
-    make_bidirectional(model, mask_token_id=mask_id)
-    task = TASKS.get(recipe.task)()
-    examples = task.split("train")
-    prompts = encode_prompts(tokenizer, examples, None, recipe.max_position_embeddings)
-    noise_generator = torch.Generator().manual_seed(recipe.seed + 1)
-    hint_generator = torch.Generator().manual_seed(recipe.seed + 2)
-    encoded: dict[str, list[int]] = {}
-
-    def target(i: int) -> list[int]:
-        _, answer = sft_warm_start_pair(task, examples[i], recipe, noise_generator, hint_generator)
-        if answer not in encoded:
-            encoded[answer] = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        return encoded[answer]
-
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0)
-    total = max(1, recipe.warm_start_steps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / total)
-    model.train()
-    bar = tqdm(range(recipe.warm_start_steps), desc=f"warm start {recipe.name}", leave=False)
-    for _ in bar:
-        index = torch.randint(len(examples), (recipe.batch_size,), generator=generator).tolist()
-        extra = int(torch.randint(0, 5, (1,), generator=generator))
-        batch_answers = [target(i) for i in index]
-        length = max(len(a) for a in batch_answers) + extra
-        input_ids, attention_mask, response_mask = sft_batch(
-            [prompts[i] for i in index], batch_answers, tokenizer.pad_token_id, tokenizer.eos_token_id, length)
-        loss, _ = diffusion_sft_loss(model, input_ids, response_mask, mask_id, generator, attention_mask)
-        warm_start_update(model, optimizer, scheduler, loss)
-        bar.set_postfix(loss=f"{loss.item():.3f}")
-    model.eval()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from posttrain.models.padding import left_padded_positions
+from posttrain.common.padding import left_padded_positions
 
 _CHUNK_ELEMENTS = 2**24
 """float32 elements of one chunk of the [.., V] intermediates (64 MiB): how much of the vocabulary-wide work

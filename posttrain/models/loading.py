@@ -1,8 +1,9 @@
 """Load tokenizers and causal LMs (real checkpoints or the embedded tiny ones) through transformers.
 
-``resolve_model_path`` turns a run's config into a model path: ``config.model`` when set (a packaged alias
+``resolve_cli_model`` turns a subcommand's ``--model`` into a model path: the name when set (a packaged alias
 such as ``smollm2-135m`` becomes its converted folder, see ``posttrain.models.pretrained``), otherwise the
-cached build of the task's tiny recipe (built on first use).
+cached build of the task's tiny recipe (built on first use); ``posttrain.config.resolve_model_path`` does the
+same for a training run's config.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from transformers import (
@@ -22,13 +22,15 @@ from transformers import (
 )
 
 from posttrain.models.pretrained import resolve_model_name
-from posttrain.models.tiny import build_tiny
-
-if TYPE_CHECKING:
-    from posttrain.config import TrainConfig
+from posttrain.models.tiny import build_tiny, default_recipe_for, vllm_variant
 
 logger = logging.getLogger(__name__)
 
+
+DTYPES: dict[str, torch.dtype | str] = {"auto": "auto", "fp32": torch.float32, "bf16": torch.bfloat16,
+                                        "fp16": torch.float16}
+"""The ``--dtype`` names of the commands that load a model (``serve``, ``vision``); ``auto``: the checkpoint's own
+(each command says what that means for it)."""
 
 GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 """``tokenizer_class`` values of a tokenizer saved as a plain ``tokenizers`` pipeline (our tiny models')."""
@@ -71,28 +73,10 @@ def load_causal_lm(
     return model
 
 
-def resolve_model_path(config: TrainConfig, kind: str = "causal") -> str:
-    """``config.model`` (aliases resolved), or the directory of the run's tiny ``kind`` model
-    (``config.embedded_recipe``: the task's, unless the algorithm needs another, or its vLLM-servable twin
-    under a vLLM rollout; built if needed)."""
-    if config.model:
-        return resolve_model_name(config.model)
-    name = config.embedded_recipe(kind)
-    path = str(build_tiny(name))
-    base = config.tiny_recipe(kind)
-    if name != base:
-        logger.info("--rollout %s without --model: using the embedded recipe %s (%s) instead of %s, whose "
-                    "attention head size vLLM's CPU attention does not serve; same task, data, label noise and "
-                    "warm start (rollout workers serve it with --model %s)", config.rollout, name, path, base, path)
-    return path
-
-
 def resolve_cli_model(model: str | None, task: str, engine: str) -> str:
     """A subcommand's ``--model`` (aliases resolved), or the directory of ``task``'s embedded tiny causal model
     (its vLLM-servable twin when ``engine`` is ``vllm``; built if needed)."""
     if model:
         return resolve_model_name(model)
-    from posttrain.models.tiny import default_recipe_for, vllm_variant
-
     recipe = default_recipe_for(task, "causal")
     return str(build_tiny(vllm_variant(recipe) if engine == "vllm" else recipe))

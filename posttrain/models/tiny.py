@@ -1,8 +1,9 @@
-"""The one tiny-model factory: a character-level tokenizer, named model recipes, warm starts and a cache.
+"""The one tiny-model factory: a character-level tokenizer, named model recipes, their builds and a cache.
 
 Every embedded default (causal policy, diffusion policy, reward model, corpus LM) is a ``TinyRecipe``
-in ``RECIPES``. ``build_tiny(name)`` builds the tokenizer and model, runs the recipe's warm start and
-saves everything (safetensors + ``recipe.json``) under ``<cache>/posttrain/tiny/<name>-<hash>``, where
+in ``RECIPES``. ``build_tiny(name)`` builds the tokenizer and model, runs the recipe's warm start (a
+"module:function" imported at build time; the SFT ones are in ``posttrain.algos.warm_start``, since models
+sit below the algorithms) and saves everything (safetensors + ``recipe.json``) under ``<cache>/posttrain/tiny/<name>-<hash>``, where
 the hash covers every recipe field and ``CODE_VERSION``. Builds are atomic and guarded by a file lock,
 so several ranks may call ``build_tiny`` at once: one builds, the others wait and reuse. A build runs
 on one intra-op thread whatever the caller's setting: parallel reductions add in a thread-dependent
@@ -30,7 +31,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -42,11 +42,8 @@ from transformers import (
     Qwen2Config,
 )
 
-from posttrain.cli_help import CommandParser
-from posttrain.registry import Registry
-
-if TYPE_CHECKING:
-    from posttrain.tasks.base import Example, Task
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +155,7 @@ class TinyRecipe:
         """Short hash of every field plus ``CODE_VERSION``: the cache key (the hint fields and ``data_version``
         only when set)."""
         fields = dataclasses.asdict(self)
+        fields["warm_start"] = FORMER_WARM_STARTS.get(self.warm_start, self.warm_start)
         for name in ("hint_fraction", "hint_template", "data_version"):
             if not fields[name]:
                 del fields[name]
@@ -167,10 +165,19 @@ class TinyRecipe:
 
 _CONFIGS = {"qwen2": Qwen2Config, "llama": LlamaConfig}
 
+FORMER_WARM_STARTS = {
+    "posttrain.algos.warm_start:sft_warm_start": "posttrain.models.tiny:sft_warm_start",
+    "posttrain.algos.warm_start:sft_task_warm_start": "posttrain.models.tiny:sft_task_warm_start",
+    "posttrain.algos.warm_start:diffusion_warm_start": "posttrain.models.diffusion:warm_start",
+}
+"""Warm starts that moved (out of ``models/``, which must not import the algorithms) hash under their former
+"module:function": the fingerprint keys what a build does, so moving its code leaves every cached build valid."""
+
 RECIPES: Registry[TinyRecipe] = Registry("tiny recipe")
 
-_SFT = "posttrain.models.tiny:sft_warm_start"
-_SFT_TASK = "posttrain.models.tiny:sft_task_warm_start"
+_SFT = "posttrain.algos.warm_start:sft_warm_start"
+_SFT_TASK = "posttrain.algos.warm_start:sft_task_warm_start"
+_DIFFUSION = "posttrain.algos.warm_start:diffusion_warm_start"
 _POLICY = {"arch": "qwen2", "hidden_size": 96, "num_layers": 3, "num_heads": 4, "num_kv_heads": 2,
            "intermediate_size": 256, "max_position_embeddings": 256, "lr": 3e-3, "batch_size": 64, "seed": 0}
 
@@ -219,10 +226,10 @@ _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_sta
 # of the blank cells (SudokuTask.distractor): deliberately noisy SFT targets, a systematic error of the kind
 # SFT on noisy data leaves. ESPO's demo then raises the held-out solve rate (0.26 -> 0.35 +- 0.04 in 150 steps).
 _declare(TinyRecipe(name="diffusion-sudoku", kind="diffusion", task="sudoku",
-                    warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=800, target_noise=0.5,
+                    warm_start=_DIFFUSION, warm_start_steps=800, target_noise=0.5,
                     **_POLICY))
 _declare(TinyRecipe(name="diffusion-countdown", kind="diffusion", task="countdown",
-                    warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=200, **_POLICY))
+                    warm_start=_DIFFUSION, warm_start_steps=200, **_POLICY))
 _declare(TinyRecipe(name="reward-mr3", kind="reward", task=None, warm_start="rewards.mr3.tiny:warm_start",
                     warm_start_steps=1200, **_POLICY))
 # Text2Grad's embedded default (posttrain.tasks.step_arithmetic): the policy learns step solutions where half the
@@ -329,26 +336,6 @@ def warm_start_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     scheduler.step()
 
 
-def sft_warm_start_pair(
-    task: Task, example: Example, recipe: TinyRecipe, noise_generator: torch.Generator,
-    hint_generator: torch.Generator,
-) -> tuple[Example, str]:
-    """One visit of ``example`` in the SFT warm start: the (prompt example, target text) to learn.
-
-    With probability ``recipe.hint_fraction`` (drawn from ``hint_generator``) the prompt is GPO's hinted
-    guider prompt (``recipe.hint_template``) and the target the clean answer. Otherwise the prompt is
-    plain and, with probability ``recipe.target_noise`` (drawn from ``noise_generator``), the target is the
-    task's distractor: the policy learns the error at that rate on every problem. A fraction of 0 draws
-    nothing, so recipes without hints see exactly the draws they always did.
-    """
-    from posttrain.algos.gpo.hint import privileged_examples
-
-    if recipe.hint_fraction and torch.rand((), generator=hint_generator).item() < recipe.hint_fraction:
-        return privileged_examples([example], recipe.hint_template)[0], example.answer
-    noisy = bool(recipe.target_noise) and torch.rand((), generator=noise_generator).item() < recipe.target_noise
-    return example, task.distractor(example) if noisy else example.answer
-
-
 class WarmStartProgress:
     """Progress of a warm start: a tqdm bar on a terminal; otherwise (output going to a log file) a line every
     5% of the steps, so a first build that takes minutes shows in the log that it is alive."""
@@ -373,68 +360,6 @@ class WarmStartProgress:
 
     def close(self) -> None:
         self.bar.close()
-
-
-def sft_warm_start(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, recipe: TinyRecipe, generator: torch.Generator
-) -> None:
-    """Supervised fine-tuning on the train split of ``recipe.task`` (prompt tokens masked), in place.
-
-    Plain AdamW for ``recipe.warm_start_steps`` steps of ``recipe.batch_size`` examples drawn with
-    ``generator``; the learning rate decays linearly to zero. Deliberately short, so the model ends
-    partly right: a starting point that RL can improve.
-    """
-    from posttrain.algos.core import sft_loss
-    from posttrain.algos.sequences import pack_sequences
-    from posttrain.models.likelihood import causal_token_logprobs
-    from posttrain.tasks import TASKS
-    from posttrain.tasks.prompts import encode_prompts
-
-    if recipe.task is None:
-        raise ValueError(f"recipe {recipe.name!r}: sft_warm_start needs a task")
-    task = TASKS.get(recipe.task)()
-    examples = task.split("train")
-    noise_generator = torch.Generator().manual_seed(recipe.seed + 1)
-    hint_generator = torch.Generator().manual_seed(recipe.seed + 2)
-    encoded: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
-
-    def encode(i: int) -> tuple[list[int], list[int]]:
-        example, answer = sft_warm_start_pair(task, examples[i], recipe, noise_generator, hint_generator)
-        if (example.prompt, answer) not in encoded:
-            prompt = encode_prompts(tokenizer, [example], None, recipe.max_position_embeddings)[0]
-            target = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            encoded[(example.prompt, answer)] = (prompt, target)
-        return encoded[(example.prompt, answer)]
-
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 1.0 - step / max(1, recipe.warm_start_steps))
-    model.train()
-    progress = WarmStartProgress(recipe.name, recipe.warm_start_steps)
-    for _ in range(recipe.warm_start_steps):
-        pairs = [encode(i) for i in torch.randint(len(examples), (recipe.batch_size,), generator=generator).tolist()]
-        batch = pack_sequences([p for p, _ in pairs], [t for _, t in pairs], tokenizer.pad_token_id)
-        mask = batch["completion_mask"]
-        logprobs, _ = causal_token_logprobs(model, batch["input_ids"], batch["attention_mask"], last=mask.shape[1])
-        loss = sft_loss(logprobs, mask)
-        warm_start_update(model, optimizer, scheduler, loss)
-        progress.update(loss.item())
-    progress.close()
-    model.eval()
-
-
-def sft_task_warm_start(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, recipe: TinyRecipe, generator: torch.Generator
-) -> None:
-    """``sft_warm_start`` on the task ``<recipe.task>-sft``: the recipe's own task names the data it is the
-    default of, while its warm-start targets (e.g. formatted answers) come from that companion task."""
-    from posttrain.tasks import TASKS
-
-    sft_task = f"{recipe.task}-sft"
-    if sft_task not in TASKS:
-        raise ValueError(f"recipe {recipe.name!r}: sft_task_warm_start needs a task {sft_task!r}; registered "
-                         f"tasks: {TASKS.names()}")
-    sft_warm_start(model, tokenizer, dataclasses.replace(recipe, task=sft_task), generator)
 
 
 def cache_root(cache_dir: str | Path | None) -> Path:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from posttrain.models.padding import left_padded_positions
+from posttrain.common.padding import left_padded_positions
 
 
 class ValueModel(torch.nn.Module):

@@ -15,7 +15,7 @@ choose one:
 The reward (and ``is_correct``) reads the last integer of the completion, whatever its format: 1.0 when it
 equals the answer, else 0.0.
 
-``answer-format-sft`` is the tiny models' warm-start data (``posttrain.models.tiny.sft_task_warm_start``): every
+``answer-format-sft`` is the tiny models' warm-start data (``posttrain.algos.warm_start.sft_task_warm_start``): every
 training problem once in each format, so a model trained on it opens either way on any input (its format is
 never conditioned on the problem). Each format carries a systematic error on one kind of problem, the kind of
 mistake SFT on noisy traces leaves: stated directly, a ``long`` number comes back unchanged (the +1 dropped,
@@ -32,7 +32,7 @@ import re
 from typing import Any
 
 from posttrain.tasks.base import TASKS, Example, head_tail_split
-from rewards.verifiers import math_equal
+from posttrain.tasks.verifiers import math_equal
 
 SHARED_OPENING = "Answer"
 """The tokens both formats open with."""

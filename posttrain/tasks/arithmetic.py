@@ -2,7 +2,7 @@
 
 Prompts look like ``23+7=``; the answer is the integer (``30``). Every problem with operands in
 ``0..max_operand`` is enumerated, shuffled with a fixed seed and cut into disjoint test and train
-splits. Reward: 1.0 when the completion equals the answer (``rewards.verifiers.math_equal``), else
+splits. Reward: 1.0 when the completion equals the answer (``posttrain.tasks.verifiers.math_equal``), else
 0.0; there is no format reward.
 
 Every example carries a ``hint`` column: an intermediate result of the compensation method, the same
@@ -18,7 +18,7 @@ import random
 from typing import Any
 
 from posttrain.tasks.base import TASKS, Example, head_tail_split
-from rewards.verifiers import math_equal
+from posttrain.tasks.verifiers import math_equal
 
 
 def compensation_hint(a: int, op: str, b: int) -> str:

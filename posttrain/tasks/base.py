@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from posttrain.registry import Registry
+from posttrain.common.registry import Registry
 
 RewardFn = Callable[..., list[float | None]]
 

@@ -1,11 +1,11 @@
 """A task from any JSONL file or Hugging Face dataset with a prompt column and an answer column.
 
-JSONL files (``.jsonl``/``.json`` with one object per line) are read here (``posttrain.jsonl``), so a
+JSONL files (``.jsonl``/``.json`` with one object per line) are read here (``posttrain.common.jsonl``), so a
 malformed row is reported with the file, its 1-based line number and the field at fault. Anything else (a dataset
 directory, a ``.csv``/``.parquet`` file, a hub id already in the local cache) goes through
 ``datasets.load_dataset``. The dataset's ``test`` split is used when it has one; otherwise a seeded
 ``test_fraction`` of the rows is held out. Other columns ride along for user reward functions.
-Reward: 1.0 when ``rewards.verifiers.math_equal`` accepts the completion, else 0.0. With
+Reward: 1.0 when ``posttrain.tasks.verifiers.math_equal`` accepts the completion, else 0.0. With
 ``raw_prompts`` (config ``--raw_prompts true``) each prompt is already the full text the model continues
 (e.g. mR3 SFT data from ``python -m rewards.mr3.data``, whose prompts hold the rendered chat): examples
 are ``RawPromptExample``s, fed to the model without the chat template.
@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from posttrain.jsonl import JsonlError, iter_jsonl
+from posttrain.common.jsonl import JsonlError, iter_jsonl
 from posttrain.tasks.base import TASKS, Example
 from posttrain.tasks.prompts import RawPromptExample
-from rewards.verifiers import math_equal
+from posttrain.tasks.verifiers import math_equal
 
 _FILE_BUILDERS = {".csv": "csv", ".parquet": "parquet"}
 
@@ -47,7 +47,7 @@ def _example(row: Any, where: str, prompt_column: str, answer_column: str) -> Ex
 
 
 def read_examples(path: Path, prompt_column: str, answer_column: str) -> list[Example]:
-    """Examples from a JSONL file (``posttrain.jsonl``: blank lines skipped); a bad line raises
+    """Examples from a JSONL file (``posttrain.common.jsonl``: blank lines skipped); a bad line raises
     ``DatasetError`` naming it."""
     try:
         examples = [_example(row, f"{path}, line {line_number}", prompt_column, answer_column)

@@ -2,7 +2,7 @@
 
 ``step-arithmetic`` prompts chain four one-digit operands with ``+`` and ``-`` (``7+5-3+8=``); the policy
 answers step by step, each step starting from the previous result (``7+5=12,12-3=9,9+8=17``). Reward: 1.0
-when the number after the last ``=`` equals the answer (``rewards.verifiers.math_equal``), else 0.0.
+when the number after the last ``=`` equals the answer (``posttrain.tasks.verifiers.math_equal``), else 0.0.
 
 ``program_feedback(prompt, response)`` is the oracle a span reward model learns to imitate (Text2Grad,
 arXiv 2505.22338, "spans" form): every step of the response that is right is a good span, every step that
@@ -31,8 +31,9 @@ import re
 from typing import Any
 
 from posttrain.tasks.base import TASKS, Example, head_tail_split
-from rewards.text2grad.feedback import SpanFeedback
-from rewards.verifiers import math_equal
+from posttrain.tasks.span_feedback import SpanFeedback
+from posttrain.tasks.span_templates import compact_request, feedback_json
+from posttrain.tasks.verifiers import math_equal
 
 OPERANDS = range(1, 10)
 N_OPERANDS = 4
@@ -202,8 +203,6 @@ class StepArithmeticSFTTask(StepArithmeticTask):
 def feedback_example(prompt: str, response: str, critique: bool = True) -> Example:
     """One span reward model SFT example: the compact request and the program's compact JSON feedback (without
     its critique field when ``critique`` is False)."""
-    from rewards.text2grad.templates import compact_request, feedback_json
-
     return Example(prompt=compact_request("spans", prompt, response),
                    answer=feedback_json(program_feedback(prompt, response), compact=True, critique=critique),
                    columns={"problem": prompt, "response": response})

@@ -4,11 +4,11 @@
 integer (9). They are kept short because the tiny models read them a character at a time. Four templates: a+b, a-b, a+b-c and a+b*c ("buys b bags of c"). Every number in
 a prompt is an operand, so each one can be hidden by a DuPO dual question and recovered uniquely from the
 answer (no multiplication by 0, no inexact division). Reward: 1.0 when the completion equals the answer
-(``rewards.verifiers.math_equal``), else 0.0.
+(``posttrain.tasks.verifiers.math_equal``), else 0.0.
 
 ``word-arithmetic-sft`` is the DuPO warm start's supervised data (recipe ``causal-word-arithmetic``,
-``posttrain.models.tiny.sft_task_warm_start``): every training problem once as the primal question and once
-as a dual question (``rewards.dual_questions``) that hides one operand. Half the dual questions state the true
+``posttrain.algos.warm_start.sft_task_warm_start``): every training problem once as the primal question and once
+as a dual question (``posttrain.tasks.dual_questions``) that hides one operand. Half the dual questions state the true
 answer, half a nearby wrong one, with the target the operand that wrong answer implies, so the model learns
 to invert the problem rather than to recall it. Its distractor (the systematic error the warm start's label
 noise teaches) is the primal's forgotten last operation (a+b-c -> a+b); dual targets stay clean, because
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from posttrain.tasks.base import TASKS, Example, head_tail_split
-from rewards.dual_questions import dual_prompt, masked_problems
-from rewards.verifiers import math_equal
+from posttrain.tasks.dual_questions import dual_prompt, masked_problems
+from posttrain.tasks.verifiers import math_equal
 
 TEMPLATES: dict[str, str] = {
     "add": "{name} has {0} {item}, gets {1}. How many?",

@@ -1,5 +1,8 @@
 """Build mR3-style SFT data from preference / rating / correctness records, with the paper's curriculum.
 
+It lives with the reward model, not in ``data_pipelines``: the ``reward-mr3`` recipe's warm start
+(``rewards.mr3.tiny``) draws its examples through it, and ``rewards`` sits below ``data_pipelines``.
+
 Input: JSONL files or Hugging Face datasets whose records look like one of
 
 - pairwise preference: ``{"prompt", "chosen", "rejected"}`` or ``{"prompt", "responses": [a, b], "label":
@@ -48,14 +51,15 @@ from __future__ import annotations
 import json
 import os
 import random
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.cli_help import CommandParser
-from posttrain.jsonl import JsonlError, iter_jsonl
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.files import atomic_write_jsonl
+from posttrain.common.jsonl import JsonlError, iter_jsonl
+from posttrain.models.tiny import build_tokenizer
 from rewards.mr3.official import FORMATS
 from rewards.mr3.templates import EvalItem, build_messages, format_verdict, render_prompt, stable_rng
 
@@ -343,16 +347,7 @@ def order_examples(examples: list[SFTExample], curriculum: str = "easy_to_hard",
 def write_jsonl(examples: Iterable[SFTExample], path: str | os.PathLike) -> Path:
     """Write atomically (temp file + rename), so a crash never leaves a half-written dataset."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            for ex in examples:
-                handle.write(json.dumps(ex.to_json(), ensure_ascii=False) + "\n")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write_jsonl(target, (ex.to_json() for ex in examples))
     return target
 
 
@@ -373,8 +368,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     tokenizer = None
     if args.tokenizer == "tiny":
-        from posttrain.models.tiny import build_tokenizer
-
         tokenizer = build_tokenizer()
     elif args.tokenizer:
         from transformers import AutoTokenizer

@@ -50,7 +50,20 @@ from typing import Any
 
 import torch
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.padding import left_pad
+from posttrain.engines.base import SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.models.likelihood import causal_token_logprobs
+from posttrain.models.tiny import (
+    RECIPES,
+    WarmStartProgress,
+    build_model,
+    build_tiny,
+    build_tokenizer,
+    warm_start_update,
+)
+from posttrain.tasks.arithmetic import ArithmeticTask
 from rewards.mr3.scoring import aggregate, plan_samples
 from rewards.mr3.templates import (
     COMPACT_VERDICT_TOKENS,
@@ -70,8 +83,6 @@ _PROBLEM = re.compile(r"(\d\d)([+-])(\d\d)=")
 
 def arithmetic_problems(split: str) -> list[tuple[str, int]]:
     """``(problem, answer)`` pairs of the ``arithmetic`` task's ``train`` or ``test`` split."""
-    from posttrain.tasks.arithmetic import ArithmeticTask
-
     return [(e.prompt, int(e.answer)) for e in ArithmeticTask().split(split)]
 
 
@@ -182,12 +193,9 @@ def _batch_tensors(tokenizer: Any, pairs: list[tuple[str, str]], decision_weight
         n_trace.append(len(target.split("</think>", 1)[0]))
     width = max(len(s) for s in seqs)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    ids, mask = left_pad(seqs, pad, width)
     loss_mask = torch.zeros((len(seqs), width - 1))
     for row, (seq, nt, (d0, d1), nr) in enumerate(zip(seqs, n_target, decisions, n_trace)):
-        ids[row, width - len(seq):] = torch.tensor(seq)
-        mask[row, width - len(seq):] = 1
         first = width - nt - 1  # loss position predicting the first target token
         loss_mask[row, first:] = 1.0
         loss_mask[row, first: first + nr] = trace_weight
@@ -200,9 +208,6 @@ def sft_steps(model: Any, tokenizer: Any, steps: int, lr: float, batch_size: int
               name: str = "reward-mr3") -> list[float]:
     """Plain AdamW SFT on freshly drawn compact verdict examples, in place; returns the losses. Progress
     (``WarmStartProgress``: a bar on a terminal, log lines otherwise) is shown under ``name``."""
-    from posttrain.models.likelihood import causal_token_logprobs
-    from posttrain.models.tiny import WarmStartProgress, warm_start_update
-
     rng = random.Random(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
     problems = arithmetic_problems("train")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -251,9 +256,6 @@ def pairwise_accuracy(model: Any, tokenizer: Any, n: int = 256, seed: int = 0, s
     """Greedy verdicts on held-out pairs: accuracy (ties and unreadable verdicts count as wrong),
     accuracy with ties as half, and the parse rate; also binary accuracy on held-out single answers.
     ``with_reference`` shows the judge the gold answer (reference-guided judging)."""
-    from posttrain.engines.base import SamplingParams
-    from posttrain.engines.hf import HFRolloutEngine
-
     torch.set_num_threads(1)  # see warm_start
     engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
     params = SamplingParams(max_new_tokens=COMPACT_VERDICT_TOKENS, temperature=0.0)
@@ -290,7 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from transformers import AutoModelForCausalLM
 
-    from posttrain.models.tiny import RECIPES, build_model, build_tiny, build_tokenizer
 
     recipe = RECIPES.get("reward-mr3")
     tokenizer = build_tokenizer()

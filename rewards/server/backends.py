@@ -27,19 +27,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from posttrain.engines.base import GenerationEngine
 from posttrain.engines.build import build_engine
 from posttrain.engines.spec import EngineSpec, FakeSpec, VLLMSpec, parse_engine_spec
+from posttrain.models.loading import DTYPES
 from posttrain.models.pretrained import resolve_model_name
 from posttrain.models.tiny import build_tiny
 
 EMBEDDED_RECIPE = "reward-mr3"
 BACKENDS = ("hf", "vllm", "fake")
 """The engine kinds ``--backend`` may name."""
-DTYPES: dict[str, torch.dtype | str] = {"auto": "auto", "fp32": torch.float32, "bf16": torch.bfloat16,
-                                        "fp16": torch.float16}
 
 
 @dataclass

@@ -7,10 +7,12 @@ import logging
 import os
 import sys
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 from posttrain.engines.spec import parse_engine_spec
+from posttrain.models.loading import DTYPES
+from posttrain.models.tiny import RECIPES, recipe_dir
 from rewards.server.app import ServerSettings, create_app
-from rewards.server.backends import DTYPES, load_served_model
+from rewards.server.backends import EMBEDDED_RECIPE, load_served_model
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,9 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def announce_judge_build() -> None:
     """Say so when the embedded judge is about to be built (minutes of CPU, once), and how to do it ahead."""
-    from posttrain.models.tiny import RECIPES, recipe_dir
-    from rewards.server.backends import EMBEDDED_RECIPE
-
     if not recipe_dir(RECIPES.get(EMBEDDED_RECIPE)).is_dir():
         logging.getLogger(__name__).warning(
             "building the embedded judge (tiny recipe %s): about 7 minutes on one CPU core, once; progress is "

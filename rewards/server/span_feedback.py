@@ -6,7 +6,7 @@
   ``word_score_list``) or the parse ``error``, the model's ``raw`` output and ``usage``.
 - ``POST /v1/span_feedback/batch``: ``{"requests": [...]}`` -> ``{"results": [...]}`` in order.
 
-The reward model's input is ``rewards.text2grad.templates.render_request`` through its chat template
+The reward model's input is ``posttrain.tasks.span_templates.render_request`` through its chat template
 (``scorer.request_ids``, shared with the in-process ``SpanRewardModel``); outputs are read by
 ``feedback.parse_feedback``. Generation goes through the app's batcher, limits and error shape (the
 app's ``state.ServerState``): a schema violation is 422 naming the field (an unknown ``form`` too),
@@ -23,11 +23,11 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from posttrain.algos.span_reward.scorer import request_ids
+from posttrain.tasks.span_feedback import FeedbackParseError, SpanFeedback, parse_feedback
 from rewards.server.batching import sample_params
 from rewards.server.guard import APIError
 from rewards.server.state import ServerState, State
-from rewards.text2grad.feedback import FeedbackParseError, SpanFeedback, parse_feedback
-from rewards.text2grad.scorer import request_ids
 
 DEFAULT_MAX_TOKENS = 512
 router = APIRouter()

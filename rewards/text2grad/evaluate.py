@@ -26,10 +26,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from posttrain.cli_help import CommandParser
-from rewards.text2grad.alignment import match_span
-from rewards.text2grad.feedback import SpanFeedback
-from rewards.text2grad.tiny import SPAN_RM_RECIPES
+from posttrain.algos.span_reward import SPAN_RM_RECIPES
+from posttrain.algos.span_reward.alignment import match_span
+from posttrain.algos.span_reward.scorer import SpanRewardModel
+from posttrain.common.cli_help import CommandParser, summary_command
+from posttrain.engines.base import SamplingParams
+from posttrain.engines.hf import HFRolloutEngine
+from posttrain.models.loading import load_causal_lm, load_tokenizer
+from posttrain.models.tiny import RECIPES, build_tiny
+from posttrain.tasks import TASKS
+from posttrain.tasks.span_feedback import SpanFeedback, parse_feedback
 
 KINDS = ("poor", "good")
 
@@ -85,12 +91,6 @@ def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64,
     ``HFRolloutEngine``); the labels are the examples' own targets, parsed."""
     import torch
 
-    from posttrain.engines.base import SamplingParams
-    from posttrain.engines.hf import HFRolloutEngine
-    from posttrain.models.loading import load_causal_lm, load_tokenizer
-    from posttrain.tasks import TASKS
-    from rewards.text2grad.feedback import parse_feedback
-    from rewards.text2grad.scorer import SpanRewardModel
 
     torch.set_num_threads(1)
     examples = TASKS.get(task)().split("test")[:n]
@@ -123,15 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def text2grad_eval_main(argv: list[str] | None = None) -> int:
     """``posttrain text2grad-eval``: the JSON summary of ``evaluate_model``."""
-    from posttrain.cli_help import summary_command
-
     def check(args: argparse.Namespace) -> None:
         if args.n < 1:
             raise ValueError(f"--n must be >= 1, got {args.n}")
 
     def run(args: argparse.Namespace) -> dict[str, Any]:
-        from posttrain.models.tiny import RECIPES, build_tiny
-
         started = time.time()
         recipe = RECIPES.get(args.recipe)
         model = args.model or str(build_tiny(recipe.name))

@@ -4,9 +4,9 @@ A character-level model of the policies' size and tokenizer, warm-started by pla
 ``step-arithmetic-feedback`` (``posttrain.tasks.step_arithmetic``): compact requests
 ``T2G|spans|<problem>|<response>|`` over responses with injected step errors, targets the program's
 feedback as compact JSON of the "spans" form (critique, good steps, poor steps). The loop is the shared
-``posttrain.models.tiny.sft_warm_start`` (prompts through the chat template, loss on the JSON and EOS),
+``posttrain.algos.warm_start.sft_warm_start`` (prompts through the chat template, loss on the JSON and EOS),
 so the recipe's model reads its input exactly as ``scorer.SpanRewardModel(style="compact")`` renders it
-and as ``--algo sft --task dataset`` trains on the output of ``rewards.text2grad.data``. The recipe
+and as ``--algo sft --task dataset`` trains on the output of ``data_pipelines.text2grad.sft``. The recipe
 ``reward-text2grad-nocritique`` runs the same warm start on ``step-arithmetic-feedback-nocritique`` (the same
 targets without the critique field): the paper's "spans without critique" ablation.
 
@@ -22,17 +22,13 @@ from typing import Any
 
 import torch
 
-SPAN_RM_RECIPES = ("reward-text2grad", "reward-text2grad-nocritique")
-"""The embedded span reward models (``posttrain.models.tiny`` recipes): critique then spans (the paper's),
-and spans only (its ablation); the first is the default."""
+from posttrain.algos.warm_start import sft_warm_start
 
 
 def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generator) -> None:
     """``recipe.warm_start_steps`` SFT steps on ``recipe.task`` (``step-arithmetic-feedback`` or its
     ``-nocritique`` twin), in place, with one intra-op thread (restored afterwards): on a shared 2-core machine
     a tiny model trains faster single-threaded."""
-    from posttrain.models.tiny import sft_warm_start
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

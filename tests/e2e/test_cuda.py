@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from posttrain.common.padding import left_pad
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.models.likelihood import causal_token_logprobs
-from posttrain.models.padding import left_pad
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from tests.e2e.conftest import deepspeed_launcher, run_entry
 from tests.e2e.test_train import SMALL, check_run, weights_changed

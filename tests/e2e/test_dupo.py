@@ -15,8 +15,8 @@ import torch
 from safetensors.torch import load_file
 
 from posttrain.tasks.base import TASKS, Example
+from posttrain.tasks.dual_questions import dual_prompt, masked_problems
 from posttrain.tasks.word_arithmetic import WordArithmeticTask, WordProblem
-from rewards.dual_questions import dual_prompt, masked_problems
 from tests.e2e.conftest import REPO, run_entry
 from tests.e2e.resume import assert_same_end, kill_and_resume
 from tests.e2e.test_train import check_run

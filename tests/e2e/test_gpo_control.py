@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from posttrain.algos.gpo.control.cli import gpo_control_main
-from posttrain.algos.gpo.control.envs import make_env
-from posttrain.algos.gpo.control.methods import METHODS, ControlConfig, train
+from posttrain.standalone.gpo_control.cli import gpo_control_main
+from posttrain.standalone.gpo_control.envs import make_env
+from posttrain.standalone.gpo_control.methods import METHODS, ControlConfig, train
 
 
 @pytest.fixture(autouse=True)

@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 from tests.unit.ray_session import (
     kill_when_parts,
     ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
 )
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = ("import sys\nfrom posttrain.cli_help import CommandParser\nfrom data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol\n"
+CLI = ("import sys\nfrom posttrain.common.cli_help import CommandParser\nfrom data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol\n"
        "p = CommandParser(); add_sci2pol_args(p); sys.exit(run_sci2pol(p.parse_args(sys.argv[1:])))")
 
 

@@ -20,11 +20,11 @@ LLAVA_TEMPLATE = ("{% for m in messages %}USER: {% for c in m['content'] %}{% if
 
 
 def _word_level_tokenizer():
-    """A word-level fast tokenizer whose reserved ids match ``posttrain.vision.tiny.TOKENS``."""
+    """A word-level fast tokenizer whose reserved ids match ``posttrain.standalone.vision.tiny.TOKENS``."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from posttrain.vision.tiny import FIRST_WORD_ID, TOKENS
+    from posttrain.standalone.vision.tiny import FIRST_WORD_ID, TOKENS
 
     vocab = {"<pad>": TOKENS["pad"], "<s>": TOKENS["bos"], "</s>": TOKENS["eos"], "<image>": TOKENS["image"],
              "<unk>": FIRST_WORD_ID - 1}
@@ -40,7 +40,7 @@ def save_tiny_llava(path: Path) -> Path:
     ``LlavaProcessor`` (CLIP image processor + the word-level tokenizer + a chat template)."""
     from transformers import CLIPImageProcessor, LlavaProcessor
 
-    from posttrain.vision.tiny import TOKENS, tiny_llava
+    from posttrain.standalone.vision.tiny import TOKENS, tiny_llava
 
     tokenizer = _word_level_tokenizer()
     assert tokenizer.convert_tokens_to_ids("<image>") == TOKENS["image"]
@@ -67,7 +67,7 @@ def _clip_tokenizer(eos_id: int):
 
 def save_tiny_clip(path: Path) -> Path:
     """A tiny ``CLIPModel`` (vocab 64, EOS 63) with its letter-level CLIP tokenizer."""
-    from posttrain.vision.tiny import tiny_clip
+    from posttrain.standalone.vision.tiny import tiny_clip
 
     tiny_clip(vocab_size=64).save_pretrained(path)
     _clip_tokenizer(63).save_pretrained(path)
@@ -93,7 +93,7 @@ def save_tiny_flux_pipeline(path: Path) -> Path:
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxPipeline
     from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel, T5TokenizerFast
 
-    from posttrain.vision.tiny import tiny_flux
+    from posttrain.standalone.vision.tiny import tiny_flux
 
     torch.manual_seed(0)
     clip_tokenizer = _clip_tokenizer(99)

@@ -7,12 +7,8 @@ import json
 
 import pytest
 
-from posttrain.async_rollouts import (
-    AsyncRollouts,
-    GenerationRequest,
-    check_staleness,
-    launch_ahead,
-)
+from posttrain.algos.base import GenerationRequest
+from posttrain.async_rollouts import AsyncRollouts, check_staleness, launch_ahead
 from posttrain.config import ConfigError, TrainConfig, build_config
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.engines.remote import balanced_slices

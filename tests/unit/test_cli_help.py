@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from posttrain.cli_help import HelpFormatter
+from posttrain.common.cli_help import HelpFormatter
 
 
 def _help(parser_main, argv: list[str]) -> str:
@@ -37,7 +37,7 @@ def test_defaults_are_stated_once() -> None:
 @pytest.mark.parametrize(("main", "argv"), [("rewards.server.cli:serve_main", []),
                                            ("data_pipelines.cli:data_main", ["entropylong"]),
                                            ("data_pipelines.cli:data_main", ["dmap"]),
-                                           ("posttrain.algos.gpo.control.cli:gpo_control_main", [])])
+                                           ("posttrain.standalone.gpo_control.cli:gpo_control_main", [])])
 def test_commands_never_print_a_default_twice(main: str, argv: list[str]) -> None:
     import importlib
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.cli_help import CommandParser, snake_option
+from posttrain.common.cli_help import CommandParser, snake_option
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,4 +87,4 @@ def test_every_command_builds_its_parser_with_command_parser() -> None:
              for package in ("posttrain", "rewards", "data_pipelines", "benchmarks", "scripts")
              for path in sorted((ROOT / package).rglob("*.py"))
              if "argparse.ArgumentParser(" in path.read_text()]
-    assert not plain, "use posttrain.cli_help.CommandParser in: " + ", ".join(plain)
+    assert not plain, "use posttrain.common.cli_help.CommandParser in: " + ", ".join(plain)

@@ -15,7 +15,7 @@ from data_pipelines.common.runner import Reject
 from data_pipelines.designer.run import add_designer_args, run_pipeline
 from data_pipelines.designer.stages import CallSettings, make_annotate_stage, make_generate_stage
 from data_pipelines.designer.steps import retrieve_step
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
 from tests.unit.ray_session import ray_session_fixture  # noqa: F401 - the `ray_session` fixture
@@ -177,7 +177,7 @@ def test_exemplar_mode_retrieves_questions_instead_of_logics(tmp_path, ray_sessi
 
 def test_cli_bodies_register_as_subcommands_with_help_for_every_flag() -> None:
     from data_pipelines.common.diversity import add_diversity_args
-    from posttrain.cli_help import HelpFormatter
+    from posttrain.common.cli_help import HelpFormatter
 
     parser = argparse.ArgumentParser(prog="posttrain data", formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="pipeline", required=True)

@@ -18,7 +18,7 @@ from data_pipelines.common.diversity import (
     radius,
     run_diversity,
 )
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 # three points: (0,0), (3,0), (0,4); distances 3, 4, 5
 TRIANGLE = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0]])

@@ -1,4 +1,4 @@
-"""DuPO's dual questions (rewards.dual_questions) and dual reward (rewards.dual), on hand-written problems."""
+"""DuPO's dual questions (posttrain.tasks.dual_questions) and dual reward (posttrain.algos.dupo.dual), on hand-written problems."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ import math
 
 import pytest
 
-from rewards.dual import back_translation_rewards, bleu_distance, dual_reward, equality_distance, final_answer
-from rewards.dual_questions import (
+from posttrain.algos.dupo.dual import (
+    back_translation_rewards,
+    bleu_distance,
+    dual_reward,
+    equality_distance,
+    final_answer,
+)
+from posttrain.tasks.dual_questions import (
     NoDualQuestionError,
     dual_prompt,
     fresh_variable,

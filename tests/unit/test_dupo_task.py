@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from posttrain.tasks.dual_questions import masked_problems
 from posttrain.tasks.word_arithmetic import WordArithmeticSFTTask, WordArithmeticTask, WordProblem
-from rewards.dual_questions import masked_problems
 
 
 def test_values_distractors_and_inverses_by_hand() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.jsonl import JsonlError, iter_jsonl, read_jsonl
+from posttrain.common.jsonl import JsonlError, iter_jsonl, read_jsonl
 
 
 def test_records_in_order_and_blank_lines_skipped(tmp_path: Path) -> None:

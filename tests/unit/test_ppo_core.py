@@ -12,6 +12,7 @@ from posttrain.algos.ppo.core import (
     clipped_value_loss,
     full_kl,
     gae,
+    gae_recursion,
     last_token_index,
     token_rewards,
     whiten,
@@ -27,6 +28,18 @@ def test_gae_by_hand() -> None:
     advantages, returns = gae(rewards, values, mask, gamma=1.0, lam=0.5)
     assert torch.allclose(advantages, torch.tensor([[0.225, 0.25, 0.3], [1.5, 0.0, 0.0]]))
     assert torch.allclose(returns, torch.tensor([[0.725, 0.85, 1.0], [2.0, 0.0, 0.0]]))
+
+
+def test_gae_recursion_by_hand() -> None:
+    # gamma 0.5, lambda 0.5 (gamma * lambda 0.25). Row 1 ends at its last step (done), so the bootstrap 10 is
+    # ignored: A2 = 2 - 0; A1 = (0 + 0.5 * 0 - 1) + 0.25 * 2 = -0.5; A0 = (1 + 0.5 * 1 - 0.5) + 0.25 * -0.5 = 0.875.
+    # Row 2 runs on (no done): A2 = 1 + 0.5 * 4 - 1 = 2, A1 = (0 + 0.5 * 1 - 0) + 0.25 * 2 = 1; its done at step 0 cuts
+    # the recursion there: A0 = 3 - 2 = 1.
+    rewards = torch.tensor([[1.0, 0.0, 2.0], [3.0, 0.0, 1.0]])
+    values = torch.tensor([[0.5, 1.0, 0.0], [2.0, 0.0, 1.0]])
+    dones = torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    advantages = gae_recursion(rewards, values, dones, torch.tensor([10.0, 4.0]), gamma=0.5, lam=0.5)
+    assert torch.allclose(advantages, torch.tensor([[0.875, -0.5, 2.0], [1.0, 1.0, 2.0]]))
 
 
 def test_gae_discount() -> None:

@@ -10,13 +10,13 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from posttrain.common.padding import left_pad
 from posttrain.engines.base import RolloutEngine, SamplingParams
 from posttrain.engines.build import build_engine
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.engines.spec import HFSpec
 from posttrain.engines.weights import canonical_name, is_adapter_tensor
 from posttrain.models.likelihood import causal_token_logprobs
-from posttrain.models.padding import left_pad
 from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
 
 PROMPTS = ["12+7=", "a", "hello there", "x*y", "99-3=", "The cat"]

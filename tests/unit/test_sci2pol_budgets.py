@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from data_pipelines.sci2pol.run import add_sci2pol_args, resolve_budgets
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 
 
 def _bench_args(*argv: str) -> argparse.Namespace:

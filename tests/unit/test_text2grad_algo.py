@@ -25,8 +25,8 @@ from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.models.value import ValueModel
 from posttrain.tasks import TASKS
 from posttrain.tasks.base import Example
+from posttrain.tasks.span_templates import feedback_json
 from posttrain.tasks.step_arithmetic import program_feedback
-from rewards.text2grad.templates import feedback_json
 
 PROMPT = "6-3-6+7="
 RIGHT = "6-3=3,3-6=-3,-3+7=4"
@@ -154,8 +154,8 @@ def test_verdict_baseline_is_one_scalar_on_the_last_token() -> None:
 
 def test_a_reward_server_replaces_the_local_span_model(monkeypatch) -> None:
     from posttrain.algos.roles import check_roles
-    from rewards.text2grad.feedback import parse_feedback
-    from rewards.text2grad.remote import RemoteSpanRewardModel
+    from posttrain.algos.span_reward.remote import RemoteSpanRewardModel
+    from posttrain.tasks.span_feedback import parse_feedback
 
     algo = _algo(span_url="http://127.0.0.1:9")
     assert SPAN_RM not in check_roles(algo.roles())  # nothing loaded here
@@ -174,7 +174,7 @@ def test_a_reward_server_replaces_the_local_span_model(monkeypatch) -> None:
 
 def test_the_oracle_writes_the_same_token_rewards_as_a_model_copying_it() -> None:
     from posttrain.algos.roles import check_roles
-    from rewards.text2grad.scorer import ProgramSpanScorer
+    from posttrain.algos.span_reward.scorer import ProgramSpanScorer
 
     oracle = _algo(span_oracle=True)
     assert SPAN_RM not in check_roles(oracle.roles())  # no reward model is loaded

@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from posttrain.models.tiny import build_tokenizer
-from rewards.text2grad.alignment import (
+from posttrain.algos.span_reward.alignment import (
     SpanRule,
     char_rewards,
     length_decay,
@@ -17,7 +16,8 @@ from rewards.text2grad.alignment import (
     token_char_spans,
     token_rewards,
 )
-from rewards.text2grad.feedback import SpanFeedback
+from posttrain.models.tiny import build_tokenizer
+from posttrain.tasks.span_feedback import SpanFeedback
 
 TEXT = "I saw the quick brown fox jump over the lazy dog today"
 

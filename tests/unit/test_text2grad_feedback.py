@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from rewards.text2grad.feedback import FeedbackParseError, SpanFeedback, parse_feedback
-from rewards.text2grad.templates import compact_request, feedback_json, full_request, render_request
+from posttrain.tasks.span_feedback import FeedbackParseError, SpanFeedback, parse_feedback
+from posttrain.tasks.span_templates import compact_request, feedback_json, full_request, render_request
 
 
 def test_spans_form_with_fence_and_prose():

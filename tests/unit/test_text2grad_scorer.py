@@ -7,13 +7,13 @@ import json
 
 import pytest
 
+from posttrain.algos.span_reward.scorer import SpanRewardModel
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.models.tiny import build_tokenizer
 from posttrain.tasks import TASKS
+from posttrain.tasks.span_feedback import SpanFeedback
 from posttrain.tasks.step_arithmetic import noisy_response, program_feedback, solution
 from rewards.text2grad.evaluate import span_metrics
-from rewards.text2grad.feedback import SpanFeedback
-from rewards.text2grad.scorer import SpanRewardModel
 
 
 class CannedEngine:
@@ -64,7 +64,7 @@ def test_program_feedback_labels():
 
 @pytest.mark.parametrize("response", ["", "7+5=12", "7+5=12,12-3=9"])
 def test_missing_steps_are_a_poor_last_token_and_a_negative_verdict(response):
-    from rewards.text2grad.scorer import ProgramSpanScorer
+    from posttrain.algos.span_reward.scorer import ProgramSpanScorer
 
     tok = build_tokenizer()
     ids = tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]

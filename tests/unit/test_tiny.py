@@ -179,17 +179,17 @@ def test_tiny_main_lists(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
 
 
 def test_resolve_model_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from posttrain import config as config_module
     from posttrain.config import TrainConfig
-    from posttrain.models import loading
 
     built: list[str] = []
-    monkeypatch.setattr(loading, "build_tiny", lambda name: built.append(name) or Path("/cache") / name)
-    assert loading.resolve_model_path(TrainConfig(model="org/model")) == "org/model"
-    assert loading.resolve_model_path(TrainConfig(task="countdown")) == "/cache/causal-countdown"
-    assert loading.resolve_model_path(TrainConfig(task="sudoku"), kind="diffusion") == "/cache/diffusion-sudoku"
-    assert loading.resolve_model_path(TrainConfig(task="dataset", dataset="x.jsonl")) == "/cache/causal-arithmetic"
-    assert loading.resolve_model_path(TrainConfig(rollout="vllm")) == "/cache/causal-arithmetic-vllm"
-    assert loading.resolve_model_path(TrainConfig(rollout="vllm-remote:http://h:1", task="countdown")) == \
+    monkeypatch.setattr(config_module, "build_tiny", lambda name: built.append(name) or Path("/cache") / name)
+    assert config_module.resolve_model_path(TrainConfig(model="org/model")) == "org/model"
+    assert config_module.resolve_model_path(TrainConfig(task="countdown")) == "/cache/causal-countdown"
+    assert config_module.resolve_model_path(TrainConfig(task="sudoku"), kind="diffusion") == "/cache/diffusion-sudoku"
+    assert config_module.resolve_model_path(TrainConfig(task="dataset", dataset="x.jsonl")) == "/cache/causal-arithmetic"
+    assert config_module.resolve_model_path(TrainConfig(rollout="vllm")) == "/cache/causal-arithmetic-vllm"
+    assert config_module.resolve_model_path(TrainConfig(rollout="vllm-remote:http://h:1", task="countdown")) == \
         "/cache/causal-countdown-vllm"
     assert built == ["causal-countdown", "diffusion-sudoku", "causal-arithmetic", "causal-arithmetic-vllm",
                      "causal-countdown-vllm"]

@@ -13,7 +13,8 @@ import torch
 from posttrain.algos.gpo.hint import HINT_RECIPE, PRIVILEGED_TEMPLATE, privileged_examples
 from posttrain.algos.gpo.llm import GPOConfig
 from posttrain.algos.pg import GRPOConfig
-from posttrain.models.tiny import CODE_VERSION, RECIPES, TinyRecipe, default_recipe_for, sft_warm_start_pair
+from posttrain.algos.warm_start import sft_warm_start_pair
+from posttrain.models.tiny import CODE_VERSION, FORMER_WARM_STARTS, RECIPES, TinyRecipe, default_recipe_for
 from posttrain.tasks import TASKS
 from posttrain.tasks.arithmetic import compensation_hint
 from posttrain.tasks.base import Example
@@ -98,6 +99,7 @@ def test_recipes_without_hints_draw_exactly_as_before() -> None:
 def test_fingerprint_ignores_unset_hint_fields() -> None:
     fields = dataclasses.asdict(PLAIN)
     del fields["hint_fraction"], fields["hint_template"], fields["data_version"]
+    fields["warm_start"] = "posttrain.models.tiny:sft_warm_start"  # where the warm start lived: the key stays
     before = json.dumps({**fields, "code_version": CODE_VERSION}, sort_keys=True)
     assert PLAIN.fingerprint() == hashlib.sha256(before.encode()).hexdigest()[:12]
     hinted = dataclasses.replace(PLAIN, hint_fraction=0.25, hint_template=PRIVILEGED_TEMPLATE)
@@ -107,6 +109,13 @@ def test_fingerprint_ignores_unset_hint_fields() -> None:
     assert HINT.fingerprint() != dataclasses.replace(HINT, hint_template="{prompt} ({hint})").fingerprint()
     with pytest.raises(ValueError, match="hint_fraction"):
         dataclasses.replace(PLAIN, name="bad", hint_fraction=1.0)
+
+
+def test_moved_warm_starts_keep_their_cache_keys() -> None:
+    for new, former in FORMER_WARM_STARTS.items():
+        assert dataclasses.replace(PLAIN, warm_start=new).fingerprint() == \
+            dataclasses.replace(PLAIN, warm_start=former).fingerprint()
+    assert dataclasses.replace(PLAIN, warm_start="elsewhere:other").fingerprint() != PLAIN.fingerprint()
     with pytest.raises(ValueError, match="set together"):
         dataclasses.replace(PLAIN, name="bad", hint_template=PRIVILEGED_TEMPLATE)
     with pytest.raises(ValueError, match="set together"):

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from rewards.verifiers import exact_match, math_equal
+from posttrain.tasks.verifiers import exact_match, math_equal
 
 
 @pytest.mark.parametrize(("completion", "answer"), [

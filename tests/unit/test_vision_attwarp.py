@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from posttrain.vision.attwarp import (
+from posttrain.standalone.vision.attwarp import (
     AttWarpConfig,
     attwarp,
     attwarp_chain,
@@ -16,9 +16,9 @@ from posttrain.vision.attwarp import (
     postprocess_map,
     relative_attention,
 )
-from posttrain.vision.tap import AttentionTap
-from posttrain.vision.tiny import tiny_llava, tiny_qwen_vl
-from posttrain.vision.vlm import TensorPrompter, image_grid
+from posttrain.standalone.vision.tap import AttentionTap
+from posttrain.standalone.vision.tiny import tiny_llava, tiny_qwen_vl
+from posttrain.standalone.vision.vlm import TensorPrompter, image_grid
 
 QUESTIONS = [[10, 11, 12], [13, 14]]
 

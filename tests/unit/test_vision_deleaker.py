@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from posttrain.vision.deleaker import (
+from posttrain.standalone.vision.deleaker import (
     DeleakerConfig,
     entity_mass,
     entity_token_indices,
@@ -16,7 +16,7 @@ from posttrain.vision.deleaker import (
     reweight_logits,
     threshold_mask,
 )
-from posttrain.vision.deleaker_flux import (
+from posttrain.standalone.vision.deleaker_flux import (
     DeleakerState,
     flux_sample,
     install_deleaker,
@@ -24,7 +24,7 @@ from posttrain.vision.deleaker_flux import (
     leakage_summary,
     tiny_flux_inputs,
 )
-from posttrain.vision.tiny import tiny_flux
+from posttrain.standalone.vision.tiny import tiny_flux
 
 T, GRID = 8, (4, 4)
 N = GRID[0] * GRID[1]

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posttrain.vision.fga import (
+from posttrain.standalone.vision.fga import (
     FGAConfig,
     PerturbedClasses,
     PromptLearner,
@@ -23,7 +23,7 @@ from posttrain.vision.fga import (
     train_prompt,
     view_features,
 )
-from posttrain.vision.tiny import TOKENS, tiny_clip
+from posttrain.standalone.vision.tiny import TOKENS, tiny_clip
 
 VOCAB = 64
 EOS = VOCAB - 1

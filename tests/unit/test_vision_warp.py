@@ -1,4 +1,4 @@
-"""AttWarp's rectilinear warp (posttrain.vision.warp): hand-computed maps and the invariants of the paper's warp."""
+"""AttWarp's rectilinear warp (posttrain.standalone.vision.warp): hand-computed maps and the invariants of the paper's warp."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posttrain.vision.warp import Warp, area_weights, forward_knots, interp, map_marginals
+from posttrain.standalone.vision.warp import Warp, area_weights, forward_knots, interp, map_marginals
 
 
 def test_interp_matches_numpy_and_clamps():

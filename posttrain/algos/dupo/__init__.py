@@ -7,5 +7,5 @@
 - ``rerank`` / ``rerank_cli``: ``posttrain dupo-rerank``, best-of-N by backward accuracy.
 - ``warm_start``: the embedded default's warm start on primal and dual questions.
 
-The dual questions and the reward's distance live in ``rewards.dual_questions`` and ``rewards.dual``.
+The dual questions and the reward's distance live in ``posttrain.tasks.dual_questions`` and ``posttrain.algos.dupo.dual``.
 """

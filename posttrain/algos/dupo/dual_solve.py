@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from posttrain.algos.dupo.dual import equality_distance
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example
+from posttrain.tasks.dual_questions import MaskedProblem, dual_prompt
 from posttrain.tasks.prompts import encode_prompts
-from rewards.dual import equality_distance
-from rewards.dual_questions import MaskedProblem, dual_prompt
 
 
 @dataclass(frozen=True)

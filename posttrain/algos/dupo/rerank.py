@@ -3,7 +3,7 @@ score each distinct final answer by its backward accuracy, return the best (``sa
 ``score_answers``, ``rerank_choice``).
 
 For each question: N primal samples; every distinct final answer is put into every dual question of the
-problem (``rewards.dual_questions``), the dual is sampled K times (the paper: K = 8), and the answer's score is
+problem (``posttrain.tasks.dual_questions``), the dual is sampled K times (the paper: K = 8), and the answer's score is
 the fraction of all its dual answers that recover the hidden number. The chosen solution is the first sample
 stating the best-scoring answer. Ties, which the paper does not address, go to the answer more samples agree
 on (then to the earlier one). A question whose problem has no usable number, or whose samples state no
@@ -19,12 +19,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from posttrain.algos.core import pass_at_k
+from posttrain.algos.dupo.dual import final_answer
 from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_distances
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example, Task
+from posttrain.tasks.dual_questions import masked_problems
 from posttrain.tasks.prompts import encode_prompts
-from rewards.dual import final_answer
-from rewards.dual_questions import masked_problems
 
 
 @dataclass(frozen=True)

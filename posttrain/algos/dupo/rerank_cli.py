@@ -16,14 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
-from posttrain.cli_help import (
-    CommandParser,
-    add_engine_arguments,
-    check_engine_argument,
-    command_engine,
-    summary_command,
-)
+from posttrain.common.cli_help import CommandParser, summary_command
 from posttrain.engines.base import GenerationEngine, SamplingParams
+from posttrain.engines.cli import add_engine_arguments, check_engine_argument, command_engine
+from posttrain.tasks import TASKS
 
 ENGINES = ("hf", "vllm", "http")
 
@@ -69,8 +65,6 @@ def build_engine(args: argparse.Namespace) -> GenerationEngine:
 
 def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     """Sample, score once, rerank for every N; the summary per N plus the settings."""
-    from posttrain.tasks import TASKS
-
     task = TASKS.get(args.task)()
     examples = task.split(args.split)
     examples = examples[: args.examples] if args.examples else examples

@@ -2,11 +2,11 @@
 
 For each group of G completions of one problem x:
 
-1. the problem's dual questions are built (``rewards.dual_questions.masked_problems``: one per numeric
+1. the problem's dual questions are built (``posttrain.tasks.dual_questions.masked_problems``: one per numeric
    candidate, at most ``max_questions``); a problem without a usable number gets no reward (None: masked
    out of the loss) and is counted in ``no_number``;
 2. every distinct final answer y of the group is put into every dual question, and the dual solver answers
-   each K times: the distance d(x_u, x̂_u) of each dual answer is variable equality (``rewards.dual``);
+   each K times: the distance d(x_u, x̂_u) of each dual answer is variable equality (``posttrain.algos.dupo.dual``);
 3. with ``select``, a dual question is kept only if it is answerable and unique over the group's distinct
    answers (``selection.select_unknown``); a group with no kept question gets no reward and is counted in
    ``filtered``;
@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from posttrain.algos.dupo.dual import dual_reward, final_answer
 from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_distances
 from posttrain.algos.dupo.selection import select_unknown
 from posttrain.engines.base import GenerationEngine, SamplingParams
-from rewards.dual import dual_reward, final_answer
-from rewards.dual_questions import masked_problems
+from posttrain.tasks.dual_questions import masked_problems
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""GPO: Guided Policy Optimization (Li, Xie, Lu, ICLR 2026). ``core`` holds the pure loss terms shared by
-the control setting (``control``: gymnasium + torch, ``posttrain gpo-control``) and the LLM setting."""
+"""GPO: Guided Policy Optimization (Li, Xie, Lu, ICLR 2026). ``core`` holds the pure loss terms shared by the
+control setting (``posttrain.standalone.gpo_control``: gymnasium + torch, ``posttrain gpo-control``) and the LLM
+setting."""
 
 from posttrain.algos.gpo.core import (  # noqa: F401
     GPOCoefs,

@@ -1,6 +1,6 @@
 """GPO (Li, Xie, Lu; "Guided Policy Optimization under Partial Observability", ICLR 2026) as pure functions.
 
-Shared by the control setting (``posttrain.algos.gpo.control``) and the LLM setting. Every function
+Shared by the control setting (``posttrain.standalone.gpo_control``) and the LLM setting. Every function
 takes and returns torch tensors, per sample (or per token); reductions are left to the caller, except
 where the paper's reduction matters and is named (the backtracking term is a mean over *all* samples
 with masked-out ones counting as 0, so callers should ``.mean()`` it, not ``masked_mean`` it).

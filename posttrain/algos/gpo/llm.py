@@ -45,9 +45,9 @@ from posttrain.algos.gpo.hint import HINT_RECIPE, PRIVILEGED_TEMPLATE, privilege
 from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
+from posttrain.common.padding import left_padded_positions
 from posttrain.config import opt
 from posttrain.models.likelihood import logprobs_from_logits
-from posttrain.models.padding import left_padded_positions
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 

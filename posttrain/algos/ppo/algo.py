@@ -60,11 +60,11 @@ from posttrain.algos.roles import (
 )
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
+from posttrain.common.padding import left_padded_positions
 from posttrain.config import opt
 from posttrain.dist import all_reduce_mean
 from posttrain.engines.base import Rollouts
 from posttrain.models.likelihood import logprobs_from_logits
-from posttrain.models.padding import left_padded_positions
 from posttrain.models.value import token_values
 from posttrain.tasks.base import Example
 

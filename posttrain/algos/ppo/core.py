@@ -35,13 +35,32 @@ def token_rewards(dense: torch.Tensor, kl: torch.Tensor, kl_coef: float, mask: t
     return torch.where(mask.bool(), rewards, torch.zeros_like(rewards))
 
 
+def gae_recursion(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_value: torch.Tensor,
+                  gamma: float, lam: float) -> torch.Tensor:
+    """Generalised advantage estimation (Schulman et al. 2016) over the last dimension (time) of [..., T] tensors.
+
+    delta_t = r_t + gamma * V_{t+1} * (1 - done_t) - V_t and A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1},
+    where V_T is ``last_value`` (the bootstrap after the last step) and ``done_t`` = 1 ends an episode at step t.
+    The one GAE recursion: the token-level ``gae`` below and GPO's control setting both run it.
+    """
+    steps = rewards.shape[-1]
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_value)
+    for t in reversed(range(steps)):
+        next_value = last_value if t == steps - 1 else values[..., t + 1]
+        nonterminal = 1.0 - dones[..., t]
+        delta = rewards[..., t] + gamma * next_value * nonterminal - values[..., t]
+        running = delta + gamma * lam * nonterminal * running
+        advantages[..., t] = running
+    return advantages
+
+
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float,
         lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation (Schulman et al. 2016) over each row's response tokens.
+    """``gae_recursion`` over each row's response tokens: the episode ends at the last real token (V after it 0).
 
-    delta_t = r_t + gamma * V_{t+1} - V_t, with V after the last real token 0 (the episode ends there);
-    A_t = delta_t + gamma * lam * A_{t+1}. Returns ``(advantages, returns = advantages + values)``, both 0 on
-    padding. Right padding only: a masked position ends the recursion like the end of the row.
+    Returns ``(advantages, returns = advantages + values)``, both 0 on padding. Right padding only: a masked
+    position ends the recursion like the end of the row.
     """
     if not 0 <= gamma <= 1 or not 0 <= lam <= 1:
         raise ValueError(f"gamma and lam must be in [0, 1], got gamma={gamma}, lam={lam}")
@@ -51,15 +70,11 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
     keep = mask.bool()
     values = torch.where(keep, values, torch.zeros_like(values))
     rewards = torch.where(keep, rewards, torch.zeros_like(rewards))
-    advantages = torch.zeros_like(rewards)
-    running = torch.zeros_like(rewards[:, 0])
-    next_value = torch.zeros_like(rewards[:, 0])
-    for t in reversed(range(rewards.shape[1])):
-        alive = keep[:, t]
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        running = torch.where(alive, delta + gamma * lam * running, torch.zeros_like(running))
-        advantages[:, t] = running
-        next_value = torch.where(alive, values[:, t], torch.zeros_like(next_value))
+    next_kept = torch.zeros_like(keep)
+    next_kept[:, :-1] = keep[:, 1:]
+    dones = (keep & ~next_kept).to(rewards.dtype)
+    advantages = gae_recursion(rewards, values, dones, torch.zeros_like(rewards[:, 0]), gamma, lam)
+    advantages = torch.where(keep, advantages, torch.zeros_like(advantages))
     return advantages, torch.where(keep, advantages + values, torch.zeros_like(values))
 
 

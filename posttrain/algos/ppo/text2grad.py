@@ -3,7 +3,7 @@ Feedback", arXiv 2505.22338): PPO whose rewards are span-level natural-language 
 
 Per step the policy samples completions; a generative span reward model (a frozen model role, ``span_rm``,
 served by its own engine) writes a critique with good and poor spans of each completion; the spans are located
-in the completion and mapped onto its tokens (``rewards.text2grad``: fuzzy matching, the tokenizer's own
+in the completion and mapped onto its tokens (``posttrain.algos.span_reward``: fuzzy matching, the tokenizer's own
 character offsets, the per-task rules) as delta_t in {-1, 0, +1}; PPO (``posttrain.algos.ppo.algo``) then
 trains on r_t = delta_t - beta * KL_t with **no terminal scalar**, the full-vocabulary KL and the adaptive
 controller, GAE(1, 0.95), 4 epochs, clip 0.2, value clip 0.2, vf_coef 0.1, as the paper's code. As its
@@ -63,10 +63,14 @@ import torch
 from posttrain.algos.base import ALGORITHMS
 from posttrain.algos.ppo.algo import PPO, PPOConfig
 from posttrain.algos.roles import CHECKPOINT, ModelRole
+from posttrain.algos.span_reward import SPAN_RM_RECIPES
+from posttrain.algos.span_reward.alignment import resolve_rule
+from posttrain.algos.span_reward.remote import RemoteSpanRewardModel
+from posttrain.algos.span_reward.scorer import ProgramSpanScorer, SpanRewardModel
 from posttrain.config import opt
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.tasks.base import Example
-from rewards.text2grad.tiny import SPAN_RM_RECIPES
+from posttrain.tasks.step_arithmetic import program_feedback
 
 SPAN_RM = "span_rm"
 """The span reward model's role name (``ctx.engines["span_rm"]``)."""
@@ -109,7 +113,7 @@ class Text2GradConfig(PPOConfig):
                                                "reward-text2grad-nocritique writes the spans only (the paper's "
                                                "'spans without critique' ablation).", SPAN_RM_RECIPES)
     span_url: str | None = opt(None, "Ask a reward server instead (`posttrain serve --model SPAN_RM`, its "
-                                     "/v1/span_feedback route, rewards.text2grad.remote): its URL; then no "
+                                     "/v1/span_feedback route, posttrain.algos.span_reward.remote): its URL; then no "
                                      "span reward model is loaded here and --span_model is ignored.")
     span_oracle: bool | None = opt(None, "Take the spans from the task's program (step-arithmetic's "
                                          "program_feedback) instead of a reward model; no span reward model is "
@@ -119,7 +123,7 @@ class Text2GradConfig(PPOConfig):
     span_rollout: str = opt("hf", "Engine that serves the span reward model (frozen: never synced).", ["hf", "vllm"])
     span_form: str = opt("spans", "The reward model's output form: spans (critique + good/poor spans), code "
                                   "(wrong/improvable snippets) or words (word score list).", SPAN_FORMS)
-    span_rule: str | None = opt(None, "Span -> token rule (rewards.text2grad.alignment): unset = the form's "
+    span_rule: str | None = opt(None, "Span -> token rule (posttrain.algos.span_reward.alignment): unset = the form's "
                                       "(spans: good +1 / poor -1 / rest 0, 0.1 when nothing matches; code: +1 "
                                       "default, wrong -1, improvable 0; words: scores x length decay).")
     span_style: str = opt("auto", "Request template: full (the paper's instructions) or compact (what the embedded "
@@ -161,8 +165,6 @@ class Text2GradConfig(PPOConfig):
         if self.span_oracle and self.span_url:
             bad.append(("span_oracle", True, "takes no --span_url (the program writes the spans here)"))
         if self.span_rule is not None:
-            from rewards.text2grad.alignment import resolve_rule
-
             try:
                 resolve_rule(self.span_rule)
             except ValueError as err:
@@ -207,21 +209,14 @@ class Text2Grad(PPO):
         return super().roles() + (span_rm,)
 
     def scorer(self) -> Any:
-        """The ``rewards.text2grad.SpanRewardModel`` over the span reward model's engine, or the remote one."""
+        """The span reward model (``SpanRewardModel``) over its engine, the remote one, or the program's."""
         cfg = self.config
         if self._scorer is None and cfg.uses_oracle:
-            from posttrain.tasks.step_arithmetic import program_feedback
-            from rewards.text2grad.scorer import ProgramSpanScorer
-
             self._scorer = ProgramSpanScorer(program_feedback, cfg.span_form, cfg.span_rule)
         if self._scorer is None and cfg.span_url:
-            from rewards.text2grad.remote import RemoteSpanRewardModel
-
             self._scorer = RemoteSpanRewardModel(cfg.span_url, cfg.span_form, cfg.span_rule, style=cfg.style(),
                                                  max_tokens=cfg.span_max_new_tokens, temperature=0.0)
         if self._scorer is None:
-            from rewards.text2grad.scorer import SpanRewardModel
-
             self._scorer = SpanRewardModel(self.ctx.engines[SPAN_RM], cfg.span_form, cfg.span_rule,
                                            SamplingParams(max_new_tokens=cfg.span_max_new_tokens, temperature=0.0),
                                            style=cfg.style(), max_prompt_tokens=cfg.span_max_prompt_tokens)

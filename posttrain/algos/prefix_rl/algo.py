@@ -38,6 +38,7 @@ from posttrain.algos.roles import CHECKPOINT, ModelRole
 from posttrain.config import opt
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.engines.spec import EngineSpec
+from posttrain.models.tiny import default_recipe_for, vllm_variant
 from posttrain.tasks.base import Example
 
 TARGET = "target"
@@ -97,8 +98,6 @@ class PrefixRLConfig(GRPOConfig):
     def target_recipe(self) -> str:
         """The embedded target of a run without ``--model`` and ``--target_model``: the task's tiny model (its
         vLLM-servable twin under ``--target_rollout vllm``)."""
-        from posttrain.models.tiny import default_recipe_for, vllm_variant
-
         name = default_recipe_for(self.task, "causal")
         return vllm_variant(name) if self.target_rollout.kind == "vllm" else name
 

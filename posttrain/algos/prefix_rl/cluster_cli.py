@@ -29,15 +29,13 @@ from typing import Any
 
 from posttrain.algos.prefix_rl.algo import EMBEDDED_PREFIX_TOKENS
 from posttrain.algos.prefix_rl.cluster import best_cluster, elbow, kmeans, prefix_features, representatives
-from posttrain.cli_help import (
-    CommandParser,
-    add_engine_arguments,
-    check_engine_argument,
-    command_engine,
-    summary_command,
-)
+from posttrain.common.cli_help import CommandParser, summary_command
 from posttrain.engines.base import GenerationEngine, SamplingParams
+from posttrain.engines.cli import add_engine_arguments, check_engine_argument, command_engine
+from posttrain.metrics import ProgressBar
+from posttrain.tasks import TASKS
 from posttrain.tasks.base import Example, Task
+from posttrain.tasks.prompts import encode_prompts
 
 CLUSTERING_PREFIX_TOKENS = 16
 """The paper's k for Prefix Clustering (with ``--target_model``; the embedded default uses
@@ -134,10 +132,6 @@ def _mean(values: list[bool]) -> float:
 
 def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     """Sample, cluster, score every representative on the train split, then the best one on the test split."""
-    from posttrain.metrics import ProgressBar
-    from posttrain.tasks import TASKS
-    from posttrain.tasks.prompts import encode_prompts
-
     task = TASKS.get(args.task)()
     train, test = task.split("train"), task.split("test")
     train = train[: args.train_examples] if args.train_examples else train

@@ -63,7 +63,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rewards.text2grad.feedback import SpanFeedback
+from posttrain.tasks.span_feedback import SpanFeedback
 
 THRESHOLDS = (0.7, 0.6, 0.5)
 SHORT_SPAN_CHARS, SHORT_SPAN_RELAX, THRESHOLD_FLOOR = 5, 0.2, 0.5

@@ -2,7 +2,7 @@
 (Dalal et al., ICLR 2026, arXiv 2510.09741).
 
 Pass 1 reads a query-conditioned attention map over the image tokens from a multimodal LLM (``extract_map``);
-the image is warped rectilinearly by the map's marginals (``posttrain.vision.warp``); pass 2 answers on the
+the image is warped rectilinearly by the map's marginals (``posttrain.standalone.vision.warp``); pass 2 answers on the
 warped image. AttWarp-Chain repeats extract -> warp on the warped image until the maps of consecutive rounds
 agree, D_KL(P_d || P_{d-1}) < ``kl_eps``, or ``max_rounds`` warps are done.
 
@@ -34,13 +34,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from posttrain.vision.tap import AttentionTap
-from posttrain.vision.vlm import image_grid
-from posttrain.vision.warp import TRANSFORMS, Warp
+from posttrain.standalone.vision.tap import AttentionTap
+from posttrain.standalone.vision.vlm import image_grid
+from posttrain.standalone.vision.warp import TRANSFORMS, Warp
 
 RECIPES = ("last_token", "relative")
 Prompter = Callable[[torch.Tensor], dict[str, Any]]
-"""Images (B, 3, H, W) in [0, 1] -> the model's keyword arguments (``posttrain.vision.vlm``)."""
+"""Images (B, 3, H, W) in [0, 1] -> the model's keyword arguments (``posttrain.standalone.vision.vlm``)."""
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 ``SpanRewardModel(engine, form, rule, sampling)`` wraps any ``posttrain.engines.base.GenerationEngine``
 (the HF engine, vLLM, or ``OpenAIHTTPEngine`` against a server) holding the reward model;
-``RemoteSpanRewardModel`` (``rewards.text2grad.remote``) asks ``posttrain serve``'s ``/v1/span_feedback``
+``RemoteSpanRewardModel`` (``posttrain.algos.span_reward.remote``) asks ``posttrain serve``'s ``/v1/span_feedback``
 instead. Both answer
 
     token_rewards(prompts, completion_ids, policy_tokenizer) -> SpanRewards
@@ -33,10 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from posttrain.algos.span_reward.alignment import SpanRule, resolve_rule, score_tokens
 from posttrain.engines.base import GenerationEngine, SamplingParams
-from rewards.text2grad.alignment import SpanRule, resolve_rule, score_tokens
-from rewards.text2grad.feedback import FeedbackParseError, SpanFeedback, check_form, parse_feedback
-from rewards.text2grad.templates import STYLES, render_request
+from posttrain.tasks.base import Example
+from posttrain.tasks.prompts import encode_prompts
+from posttrain.tasks.span_feedback import FeedbackParseError, SpanFeedback, check_form, parse_feedback
+from posttrain.tasks.span_templates import STYLES, render_request
 
 DEFAULT_SAMPLING = SamplingParams(max_new_tokens=512, temperature=0.0)
 """Greedy, up to 512 new tokens (the paper samples its reward model at temperature 0.05-0.1, 500-768 tokens)."""
@@ -80,9 +82,6 @@ def request_ids(tokenizer: Any, form: str, prompt: str, response: str, style: st
                 max_prompt_tokens: int) -> list[int]:
     """Token ids of the reward model's input: ``render_request`` through the tokenizer's chat template
     (``encode_prompts``, the same rendering ``--algo sft --task dataset`` trains on)."""
-    from posttrain.tasks.base import Example
-    from posttrain.tasks.prompts import encode_prompts
-
     text = render_request(form, prompt, response, style)
     return encode_prompts(tokenizer, [Example(prompt=text, answer="")], None, max_prompt_tokens)[0]
 

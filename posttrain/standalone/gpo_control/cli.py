@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from posttrain.algos.gpo import core
-from posttrain.algos.gpo.control.envs import ENV_NAMES
-from posttrain.algos.gpo.control.methods import ENV_DEFAULTS, METHODS, ControlConfig
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
+from posttrain.common.files import atomic_write_text
+from posttrain.standalone.gpo_control.envs import ENV_NAMES
+from posttrain.standalone.gpo_control.methods import ENV_DEFAULTS, METHODS, ControlConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +61,7 @@ def gpo_control_main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import torch
 
-    from posttrain.algos.gpo.control.methods import train
+    from posttrain.standalone.gpo_control.methods import train
 
     torch.set_num_threads(args.threads)
     cfg = ControlConfig(
@@ -86,9 +86,7 @@ def gpo_control_main(argv: list[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        tmp = out / "result.json.tmp"
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, out / "result.json")
+        atomic_write_text(out / "result.json", json.dumps(result, indent=1))
         torch.save(state, out / "model.pt")
     return 0
 

@@ -24,6 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posttrain.algos.gpo.core import categorical_kl, gaussian_kl
+from posttrain.algos.ppo.core import gae_recursion
+
 
 class RunningNorm:
     """Running mean/variance (parallel Welford), applied as clip((x - mean) / std, -5, 5)."""
@@ -131,8 +134,6 @@ class Dist:
 
     def kl(self, p_out: torch.Tensor, q_out: torch.Tensor) -> torch.Tensor:
         """KL(p || q) of the full distributions (categorical, or Gaussian averaged over dims)."""
-        from posttrain.algos.gpo.core import categorical_kl, gaussian_kl
-
         if self.discrete:
             return categorical_kl(p_out, q_out)
         (mp, sp), (mq, sq) = self.split(p_out), self.split(q_out)
@@ -146,17 +147,10 @@ class Dist:
 def gae(
     rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_value: torch.Tensor, gamma: float, lam: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation over [T, N] tensors. ``dones[t]`` = the episode ended at step t
-    (time-limit bootstraps are already folded into ``rewards``). Returns (advantages, returns)."""
-    T = rewards.shape[0]
-    adv = torch.zeros_like(rewards)
-    last = torch.zeros_like(last_value)
-    for t in reversed(range(T)):
-        next_value = last_value if t == T - 1 else values[t + 1]
-        nonterminal = 1.0 - dones[t]
-        delta = rewards[t] + gamma * next_value * nonterminal - values[t]
-        last = delta + gamma * lam * nonterminal * last
-        adv[t] = last
+    """Generalised advantage estimation over time-major [T, N] tensors (``posttrain.algos.ppo.core.gae_recursion``).
+    ``dones[t]`` = the episode ended at step t (time-limit bootstraps are already folded into ``rewards``).
+    Returns (advantages, returns)."""
+    adv = gae_recursion(rewards.T, values.T, dones.T, last_value, gamma, lam).T
     return adv, adv + values
 
 

@@ -3,7 +3,7 @@
 x_u is the hidden part of the input and x̂_u what the dual solver recovered from the primal output.
 
 - Math: d is variable equality, ``equality_distance`` = 0 when the recovered value equals the hidden
-  number (``rewards.verifiers.math_equal``), else 1, so the reward is binary (1 or exp(-lambda)).
+  number (``posttrain.tasks.verifiers.math_equal``), else 1, so the reward is binary (1 or exp(-lambda)).
 - Text-to-text duals (back-translation): d = 1 - sentence BLEU / 100 (sacrebleu), in [0, 1].
 
 Deviation: for translation the paper uses r = BLEU(x, back-translation) itself; here every dual goes through
@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from rewards.verifiers import math_equal
+from posttrain.tasks.verifiers import math_equal
 
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?(?:/\d+)?")
 _BOXED = "\\boxed{"

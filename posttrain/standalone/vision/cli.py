@@ -19,37 +19,31 @@ from typing import Any
 
 import torch
 
-from posttrain.cli_help import CommandParser, summary_command
+from posttrain.common.cli_help import CommandParser, summary_command
 from posttrain.dist import set_cpu_threads
-from posttrain.vision.tiny import resolve_device, resolve_dtype
+from posttrain.standalone.vision.attwarp import AttWarpConfig, attwarp, next_token_logits
+from posttrain.standalone.vision.cli_methods import (
+    add_common_options,
+    deleaker_check,
+    deleaker_parser,
+    deleaker_run,
+    fga_check,
+    fga_parser,
+    fga_run,
+    load_image,
+)
+from posttrain.standalone.vision.shapes import small_object_scenes
+from posttrain.standalone.vision.tiny import FIRST_WORD_ID, resolve_device, resolve_dtype, tiny_llava
+from posttrain.standalone.vision.vlm import ProcessorPrompter, TensorPrompter
+from posttrain.standalone.vision.warp import Warp
 
 SUBCOMMANDS = {"attwarp": "AttWarp / AttWarp-Chain: attention-guided rectilinear image warping for a multimodal LLM",
                "deleaker": "DeLeaker: attention reweighting against semantic leakage in Flux",
                "fga": "FGA: flatness-guided test-time adaptation of CLIP (with TPT as baseline)"}
 
 
-def add_common_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default=None, help="Torch device; default cuda if available, else cpu.")
-    p.add_argument("--dtype", default="auto", help="Weights' dtype with --model: fp32, bf16, fp16 or auto (bf16 on "
-                   "CUDA, fp32 on CPU). The embedded tiny models stay in fp32.")
-    p.add_argument("--seed", type=int, default=0, help="Seed of the generated inputs and the tiny models.")
-    p.add_argument("--num_threads", type=int, default=0, help="CPU threads (0: $OMP_NUM_THREADS or a share).")
-    p.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
-
-
-def load_image(path: str, size: int) -> torch.Tensor:
-    """An image file as a (1, 3, H, W) float tensor in [0, 1], resized to size x size unless size <= 0."""
-    import numpy as np
-    from PIL import Image
-
-    t = torch.from_numpy(np.asarray(Image.open(path).convert("RGB"), dtype=np.float32).copy()) / 255
-    t = t.permute(2, 0, 1).unsqueeze(0)
-    return t if size <= 0 else torch.nn.functional.interpolate(t, size=(size, size), mode="bilinear",
-                                                                antialias=True)
-
-
 def attwarp_parser() -> argparse.ArgumentParser:
-    from posttrain.vision import attwarp as module
+    from posttrain.standalone.vision import attwarp as module
 
     p = CommandParser(prog="posttrain vision attwarp", description=module.__doc__)
     p.add_argument("--model", default=None, help="Llava or Qwen-VL checkpoint with its processor; default: a "
@@ -92,20 +86,12 @@ def _attwarp_check(args: argparse.Namespace) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from posttrain.vision.attwarp import AttWarpConfig
-
     return AttWarpConfig(layers=tuple(args.layers), recipe=args.recipe, max_new_tokens=args.max_new_tokens or 1,
                          enhance_coe=args.enhance_coe, blur=args.blur, transform=args.transform, floor=args.floor,
                          max_rounds=args.max_rounds, kl_eps=args.kl_eps)
 
 
 def attwarp_run(args: argparse.Namespace) -> dict[str, Any]:
-    from posttrain.vision.attwarp import attwarp, next_token_logits
-    from posttrain.vision.shapes import small_object_scenes
-    from posttrain.vision.tiny import FIRST_WORD_ID, tiny_llava
-    from posttrain.vision.vlm import ProcessorPrompter, TensorPrompter
-    from posttrain.vision.warp import Warp
-
     set_cpu_threads(args.num_threads)
     device = resolve_device(args.device)
     g = torch.Generator().manual_seed(args.seed)
@@ -175,15 +161,6 @@ def _save_strip(images: torch.Tensor, plain: torch.Tensor, warped: torch.Tensor,
 
 def vision_main(argv: list[str]) -> int:
     """``posttrain vision <method> ...``."""
-    from posttrain.vision.cli_methods import (
-        deleaker_check,
-        deleaker_parser,
-        deleaker_run,
-        fga_check,
-        fga_parser,
-        fga_run,
-    )
-
     commands = {"attwarp": (attwarp_parser, _attwarp_check, attwarp_run),
                 "deleaker": (deleaker_parser, deleaker_check, deleaker_run),
                 "fga": (fga_parser, fga_check, fga_run)}

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from posttrain.models.padding import left_pad
-from posttrain.vision.tiny import TOKENS
+from posttrain.common.padding import left_pad
+from posttrain.standalone.vision.tiny import TOKENS
 
 FAMILIES = {"llava": "llava", "qwen2_vl": "qwen-vl", "qwen2_5_vl": "qwen-vl"}
 """``config.model_type`` -> the input family AttWarp knows."""

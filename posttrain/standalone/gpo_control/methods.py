@@ -31,8 +31,8 @@ import torch
 
 from posttrain.algos.core import clipped_surrogate
 from posttrain.algos.gpo import core
-from posttrain.algos.gpo.control.envs import PartialObsVecEnv, make_env
-from posttrain.algos.gpo.control.ppo import Dist, Inputs, Policy, gae, mlp, normalise
+from posttrain.standalone.gpo_control.envs import PartialObsVecEnv, make_env
+from posttrain.standalone.gpo_control.ppo import Dist, Inputs, Policy, gae, mlp, normalise
 
 METHODS = ("ppo", "ppo-asym", "ppo-bc", "gpo-naive", "gpo-clip", "gpo-penalty", "oracle", "teacher-student")
 

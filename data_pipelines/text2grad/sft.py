@@ -25,14 +25,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rewards.text2grad.feedback import FORMS, FeedbackParseError, feedback_from_object, parse_feedback
-from rewards.text2grad.templates import STYLES, feedback_json, render_request
+from posttrain.common.cli_help import emit_summary
+from posttrain.common.files import atomic_write_jsonl
+from posttrain.tasks import TASKS
+from posttrain.tasks.span_feedback import FORMS, FeedbackParseError, feedback_from_object, parse_feedback
+from posttrain.tasks.span_templates import STYLES, feedback_json, render_request
 
 
 def program_rows(n: int, split: str = "train") -> list[dict[str, Any]]:
     """``n`` rows of the embedded default (the ``step-arithmetic-feedback`` task's ``split``)."""
-    from posttrain.tasks import TASKS
-
     examples = TASKS.get("step-arithmetic-feedback")(train_size=max(n, 1)).split(split)[:n]
     return [{"id": f"step-{split}-{i}", "prompt": e.prompt, "answer": e.answer, "form": "spans", "style": "compact"}
             for i, e in enumerate(examples)]
@@ -92,9 +93,6 @@ def add_text2grad_sft_args(parser: argparse.ArgumentParser) -> None:
 
 def run_text2grad_sft(args: argparse.Namespace) -> int:
     """Build the rows and write them atomically; prints a JSON summary (``cli_help.emit_summary``)."""
-    from data_pipelines.common.io import atomic_write_jsonl
-    from posttrain.cli_help import emit_summary
-
     errors: list[str] = []
     if args.input is None:
         if args.n < 1:

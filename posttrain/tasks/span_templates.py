@@ -15,14 +15,14 @@ Two styles (``render_request(..., style=...)``):
 
 Either text is the user turn; ``scorer.SpanRewardModel`` renders it through the reward model's chat
 template (``posttrain.tasks.prompts.encode_prompts``), exactly as ``--algo sft --task dataset`` renders
-the ``prompt`` column of the SFT data (``rewards.text2grad.data``).
+the ``prompt`` column of the SFT data (``data_pipelines.text2grad.sft``).
 """
 
 from __future__ import annotations
 
 import json
 
-from rewards.text2grad.feedback import SpanFeedback, check_form
+from posttrain.tasks.span_feedback import SpanFeedback, check_form
 
 STYLES = ("full", "compact")
 

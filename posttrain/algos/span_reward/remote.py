@@ -5,7 +5,7 @@ arXiv 2505.22338).
 ``scorer.SpanRewardModel``: ``feedback(prompts, responses)`` and ``token_rewards(prompts, completion_ids,
 policy_tokenizer) -> SpanRewards``; the spans come back as the same ``SpanFeedback`` (``feedback_from_body``)
 and are aligned to the policy's tokens here, on the trainer's side, because only the trainer knows the
-policy's tokenizer. Requests go ``batch_size`` items at a time through ``rewards.remote.RetryingPoster``
+policy's tokenizer. Requests go ``batch_size`` items at a time through ``posttrain.common.http.RetryingPoster``
 (the reward client's own retry policy: transient failures retried with backoff, ``Retry-After`` honoured).
 A sample whose request finally fails or is refused, or whose output the server could not parse, gets a
 ``FeedbackParseError`` in its place, so its reward is None and it is counted as unparsable, never zero.
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rewards.remote import RemoteStats, RetryingPoster
-from rewards.text2grad.alignment import SpanRule
-from rewards.text2grad.feedback import FeedbackParseError, SpanFeedback, feedback_from_object
-from rewards.text2grad.scorer import SpanScorer
+from posttrain.algos.span_reward.alignment import SpanRule
+from posttrain.algos.span_reward.scorer import SpanScorer
+from posttrain.common.http import RequestStats, RetryingPoster
+from posttrain.tasks.span_feedback import FeedbackParseError, SpanFeedback, feedback_from_object
 
 
 def feedback_from_body(body: dict[str, Any], form: str) -> SpanFeedback:
@@ -44,7 +44,7 @@ class RemoteSpanRewardModel(SpanScorer):
         self.batch_size = batch_size
         self.options = {k: v for k, v in (("style", style), ("max_tokens", max_tokens),
                                           ("temperature", temperature), ("seed", seed)) if v is not None}
-        self.stats = RemoteStats()
+        self.stats = RequestStats()
         self._http = RetryingPoster(url, api_key, timeout, max_retries, backoff, max_backoff, 1, seed, self.stats)
 
     def feedback(self, prompts: Sequence[str], responses: Sequence[str]) -> list[SpanFeedback | FeedbackParseError]:

@@ -1,5 +1,5 @@
 """``posttrain vision deleaker`` and ``posttrain vision fga`` (DeLeaker and FGA, ICLR 2026): parsers and runs,
-dispatched by ``posttrain.vision.cli``. Embedded defaults are random-init tiny models on generated inputs;
+dispatched by ``posttrain.standalone.vision.cli``, and the options every vision method shares. Embedded defaults are random-init tiny models on generated inputs;
 ``--model`` takes a FLUX pipeline (DeLeaker) or a CLIP checkpoint (FGA).
 """
 
@@ -12,19 +12,54 @@ from typing import Any
 
 import torch
 
-from posttrain.cli_help import CommandParser
+from posttrain.common.cli_help import CommandParser
 from posttrain.dist import set_cpu_threads
-from posttrain.vision.cli import add_common_options, load_image
-from posttrain.vision.deleaker import DeleakerConfig
-from posttrain.vision.tiny import resolve_device, resolve_dtype
+from posttrain.standalone.vision.deleaker import DeleakerConfig, entity_token_indices
+from posttrain.standalone.vision.fga import (
+    FGAConfig,
+    PromptLearner,
+    evaluate_views,
+    perturbed_classes,
+    train_prompt,
+    view_features,
+)
+from posttrain.standalone.vision.shapes import COLOURS, SHAPES, SHIFTS, shapes_dataset, shift
+from posttrain.standalone.vision.tiny import (
+    FIRST_WORD_ID,
+    TOKENS,
+    resolve_device,
+    resolve_dtype,
+    tiny_clip,
+    tiny_flux,
+)
 
 _TOGGLES = {"no_history": "use_history", "no_smoothing": "do_smoothing", "no_image_image": "do_image_image",
             "no_strengthening": "do_image_text_strengthening", "no_weakening": "do_image_text_weakening"}
 _WINDOWS = ("start_aggregating_from", "stop_aggregating_at", "start_intervention_from", "stop_intervention_at")
 
 
+def add_common_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default=None, help="Torch device; default cuda if available, else cpu.")
+    p.add_argument("--dtype", default="auto", help="Weights' dtype with --model: fp32, bf16, fp16 or auto (bf16 on "
+                   "CUDA, fp32 on CPU). The embedded tiny models stay in fp32.")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the generated inputs and the tiny models.")
+    p.add_argument("--num_threads", type=int, default=0, help="CPU threads (0: $OMP_NUM_THREADS or a share).")
+    p.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
+
+
+def load_image(path: str, size: int) -> torch.Tensor:
+    """An image file as a (1, 3, H, W) float tensor in [0, 1], resized to size x size unless size <= 0."""
+    import numpy as np
+    from PIL import Image
+
+    t = torch.from_numpy(np.asarray(Image.open(path).convert("RGB"), dtype=np.float32).copy()) / 255
+    t = t.permute(2, 0, 1).unsqueeze(0)
+    return t if size <= 0 else torch.nn.functional.interpolate(t, size=(size, size), mode="bilinear",
+                                                                antialias=True)
+
+
 def deleaker_parser() -> argparse.ArgumentParser:
-    from posttrain.vision import deleaker as module
+    from posttrain.standalone.vision import deleaker as module
 
     p = CommandParser(prog="posttrain vision deleaker", description=module.__doc__)
     p.add_argument("--model", default=None, help="A FLUX diffusers pipeline (e.g. black-forest-labs/FLUX.1-dev); "
@@ -77,14 +112,13 @@ def _deleaker_config(args: argparse.Namespace, blocks: int) -> DeleakerConfig:
 
 
 def deleaker_run(args: argparse.Namespace) -> dict[str, Any]:
-    from posttrain.vision.deleaker_flux import (
+    from posttrain.standalone.vision.deleaker_flux import (  # imports diffusers (the vision extra)
         DeleakerState,
         flux_sample,
         install_deleaker,
         leakage_summary,
         tiny_flux_inputs,
     )
-    from posttrain.vision.tiny import tiny_flux
 
     set_cpu_threads(args.num_threads)
     if args.model:
@@ -114,8 +148,7 @@ def deleaker_run(args: argparse.Namespace) -> dict[str, Any]:
 def _deleaker_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     from diffusers import FluxPipeline
 
-    from posttrain.vision.deleaker import entity_token_indices
-    from posttrain.vision.deleaker_flux import DeleakerState, install_deleaker, leakage_summary
+    from posttrain.standalone.vision.deleaker_flux import DeleakerState, install_deleaker, leakage_summary
 
     device = resolve_device(args.device)
     pipe = FluxPipeline.from_pretrained(args.model, dtype=resolve_dtype(args.dtype, device)).to(device)
@@ -151,7 +184,7 @@ def _deleaker_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def fga_parser() -> argparse.ArgumentParser:
-    from posttrain.vision import fga as module
+    from posttrain.standalone.vision import fga as module
 
     p = CommandParser(prog="posttrain vision fga", description=module.__doc__)
     p.add_argument("--model", default=None, help="A CLIP checkpoint with its tokenizer; default: a random-init "
@@ -175,9 +208,6 @@ def fga_parser() -> argparse.ArgumentParser:
 
 
 def fga_check(args: argparse.Namespace) -> None:
-    from posttrain.vision.fga import FGAConfig
-    from posttrain.vision.shapes import SHIFTS
-
     FGAConfig(rho_prime=args.rho_prime, lam=args.lam, perturbations=args.perturbations, n_views=args.n_views,
               views_kept=args.views_kept).validate()
     if args.shift not in SHIFTS:
@@ -202,17 +232,6 @@ def _folder(path: str, size: int) -> tuple[torch.Tensor, torch.Tensor, list[str]
 
 
 def fga_run(args: argparse.Namespace) -> dict[str, Any]:
-    from posttrain.vision.fga import (
-        FGAConfig,
-        PromptLearner,
-        evaluate_views,
-        perturbed_classes,
-        train_prompt,
-        view_features,
-    )
-    from posttrain.vision.shapes import COLOURS, SHAPES, shapes_dataset, shift
-    from posttrain.vision.tiny import FIRST_WORD_ID, TOKENS, tiny_clip
-
     set_cpu_threads(args.num_threads)
     device = resolve_device(args.device)
     g = torch.Generator().manual_seed(args.seed)

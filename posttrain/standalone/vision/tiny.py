@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from posttrain.models.loading import DTYPES
+
 TOKENS = {"pad": 0, "bos": 1, "eos": 2, "image": 3, "vision_start": 4, "vision_end": 5, "video": 6}
 """Reserved ids of the tiny vision-language models; ids from ``FIRST_WORD_ID`` on are free for words."""
 FIRST_WORD_ID = 8
@@ -33,10 +35,8 @@ def resolve_device(device: str | None) -> torch.device:
 
 
 def resolve_dtype(name: str, device: torch.device | None = None) -> torch.dtype:
-    """``--dtype`` by the reward server's names (fp32, bf16, fp16); ``auto`` (the commands' default) is bf16 on
-    CUDA and float32 elsewhere (a FLUX.1-dev pipeline is about 68 GB in float32, half in bf16)."""
-    from rewards.server.backends import DTYPES
-
+    """``--dtype`` by the model-loading names (``posttrain.models.loading.DTYPES``); ``auto`` (the commands'
+    default) is bf16 on CUDA and float32 elsewhere (a FLUX.1-dev pipeline is about 68 GB in float32, half in bf16)."""
     if name not in DTYPES:
         raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {name!r}")
     dtype = DTYPES[name]

@@ -1,5 +1,5 @@
 """DeLeaker on diffusers' Flux: an attention processor for ``FluxAttention`` (diffusers 0.42's (B, L, H, D)
-layout) that applies the reweighting rule of ``posttrain.vision.deleaker``; from "Dynamic Inference-Time
+layout) that applies the reweighting rule of ``posttrain.standalone.vision.deleaker``; from "Dynamic Inference-Time
 Reweighting for Semantic Leakage Mitigation in Text-to-Image Models" (Ventura et al., ICLR 2026).
 
 ``with install_deleaker(transformer):`` puts ``DeleakerFluxProcessor`` on every attention module (and a
@@ -25,7 +25,7 @@ import torch
 from diffusers.models.embeddings import apply_rotary_emb
 from diffusers.models.transformers.transformer_flux import FluxAttnProcessor, _get_qkv_projections
 
-from posttrain.vision.deleaker import (
+from posttrain.standalone.vision.deleaker import (
     DeleakerConfig,
     entity_mass,
     image_text_slice,
@@ -34,7 +34,7 @@ from posttrain.vision.deleaker import (
     reweight_logits,
     threshold_mask,
 )
-from posttrain.vision.processors import swap_processors
+from posttrain.standalone.vision.processors import swap_processors
 
 
 @dataclass
