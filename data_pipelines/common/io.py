@@ -141,14 +141,15 @@ def read_text_records(spec: str | Path, field: str, limit: int = 0) -> list[dict
     return records
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and ``os.replace``."""
+def _atomic_write_chunks(path: str | Path, chunks: Iterable[str]) -> None:
+    """Write ``chunks`` one after another to a temporary file in ``path``'s folder, fsync and ``os.replace``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -157,5 +158,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and ``os.replace``."""
+    _atomic_write_chunks(path, (text,))
+
+
 def atomic_write_jsonl(path: str | Path, records: Iterable[dict]) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    """Write ``records`` as JSONL, atomically, one record at a time (an iterator is never held whole)."""
+    _atomic_write_chunks(path, (json.dumps(r, ensure_ascii=False) + "\n" for r in records))

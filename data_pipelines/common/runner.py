@@ -213,7 +213,7 @@ class StageRunner:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=total, desc=self.desc, unit="block")
-        task = BlockTask(str(self.out_dir), num_records, self.chunk_size, self.batch_size, self.validate,
+        task = BlockTask(str(self.out_dir.resolve()), num_records, self.chunk_size, self.batch_size, self.validate,
                          self.config_hash, self.desc, self.retries, self.retry_backoff_s, self.overwrite)
         counts = {"reused": 0, "done": 0, "outputs": 0, "rejects": 0}
         try:
@@ -261,13 +261,20 @@ class StageRunner:
             yield from read_jsonl(path)
 
     def merge(self, path: str | Path, num_records: int) -> int:
-        """Write all outputs to one JSONL file (atomically); fails if any block is not done yet."""
+        """Write all outputs to one JSONL file (atomically, streamed part by part: the outputs are never held
+        in memory together); the number of records. Fails if any block is not done yet."""
         missing = [c for c in range(self.num_chunks(num_records)) if not self.part_path(c).exists()]
         if missing:
             raise RuntimeError(f"cannot merge {self.out_dir}: blocks {missing[:10]} not done; rerun the command")
-        records = list(self.iter_outputs())
-        atomic_write_jsonl(path, records)
-        return len(records)
+        count = 0
+
+        def counted() -> Iterator[dict]:
+            nonlocal count
+            for record in self.iter_outputs():
+                count += 1
+                yield record
+        atomic_write_jsonl(path, counted())
+        return count
 
 
 def records_digest(records: Iterable[dict]) -> str:
@@ -325,7 +332,7 @@ def run_once(path: str | Path, compute: Callable[[], list[dict]], *, config: dic
 
 def add_backbone_args(parser) -> None:
     """The backbone flags every pipeline takes: ``--ray-address``, ``--num-workers``, ``--overwrite``,
-    ``--retries``."""
+    ``--failure-retries``."""
     parser.add_argument("--ray-address", default=None,
                         help="Ray cluster to run on ('auto', 'ray://host:port'); default: a local in-process Ray. "
                         "On a cluster --output must be on storage shared by every node")
@@ -334,7 +341,7 @@ def add_backbone_args(parser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="redo finished steps that were made from another input, flag or model (default: "
                         "refuse, naming what changed)")
-    parser.add_argument("--retries", type=int, default=3,
+    parser.add_argument("--failure-retries", type=int, default=3,
                         help="retries of a block whose stage raised (a server down, out of memory), with "
                         "exponential backoff, before the run fails; records the stage refuses are rejects")
 
@@ -343,7 +350,7 @@ def runner_options(args) -> dict[str, Any]:
     """``StageRunner`` keyword arguments from the flags of ``add_backbone_args``."""
     if args.num_workers < 1:
         raise SystemExit(f"error: --num-workers must be >= 1, got {args.num_workers}")
-    if args.retries < 0:
-        raise SystemExit(f"error: --retries must be >= 0, got {args.retries}")
-    return {"ray_address": args.ray_address, "num_workers": args.num_workers, "retries": args.retries,
+    if args.failure_retries < 0:
+        raise SystemExit(f"error: --failure-retries must be >= 0, got {args.failure_retries}")
+    return {"ray_address": args.ray_address, "num_workers": args.num_workers, "retries": args.failure_retries,
             "overwrite": args.overwrite}

@@ -36,7 +36,15 @@ from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
 from data_pipelines.common.representable import check_representable
-from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
+from data_pipelines.common.backends import embedder_identity, files_sha256, model_identity
+from data_pipelines.common.runner import (
+    ActorStage,
+    StageRunner,
+    add_backbone_args,
+    records_digest,
+    run_once,
+    runner_options,
+)
 from data_pipelines.entropylong.evaluation import evaluate
 from data_pipelines.entropylong.pipeline import (
     EntropyLong,
@@ -215,15 +223,26 @@ def run_entropylong(args) -> int:
 
     validate = functools.partial(_validate, args.text_field)
     out = Path(args.output)
-    stage_config = {**asdict(config), "model": args.model, "corpus": args.corpus, "retriever": args.retriever,
-                    "embedder": args.embedder}
+    # every flag that shapes the stages' outputs, the models they call, and the root documents the contexts are
+    # looked up in (by chunk index: --chunk-chars, --text-field and the built-in corpus's flags decide them)
+    stage_config = {**asdict(config), "model": model_identity(args.model, tokenizer=args.tokenizer),
+                    "corpus": args.corpus and {"spec": args.corpus, **({"sha256": files_sha256(args.corpus)}
+                                                                    if Path(args.corpus).exists() else {})},
+                    "retriever": args.retriever,
+                    "embedder": embedder_identity(args.embedder) if args.retriever == "faiss" else None,
+                    "chunk_chars": args.chunk_chars, "text_field": args.text_field, "id_field": args.id_field,
+                    "roots_sha256": records_digest(roots)}
+    if builtin:
+        stage_config["builtin_corpus"] = {"num_entities": args.num_entities, "num_misc": args.num_misc,
+                                          "seed": args.corpus_seed, "style": args.corpus_style}
     num_gpus = 1 if args.device.startswith("cuda") else 0
     verified = StageRunner(out / "verified", ActorStage(functools.partial(make_verify_stage, args, roots),
                                                         num_actors=args.num_workers, num_gpus=num_gpus),
                            chunk_size=args.chunk_size, **options, validate=validate, config=stage_config,
                            desc="entropylong verify", progress=not args.no_progress)
     _print_step("verify", verified.run(roots if builtin else args.input), "documents verified", out / "verified")
-    selected = run_once(out / "selected.jsonl", functools.partial(select_all, verified, config))
+    selected = run_once(out / "selected.jsonl", functools.partial(select_all, verified, config),
+                        config=stage_config, inputs=verified.iter_outputs(), overwrite=args.overwrite)
     runner = StageRunner(out / "parts", ActorStage(functools.partial(make_assemble_stage, args, roots),
                                                    num_actors=args.num_workers, num_gpus=num_gpus),
                          chunk_size=args.chunk_size, **options, config=stage_config, desc="entropylong assemble",
