@@ -174,7 +174,7 @@ class BlockTask:
             try:
                 results = get_process()(records)
                 break
-            except Exception as err:  # noqa: BLE001 - retried, then raised
+            except Exception as err:  # any failure of the call is retried, then raised
                 if attempt == self.retries:
                     raise
                 delay = self.retry_backoff_s * 2 ** attempt

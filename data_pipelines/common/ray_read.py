@@ -55,7 +55,7 @@ def _to_line(row: dict) -> str:
     return json.dumps(row, ensure_ascii=False, default=str)
 
 
-def _iter_lines(stream: "pyarrow.NativeFile") -> Iterator[str]:
+def _iter_lines(stream: pyarrow.NativeFile) -> Iterator[str]:
     """Non-blank lines of a JSONL stream, split on ``\\n`` only, decoded leniently (a bad byte is replaced)."""
     rest = b""
     while True:
@@ -70,7 +70,7 @@ def _iter_lines(stream: "pyarrow.NativeFile") -> Iterator[str]:
         yield rest.decode("utf-8", errors="replace").rstrip("\r")
 
 
-def _iter_row_lines(stream: "pyarrow.NativeFile", fmt: str) -> Iterator[str]:
+def _iter_row_lines(stream: pyarrow.NativeFile, fmt: str) -> Iterator[str]:
     """A file's rows as JSON text, in file order."""
     if fmt == "jsonl":
         yield from _iter_lines(stream)
@@ -86,7 +86,7 @@ def _iter_row_lines(stream: "pyarrow.NativeFile", fmt: str) -> Iterator[str]:
             yield _to_line(row)
 
 
-def _count_rows(stream: "pyarrow.NativeFile", fmt: str) -> int:
+def _count_rows(stream: pyarrow.NativeFile, fmt: str) -> int:
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -101,17 +101,17 @@ class IndexedRecordsDatasource(FileBasedDatasource):
     ``offsets=None`` each file yields one row ``{path, rows}`` instead (the counting pass)."""
 
     def __init__(self, paths: list[str], fmt: str, offsets: dict[str, int] | None = None,
-                 filesystem: "pyarrow.fs.FileSystem | None" = None) -> None:
+                 filesystem: pyarrow.fs.FileSystem | None = None) -> None:
         super().__init__(paths, filesystem=filesystem)  # JSONL: a compressed stream by suffix, as Ray opens it
         self.fmt = fmt
         self.offsets = offsets
 
-    def _open_input_source(self, filesystem: "pyarrow.fs.FileSystem", path: str, **open_args: Any):
+    def _open_input_source(self, filesystem: pyarrow.fs.FileSystem, path: str, **open_args: Any):
         if self.fmt == "jsonl":
             return super()._open_input_source(filesystem, path, **open_args)
         return filesystem.open_input_file(path)  # Parquet and Arrow files are read by their own readers
 
-    def _read_stream(self, stream: "pyarrow.NativeFile", path: str) -> Iterator["pyarrow.Table"]:
+    def _read_stream(self, stream: pyarrow.NativeFile, path: str) -> Iterator[pyarrow.Table]:
         if self.offsets is None:
             yield pyarrow.table({"path": [path], "rows": [_count_rows(stream, self.fmt)]})
             return
@@ -127,7 +127,7 @@ class IndexedRecordsDatasource(FileBasedDatasource):
             yield pyarrow.table({INDEX: range(index, index + len(lines)), LINE: lines})
 
 
-def _resolve(spec: str, filesystem: "pyarrow.fs.FileSystem | None") -> tuple[list[str], str, Any]:
+def _resolve(spec: str, filesystem: pyarrow.fs.FileSystem | None) -> tuple[list[str], str, Any]:
     """The files of ``spec`` in name order, their format and the filesystem to read them with."""
     if filesystem is None:
         if "://" in spec:
@@ -174,8 +174,8 @@ def _rank(files: list[str], path: str) -> int:
     raise RuntimeError(f"the reader saw a file {path!r} that is not among the input's files")
 
 
-def indexed_lines(spec: str | Path | list[dict], *, filesystem: "pyarrow.fs.FileSystem | None" = None,
-                  split: str = "train") -> tuple["Any", int]:
+def indexed_lines(spec: str | Path | list[dict], *, filesystem: pyarrow.fs.FileSystem | None = None,
+                  split: str = "train") -> tuple[Any, int]:
     """The input (the module docstring) as a Ray dataset of ``{_index, line}`` rows, and its number of rows."""
     import ray.data
 

@@ -34,9 +34,9 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from data_pipelines.common.backends import embedder_identity, files_sha256, model_identity
 from data_pipelines.common.io import atomic_write_text
 from data_pipelines.common.representable import check_representable
-from data_pipelines.common.backends import embedder_identity, files_sha256, model_identity
 from data_pipelines.common.runner import (
     ActorStage,
     StageRunner,

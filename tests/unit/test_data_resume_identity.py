@@ -60,10 +60,10 @@ def test_run_once_covers_its_inputs_and_flags(tmp_path):
     generated = [{"q": "a"}, {"q": "b"}]
     assert run_once(path, lambda: generated[:1], config={"decontaminate": None}, inputs=generated) == generated[:1]
     with pytest.raises(StaleOutput, match="config.decontaminate: None -> 'bench.jsonl'"):
-        run_once(path, lambda: [], config={"decontaminate": "bench.jsonl"}, inputs=generated)
+        run_once(path, list, config={"decontaminate": "bench.jsonl"}, inputs=generated)
     with pytest.raises(StaleOutput, match="inputs_sha256"):
-        run_once(path, lambda: [], config={"decontaminate": None}, inputs=generated[:1])
-    assert run_once(path, lambda: [], config={"decontaminate": "bench.jsonl"}, inputs=generated,
+        run_once(path, list, config={"decontaminate": None}, inputs=generated[:1])
+    assert run_once(path, list, config={"decontaminate": "bench.jsonl"}, inputs=generated,
                     overwrite=True) == []
     assert run_once(path, lambda: generated, config={"decontaminate": "bench.jsonl"}, inputs=generated) == []
 
@@ -100,7 +100,7 @@ class _DownThenUp(BaseHTTPRequestHandler):
     down = 3
     seen = 0
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen += 1
         if type(self).seen <= self.down:
