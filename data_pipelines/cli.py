@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from posttrain.common.cli_help import CommandParser
 
@@ -45,7 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def data_main(argv: list[str]) -> int:
+    """Run one pipeline; a stale output folder or an infrastructure failure ends it with exit code 1 and a
+    one-line error naming what changed or the cause (``common.runner``)."""
+    from data_pipelines.common.blocks import StageFailed, StaleOutput
+
     args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (StageFailed, StaleOutput) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.pipeline == "entropylong":
         from data_pipelines.entropylong.run import run_entropylong
 
@@ -72,6 +85,4 @@ def data_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(data_main(sys.argv[1:]))

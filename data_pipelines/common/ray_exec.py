@@ -2,89 +2,106 @@
 
 ``init_ray(address)`` is the single Ray entry point of every pipeline: ``None`` starts (or, if this
 process already did, reuses) a local in-process Ray with no dashboard, quiet logs, a small object store
-and at least as many CPUs as this machine has; ``"auto"`` or ``"ray://host:port"`` joins a cluster.
+and one logical CPU more than the larger of this machine's cores and the workers asked for (an actor pool
+holding every CPU would leave none to the tasks that read the input for it); ``"auto"`` or
+``"ray://host:port"`` joins a cluster.
 
-``run_blocks`` turns the list of block indices still to do into a Ray dataset with one block per row
-(``ray.data.from_items``) and maps it with ``map_batches`` (``batch_size=1``, numpy batches): a plain
-``Process`` as Ray tasks, an ``ActorStage`` as an actor pool whose actors call the factory once in their
-constructor. Each block's outputs and rejects travel back as JSON strings (one column each: Arrow
-cannot hold arbitrary nested records with lists and None reliably) and reach the driver in input order
-(the workers themselves may get them in any order).
+``run_blocks`` takes the input as read by the workers (``ray_read.indexed_lines``: rows ``{_index, line}``),
+cuts it into blocks of exactly ``chunk_size`` rows with Ray Data's streaming repartition
+(``repartition(target_num_rows_per_block=chunk_size, strict=True)``, input order preserved, so block ``k``
+holds rows ``[k*C, (k+1)*C)`` whatever the number of workers), and maps the blocks with ``map_batches``
+(``batch_size=chunk_size``): a plain ``Process`` as Ray tasks, an ``ActorStage`` as an actor pool whose
+actors build the stage once, the first time a block needs it (a rerun whose blocks are all done loads no
+engine). Each worker runs ``blocks.BlockTask`` on its block and writes the block's files itself; only a
+one-row summary per block (status and counts) comes back to the driver.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
+from data_pipelines.common.ray_read import INDEX, LINE
+
 logger = logging.getLogger(__name__)
 
-LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # blocks travel as small JSON strings: no need for 30% of RAM
+LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # blocks of input lines and small summaries: no need for 30% of RAM
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Start or join Ray once per process (see the module docstring); a no-op if Ray is already up."""
     import ray
+    import ray.data
 
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-dataset "execution finished" lines
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
     if ray.is_initialized():
         return
     kwargs = {"ignore_reinit_error": True, "include_dashboard": False, "log_to_driver": False,
               "logging_level": logging.WARNING}
-    if address is None:
-        kwargs.update(num_cpus=max(os.cpu_count() or 1, num_cpus or 1),
+    if address is None:  # one logical CPU beyond the workers: the tasks reading the input must never starve
+        kwargs.update(num_cpus=max(os.cpu_count() or 1, num_cpus or 1) + 1,
                       object_store_memory=LOCAL_OBJECT_STORE_BYTES)
     ray.init(address=address, **kwargs)
 
 
 class _BlockActor:
-    """One actor of an ``ActorStage`` pool: builds the stage once, then runs the blocks it is sent."""
+    """One actor of an ``ActorStage`` pool: builds the stage on first need, then runs the blocks it is sent."""
 
     def __init__(self, task, factory) -> None:
         self.task = task
-        self.process = factory()
+        self.factory = factory
+        self.process = None
+
+    def _get_process(self):
+        if self.process is None:
+            self.process = self.factory()
+        return self.process
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return _run_batch(batch, self.task, self.process)
+        return _run_batch(batch, self.task, self._get_process)
 
 
-def _run_batch(batch: dict[str, np.ndarray], task, process) -> dict[str, np.ndarray]:
-    blocks, outputs, rejects = [], [], []
-    for block in batch["block"].tolist():
-        out, rej = task.run(process, int(block))
-        blocks.append(int(block))
-        outputs.append(json.dumps(out, ensure_ascii=False))
-        rejects.append(json.dumps(rej, ensure_ascii=False))
-    return {"block": np.array(blocks, dtype=np.int64), "outputs": np.array(outputs, dtype=object),
-            "rejects": np.array(rejects, dtype=object)}
+def _run_plain(batch: dict[str, np.ndarray], task, process) -> dict[str, np.ndarray]:
+    return _run_batch(batch, task, lambda: process)
 
 
-def run_blocks(task, stage, blocks: list[int], *, ray_address: str | None = None,
-               num_workers: int | None = None) -> Iterator[tuple[int, list[dict], list[dict]]]:
-    """``(block, outputs, rejects)`` for every block in ``blocks``, in that order, computed on Ray."""
-    if not blocks:
-        return
+def _run_batch(batch: dict[str, np.ndarray], task, get_process) -> dict[str, np.ndarray]:
+    """Run every block whose rows are in ``batch`` (normally exactly one); one summary row per block."""
+    groups: dict[int, tuple[list[int], list[str]]] = {}
+    for index, line in zip(batch[INDEX].tolist(), batch[LINE].tolist()):
+        indices, lines = groups.setdefault(int(index) // task.chunk_size, ([], []))
+        indices.append(int(index))
+        lines.append(line)
+    rows = [task.run(block, indices, lines, get_process) for block, (indices, lines) in sorted(groups.items())]
+    return {key: np.array([row[key] for row in rows], dtype=object if key in ("status", "detail") else np.int64)
+            for key in ("block", "status", "outputs", "rejects", "detail")}
+
+
+def run_blocks(ds: Any, task, stage, *, num_workers: int | None = None) -> Iterator[dict]:
+    """A summary dict (``BlockTask.run``) for every block of ``ds``, computed and written on Ray workers."""
     import ray.data
 
     from data_pipelines.common.runner import ActorStage
 
     is_actor = isinstance(stage, ActorStage)
     workers = num_workers or (stage.num_actors if is_actor else 1)
-    init_ray(ray_address, workers)
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-dataset "execution finished" lines
-    ds = ray.data.from_items([{"block": b} for b in blocks], override_num_blocks=len(blocks))
-    ds.context.execution_options.preserve_order = True
-    ds.context.enable_progress_bars = False
-    ds.context.print_on_execution_start = False
+    ds.context.execution_options.preserve_order = True  # block k = rows [k*C, (k+1)*C)
+    ds = ds.repartition(target_num_rows_per_block=task.chunk_size, strict=True)
     if is_actor:
         ds = ds.map_batches(_BlockActor, fn_constructor_kwargs={"task": task, "factory": stage.factory},
-                            batch_size=1, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
-                            num_cpus=1, num_gpus=stage.num_gpus or None)
+                            batch_size=task.chunk_size, batch_format="numpy",
+                            compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1,
+                            num_gpus=stage.num_gpus or None)
     else:
-        ds = ds.map_batches(_run_batch, fn_kwargs={"task": task, "process": stage}, batch_size=1,
+        ds = ds.map_batches(_run_plain, fn_kwargs={"task": task, "process": stage}, batch_size=task.chunk_size,
                             batch_format="numpy", compute=ray.data.TaskPoolStrategy(size=workers), num_cpus=1)
     for row in ds.iter_rows():
-        yield int(row["block"]), json.loads(row["outputs"]), json.loads(row["rejects"])
+        yield {"block": int(row["block"]), "status": str(row["status"]), "outputs": int(row["outputs"]),
+               "rejects": int(row["rejects"]), "detail": str(row["detail"])}

@@ -2,37 +2,45 @@
 
 Layout of ``out_dir``::
 
-    run.json                      what the stage runs on (input, length, block size, config hash)
-    part-00003.jsonl              outputs of block 3 (input records [3*C, 4*C)), written atomically
-    part-00003.rejects.jsonl      malformed / invalid / failed records of block 3 with the reason
+    run.json                      the stage's identity: its config (every flag that shapes its output and the
+                                  identity of every model it calls), the block size and the input's length
+    part-00003.jsonl              outputs of block 3 (input records [3*C, 4*C))
+    part-00003.meta.json          block 3's input identity (sha256 of its input records) and counts
+    part-00003.rejects.jsonl      malformed / invalid / refused records of block 3, each with the reason
 
-Every stage is one Ray Data step over the blocks still to do (``data_pipelines.common.ray_exec``): a plain
-``Process`` runs as Ray tasks (``map_batches`` with a function), an ``ActorStage`` as a pool of actors
-(``map_batches`` with a callable class, ``concurrency=num_actors``, ``num_gpus`` per actor), so an LLM or
-embedding engine is built once per actor, not once per block. ``ray_address=None`` starts (or joins) a
-local in-process Ray; ``"auto"`` or ``"ray://host:port"`` runs the same pipeline on a cluster, where the
-workers read the input and the output folder must be on storage every node and the driver see.
+Every stage is one Ray Data job (``ray_read`` reads, ``ray_exec`` runs, ``blocks`` does one block): the
+workers read the input themselves (JSONL, Parquet, ``datasets`` folders, any pyarrow filesystem), each block
+of exactly ``chunk_size`` records goes to one worker, which writes that block's files itself, so the driver
+holds neither the dataset nor the outputs: only a one-row summary per block comes back. A plain ``Process``
+runs as Ray tasks, an ``ActorStage`` as a pool of actors (``num_gpus`` per actor), so an LLM or embedding
+engine is built once per actor, not once per block. ``ray_address=None`` starts (or joins) a local
+in-process Ray; ``"auto"`` or ``"ray://host:port"`` runs the same pipeline on a cluster, where the output
+folder must be on storage every worker and the driver see.
 
-Results flow back to the driver, which writes the part files. A block is *done* exactly when its part
-file exists: the driver writes the rejects file first, then renames the part file into place. One
-writer keeps kill-and-resume exact: a worker killed mid-block writes nothing (the block is simply
-recomputed), no two workers can race on one block's files, and a SIGKILL of the driver at any point
-leaves only finished blocks plus temporary files the next run deletes. The next run of the same command
-skips the done blocks, recomputes the rest, and ``merge`` writes a file byte-identical to an
-uninterrupted run's. Blocks reach the driver in input order (Ray Data ``preserve_order``), but the
-workers get them in no guaranteed order, even a single actor (seen: block 1 before block 0), so a stage
-must not carry state from block to block: state that runs in input order over the whole dataset is a
-driver-side step between two stages (EntropyLong's ``--max-reuse`` counts, ``select_contexts``).
+**Resume is content-addressed.** A block's part file is reused only if ``run.json`` matches this run (config,
+models, block size, input length) and the block's input records hash to what its ``meta.json`` recorded.
+Any mismatch refuses the run with ``StaleOutput`` naming what changed (``config.tasks: ['task1'] ->
+['task2']``, or the block whose input differs), unless ``overwrite=True`` (``--overwrite``), which redoes
+the mismatched work; stale work is never reused. ``run_once`` keeps the same promise for a whole-dataset
+step (clustering, dedup, filtering): its identity is its config plus a hash of its input records.
 
-Records are keyed by content: every output carries ``_id`` = the first 16 hex digits of
-sha256(canonical JSON of the *input* record + the stage's config hash) (``record_id``): stable across runs
-and machines, different for different content or config. ``_index`` (the input position) keeps order.
-A stage fed by an earlier stage's outputs may return its own ``_index`` and ``_id`` (those of the root
-record); they are kept.
+**Failures.** Data rejects (malformed, invalid, ``Reject`` returned by the stage) are written with their
+reason and the block is done. An exception is an infrastructure failure (a server down, a missing package,
+out of memory): retried with backoff, then the run fails with ``StageFailed`` naming the block and the
+cause; the failed block has no part file, so a rerun retries it (``blocks``).
 
+Kill-and-resume is exact: a block is done exactly when its part file exists (written last, atomically,
+after its rejects and meta files); a worker or driver killed mid-block leaves only temporary files, which the
+next run deletes, and the next run skips the done blocks, recomputes the rest, and ``merge`` writes a file
+byte-identical to an uninterrupted run's, on one worker or many. Workers get blocks in no guaranteed order,
+so a stage must not carry state from block to block: state that runs in input order over the whole dataset
+is a driver-side step between two stages (EntropyLong's ``--max-reuse`` counts, ``select_contexts``).
+
+Records are keyed by content: every output carries ``_id`` = ``record_id(input record, config hash)``,
+stable across runs and machines; ``_index`` (the input position) keeps order. A stage fed by an earlier
+stage's outputs may return its own ``_index`` and ``_id`` (those of the root record); they are kept.
 Determinism: ``process`` sees whole blocks (in ``batch_size`` batches); a stage whose randomness is seeded
 per record or per block (``chunk_seed``) gives the same output whether or not it was resumed.
-``run_once(path, compute)`` is the same promise for a whole-dataset step (clustering, dedup, sampling).
 """
 
 from __future__ import annotations
@@ -41,27 +49,24 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data_pipelines.common.io import Malformed, RecordSource, open_source
+from data_pipelines.common.blocks import (  # noqa: F401 - Reject, Process and record_id are part of this API
+    BlockTask,
+    Process,
+    Reject,
+    StageFailed,
+    StaleOutput,
+    part_name,
+    record_id,
+)
 from posttrain.common.files import atomic_write_jsonl, atomic_write_text
 from posttrain.common.jsonl import read_jsonl
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Reject:
-    """Returned by a stage for a record it refuses; the runner writes it to the rejects file."""
-
-    reason: str
-
-
-Process = Callable[[list[dict]], list["dict | Reject | None"]]
-"""A stage: a list of input records -> one item per input (output dict, ``Reject``, or None to drop)."""
 
 
 @dataclass
@@ -90,12 +95,6 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def record_id(record: dict, stage_config_hash: str) -> str:
-    """Content key of an input record under one stage config (see the module docstring)."""
-    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(f"{stage_config_hash}\n{canonical}".encode()).hexdigest()[:16]
-
-
 @dataclass
 class RunSummary:
     chunks_total: int
@@ -104,69 +103,15 @@ class RunSummary:
     records_out: int
     records_rejected: int
     seconds: float
-
-
-@dataclass
-class BlockTask:
-    """What a worker needs to run one block: the source, block size, validation and the config hash."""
-
-    source: RecordSource
-    chunk_size: int
-    batch_size: int
-    validate: Callable[[dict], str | None] | None
-    config_hash: str
-    desc: str
-
-    def run(self, process: Process, block: int) -> tuple[list[dict], list[dict]]:
-        """Outputs and rejects (each with ``_index``) of block ``block``."""
-        start = block * self.chunk_size
-        outputs: list[dict] = []
-        rejects: list[dict] = []
-        good: list[tuple[int, dict]] = []
-        for offset, item in enumerate(self.source.chunk(start, start + self.chunk_size)):
-            index = start + offset
-            if isinstance(item, Malformed):
-                rejects.append({"_index": index, "reason": item.reason, "raw": item.raw})
-                continue
-            reason = self.validate(item) if self.validate else None
-            if reason:
-                rejects.append({"_index": index, "reason": reason, "record": item})
-                continue
-            good.append((index, item))
-        results: dict[int, dict | Reject | None] = {}
-        for b in range(0, len(good), self.batch_size):
-            results.update(self._process_batch(process, good[b:b + self.batch_size]))
-        for index, item in good:
-            result = results[index]
-            if isinstance(result, Reject):
-                rejects.append({"_index": index, "reason": result.reason, "record": item})
-            elif result is not None:
-                outputs.append({"_index": index, "_id": record_id(item, self.config_hash), **result})
-        rejects.sort(key=lambda r: r["_index"])
-        return outputs, rejects
-
-    def _process_batch(self, process: Process,
-                       batch: list[tuple[int, dict]]) -> list[tuple[int, dict | Reject | None]]:
-        """Whole batch at once; if it raises, one record at a time so only the bad ones are rejected."""
-        try:
-            results = process([r for _, r in batch])
-            if len(results) != len(batch):
-                raise RuntimeError(f"stage returned {len(results)} results for {len(batch)} records")
-            return list(zip([i for i, _ in batch], results))
-        except Exception as err:  # noqa: BLE001 - isolate the failing records
-            if len(batch) == 1:
-                return [(batch[0][0], Reject(f"{type(err).__name__}: {err}"))]
-            logger.warning("%s: batch failed (%s); retrying record by record", self.desc, err)
-            out: list[tuple[int, dict | Reject | None]] = []
-            for pair in batch:
-                out.extend(self._process_batch(process, [pair]))
-            return out
+    num_records: int
 
 
 class StageRunner:
-    """Runs ``process`` (a ``Process`` or an ``ActorStage``) over a ``RecordSource`` block by block on Ray
-    Data, resumably (see the module docstring). ``num_workers`` is the number of Ray tasks (plain stage)
-    or actors (overrides ``ActorStage.num_actors``) running at once; ``ray_address`` as in ``init_ray``."""
+    """Runs ``process`` (a ``Process`` or an ``ActorStage``) over an input block by block on Ray Data,
+    resumably (see the module docstring). ``num_workers`` is the number of Ray tasks (plain stage) or actors
+    (overrides ``ActorStage.num_actors``) running at once; ``ray_address`` as in ``init_ray``; ``retries``
+    and ``retry_backoff_s`` bound the retries of an infrastructure failure; ``overwrite`` redoes stale
+    work instead of refusing it."""
 
     def __init__(
         self,
@@ -181,11 +126,16 @@ class StageRunner:
         progress: bool = True,
         ray_address: str | None = None,
         num_workers: int | None = None,
+        retries: int = 3,
+        retry_backoff_s: float = 2.0,
+        overwrite: bool = False,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
         if num_workers is not None and num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if retries < 0 or retry_backoff_s < 0:
+            raise ValueError(f"retries and retry_backoff_s must be >= 0, got {retries} and {retry_backoff_s}")
         self.out_dir = Path(out_dir)
         self.process = process
         self.chunk_size = chunk_size
@@ -197,30 +147,40 @@ class StageRunner:
         self.progress = progress
         self.ray_address = ray_address
         self.num_workers = num_workers
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_s
+        self.overwrite = overwrite
 
     # ---------------------------------------------------------------- paths
     def part_path(self, chunk: int) -> Path:
-        return self.out_dir / f"part-{chunk:05d}.jsonl"
+        return self.out_dir / part_name(chunk)
 
     def rejects_path(self, chunk: int) -> Path:
-        return self.out_dir / f"part-{chunk:05d}.rejects.jsonl"
+        return self.out_dir / part_name(chunk, ".rejects.jsonl")
 
     def num_chunks(self, num_records: int) -> int:
         return -(-num_records // self.chunk_size)
 
-    def _check_run_info(self, source: RecordSource) -> None:
-        info = {"input": source.name, "num_records": len(source), "chunk_size": self.chunk_size,
+    def _check_identity(self, input_name: str, num_records: int) -> None:
+        """Compare ``run.json`` with this run (config, block size, input length): write it on a first run;
+        on a mismatch raise ``StaleOutput`` naming what changed, or with ``overwrite`` clear the folder."""
+        info = {"input": input_name, "num_records": num_records, "chunk_size": self.chunk_size,
                 "config_hash": self.config_hash, "config": self.config}
         path = self.out_dir / "run.json"
         if path.exists():
             old = json.loads(path.read_text())
-            for key in ("input", "num_records", "chunk_size", "config_hash"):
-                if old.get(key) != info[key]:
-                    raise ValueError(
-                        f"{self.out_dir} holds a run with {key}={old.get(key)!r}, this one has {info[key]!r}; "
-                        "use a fresh --output folder (or delete it) instead of mixing two runs")
-        else:
-            atomic_write_text(path, json.dumps(info, indent=2, default=str) + "\n")
+            changed = identity_changes({k: old.get(k) for k in ("num_records", "chunk_size", "config")},
+                                       {k: info[k] for k in ("num_records", "chunk_size", "config")})
+            if not changed and old.get("config_hash") == self.config_hash:
+                return
+            if not self.overwrite:
+                raise StaleOutput(f"{self.out_dir} holds a {self.desc} run made with other settings "
+                                  f"({'; '.join(changed) or 'config hash'}); rerun with --overwrite to redo it, "
+                                  "or use another --output folder")
+            logger.warning("%s: redoing %s (%s)", self.desc, self.out_dir, "; ".join(changed))
+            for stale in self.out_dir.glob("part-*"):
+                stale.unlink()
+        atomic_write_text(path, json.dumps(info, indent=2, default=str) + "\n")
 
     def _remove_stale_temps(self) -> None:
         """Delete temporary files a killed run left behind (atomic writes that never reached their rename)."""
@@ -228,41 +188,54 @@ class StageRunner:
             stale.unlink(missing_ok=True)
 
     # ---------------------------------------------------------------- running
-    def run(self, source: RecordSource | str | Path | list[dict]) -> RunSummary:
-        from data_pipelines.common.ray_exec import run_blocks
+    def run(self, source: str | Path | list[dict], *, limit: int = 0) -> RunSummary:
+        """Run the stage over ``source`` (a path or URI the workers read, or records in memory; ``limit``:
+        only its first ``limit`` records, 0 = all)."""
+        from data_pipelines.common.ray_exec import init_ray, run_blocks
+        from data_pipelines.common.ray_read import INDEX, indexed_lines
 
         if self.process is None:
             raise ValueError(f"{self.desc}: this runner has no process (it only reads results back)")
-        if not hasattr(source, "chunk"):
-            source = open_source(source)  # type: ignore[arg-type]
         start_time = time.perf_counter()
+        workers = self.num_workers or (self.process.num_actors if isinstance(self.process, ActorStage) else 1)
+        init_ray(self.ray_address, workers)
+        ds, num_records = indexed_lines(source)
+        if limit and limit < num_records:
+            from ray.data.expressions import col
+
+            ds, num_records = ds.filter(expr=col(INDEX) < limit), limit
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._check_run_info(source)
+        self._check_identity("memory" if isinstance(source, list) else str(source), num_records)
         self._remove_stale_temps()
-        total = self.num_chunks(len(source))
-        todo = [c for c in range(total) if not self.part_path(c).exists()]
+        total = self.num_chunks(num_records)
         bar = None
         if self.progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=total, initial=total - len(todo), desc=self.desc, unit="block")
-        out_count = rej_count = 0
-        task = BlockTask(source, self.chunk_size, self.batch_size, self.validate, self.config_hash, self.desc)
+            bar = tqdm(total=total, desc=self.desc, unit="block")
+        task = BlockTask(str(self.out_dir.resolve()), num_records, self.chunk_size, self.batch_size, self.validate,
+                         self.config_hash, self.desc, self.retries, self.retry_backoff_s, self.overwrite)
+        counts = {"reused": 0, "done": 0, "outputs": 0, "rejects": 0}
         try:
-            for block, outputs, rejects in run_blocks(task, self.process, todo, ray_address=self.ray_address,
-                                                      num_workers=self.num_workers):
-                atomic_write_jsonl(self.rejects_path(block), rejects)
-                atomic_write_jsonl(self.part_path(block), outputs)
-                out_count += len(outputs)
-                rej_count += len(rejects)
+            for row in (run_blocks(ds, task, self.process, num_workers=self.num_workers) if total else ()):
+                if row["status"] == "input_changed":
+                    raise StaleOutput(f"{self.out_dir}: {row['detail']}; rerun with --overwrite to redo it, "
+                                      "or use another --output folder")
+                if row["status"] == "failed":
+                    raise StageFailed(f"{self.desc}: block {row['block']} failed after {self.retries + 1} "
+                                      f"attempts: {row['detail']}. Finished blocks are kept; rerun the command "
+                                      "to retry the failed ones")
+                counts[row["status"]] += 1
+                counts["outputs"] += row["outputs"]
+                counts["rejects"] += row["rejects"]
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(out=out_count, rejects=rej_count)
+                    bar.set_postfix(out=counts["outputs"], rejects=counts["rejects"])
         finally:
             if bar is not None:
                 bar.close()
-        return RunSummary(total, total - len(todo), len(todo), out_count, rej_count,
-                          time.perf_counter() - start_time)
+        return RunSummary(total, counts["reused"], counts["done"], counts["outputs"], counts["rejects"],
+                          time.perf_counter() - start_time, num_records)
 
     # ---------------------------------------------------------------- results
     def is_complete(self, num_records: int) -> bool:
@@ -288,42 +261,96 @@ class StageRunner:
             yield from read_jsonl(path)
 
     def merge(self, path: str | Path, num_records: int) -> int:
-        """Write all outputs to one JSONL file (atomically); fails if any block is not done yet."""
+        """Write all outputs to one JSONL file (atomically, streamed part by part: the outputs are never held
+        in memory together); the number of records. Fails if any block is not done yet."""
         missing = [c for c in range(self.num_chunks(num_records)) if not self.part_path(c).exists()]
         if missing:
             raise RuntimeError(f"cannot merge {self.out_dir}: blocks {missing[:10]} not done; rerun the command")
-        records = list(self.iter_outputs())
-        atomic_write_jsonl(path, records)
-        return len(records)
+        count = 0
+
+        def counted() -> Iterator[dict]:
+            nonlocal count
+            for record in self.iter_outputs():
+                count += 1
+                yield record
+        atomic_write_jsonl(path, counted())
+        return count
 
 
-def run_once(path: str | Path, compute: Callable[[], list[dict]]) -> list[dict]:
-    """A whole-dataset step, resumable: the records in ``path`` if it exists, else ``compute()``'s records,
-    written to ``path`` atomically (a run killed inside ``compute`` recomputes it next time)."""
+def records_digest(records: Iterable[dict]) -> str:
+    """sha256 of records (canonical JSON, in order): the input identity of a whole-dataset step."""
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(json.dumps(record, sort_keys=True, ensure_ascii=False, default=str).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def identity_changes(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """What differs between two identities, one ``key: old -> new`` line per changed leaf."""
+    changes = []
+    for key in sorted(set(old) | set(new), key=str):
+        name, a, b = f"{prefix}{key}", old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes += identity_changes(a, b, f"{name}.")
+        elif json.dumps(a, sort_keys=True, default=str) != json.dumps(b, sort_keys=True, default=str):
+            changes.append(f"{name}: {a!r} -> {b!r}")
+    return changes
+
+
+def run_once(path: str | Path, compute: Callable[[], list[dict]], *, config: dict[str, Any],
+             inputs: Iterable[dict] = (), overwrite: bool = False) -> list[dict]:
+    """A whole-dataset step, resumable and content-addressed: the records in ``path`` if they were made from
+    the same ``config`` (every flag and model identity that shapes them) and ``inputs`` (hashed), else
+    ``compute()``'s records, written to ``path`` atomically after their identity (``<stem>.run.json``).
+    Finished records made with another identity raise ``StaleOutput`` naming what changed, unless
+    ``overwrite``. A run killed inside ``compute`` recomputes it next time."""
     path = Path(path)
+    identity_path = path.with_name(f"{path.stem}.run.json")
+    identity = {"config": config, "inputs_sha256": records_digest(inputs)}
+    identity = json.loads(json.dumps(identity, default=str))  # as it reads back from the file
     if path.exists():
-        return read_jsonl(path)
+        old = json.loads(identity_path.read_text()) if identity_path.exists() else {}
+        changed = identity_changes(old, identity)
+        if not changed:
+            return read_jsonl(path)
+        if not overwrite:
+            raise StaleOutput(f"{path} was made with other settings ({'; '.join(changed)}); rerun with "
+                              "--overwrite to redo it, or use another --output folder")
+        logger.warning("redoing %s (%s)", path, "; ".join(changed))
+        path.unlink()
     records = compute()
     if not isinstance(records, list):
         raise TypeError(f"run_once({path}): compute() must return a list of dicts, got {type(records).__name__}")
     for n, record in enumerate(records):
         if not isinstance(record, dict):
             raise TypeError(f"run_once({path}): record {n} is a {type(record).__name__}, not a dict")
+    atomic_write_text(identity_path, json.dumps(identity, indent=2) + "\n")
     atomic_write_jsonl(path, records)
     return records
 
 
 def add_backbone_args(parser) -> None:
-    """The Ray flags every pipeline takes: ``--ray_address`` and ``--num_workers``."""
+    """The backbone flags every pipeline takes: ``--ray_address``, ``--num_workers``, ``--overwrite``,
+    ``--failure_retries``."""
     parser.add_argument("--ray_address", default=None,
                         help="Ray cluster to run on ('auto', 'ray://host:port'); default: a local in-process Ray. "
                         "On a cluster --output must be on storage shared by every node")
     parser.add_argument("--num_workers", type=int, default=1,
                         help="Ray workers per stage (tasks, or actors each holding one engine)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="redo finished steps that were made from another input, flag or model (default: "
+                        "refuse, naming what changed)")
+    parser.add_argument("--failure_retries", type=int, default=3,
+                        help="retries of a block whose stage raised (a server down, out of memory), with "
+                        "exponential backoff, before the run fails; records the stage refuses are rejects")
 
 
 def runner_options(args) -> dict[str, Any]:
     """``StageRunner`` keyword arguments from the flags of ``add_backbone_args``."""
     if args.num_workers < 1:
         raise SystemExit(f"error: --num_workers must be >= 1, got {args.num_workers}")
-    return {"ray_address": args.ray_address, "num_workers": args.num_workers}
+    if args.failure_retries < 0:
+        raise SystemExit(f"error: --failure_retries must be >= 0, got {args.failure_retries}")
+    return {"ray_address": args.ray_address, "num_workers": args.num_workers, "retries": args.failure_retries,
+            "overwrite": args.overwrite}

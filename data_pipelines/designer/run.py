@@ -32,6 +32,7 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
+from data_pipelines.common.backends import embedder_identity, files_sha256, model_identity
 from data_pipelines.common.embed import add_embedder_arg
 from data_pipelines.common.io import read_text_records
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
@@ -151,7 +152,14 @@ def run_pipeline(args, engine, embedder) -> dict:
     bank, sources = _inputs(args)
     model = args.model if isinstance(engine, str) else type(engine).__name__
     structured = not args.no_structured_output
-    base = {"model": model, "seed": args.seed, "retries": args.retries}
+    base = {"model": model_identity(engine) if isinstance(engine, str) else model, "seed": args.seed,
+            "retries": args.retries}
+    embedding = {"embedder": {"name": getattr(embedder, "name", type(embedder).__name__),
+                              **embedder_identity(args.embedder)}}
+
+    def once(name: str, compute, inputs: list[dict], **flags) -> list[dict]:
+        """A whole-dataset step stored as ``name``, redone only when its inputs or flags change."""
+        return run_once(out / name, compute, config=flags, inputs=inputs, overwrite=args.overwrite)
 
     def call(tokens: int) -> CallSettings:
         return CallSettings(tokens, retries=args.retries, seed=args.seed, structured=structured)
@@ -169,8 +177,9 @@ def run_pipeline(args, engine, embedder) -> dict:
         report["annotation_accuracy"] = {key: round(sum(r[key] == r[f"gold_{g}"] for r in gold) / len(gold), 4)
                                          for key, g in (("discipline", "discipline"), ("difficulty", "difficulty"),
                                                         ("question_type", "type"))}
-    seeds = run_once(out / "2-seeds.jsonl", lambda: steps.seeds_step(annotated, embedder, args.per_cluster,
-                                                                       args.k_max, args.seed))
+    seeds = once("2-seeds.jsonl", lambda: steps.seeds_step(annotated, embedder, args.per_cluster, args.k_max,
+                                                           args.seed), annotated, **embedding,
+                 per_cluster=args.per_cluster, k_max=args.k_max, seed=args.seed)
     report["stages"]["seeds"] = {"in": len(annotated), "out": len(seeds),
                                  "difficulty": dict(Counter(r["difficulty"] for r in seeds))}
     if args.mode == "logic":
@@ -178,7 +187,8 @@ def run_pipeline(args, engine, embedder) -> dict:
                            device=args.device), seeds, {**base, "prompt_version": PROMPT_VERSIONS["extract"],
                            "tokens": args.extract_tokens}, "extract")
         report["stages"]["extract"] = _count(len(seeds), extracted, out / "3-extract")
-        logics = run_once(out / "4-logics.jsonl", lambda: _dedup(out, extracted, embedder, args.dedup_threshold))
+        logics = once("4-logics.jsonl", lambda: _dedup(out, extracted, embedder, args.dedup_threshold), extracted,
+                      **embedding, dedup_threshold=args.dedup_threshold)
         report["stages"]["logic_dedup"] = {"in": len(extracted), "out": len(logics)}
         pool = [{"id": r["logic_id"], "text": r["logic_mermaid"], "discipline": r["discipline"],
                  "question_type": r["question_type"], "difficulty": r["difficulty"]} for r in logics]
@@ -191,17 +201,21 @@ def run_pipeline(args, engine, embedder) -> dict:
         segs, removed = steps.segments_step(sources, args.segment_chars, args.minhash_threshold, args.max_segments)
         segment_info["near_duplicates_removed"] = removed
         return segs
-    segments = run_once(out / "5-segments.jsonl", make_segments)
+    segments = once("5-segments.jsonl", make_segments, sources, segment_chars=args.segment_chars,
+                    minhash_threshold=args.minhash_threshold, max_segments=args.max_segments)
     report["stages"]["segments"] = {"sources": len(sources), "out": len(segments), **segment_info}
-    retrieved = run_once(out / "6-retrieved.jsonl", lambda: steps.retrieve_step(segments, pool, embedder,
-                                                                                  args.top_k))
+    retrieved = once("6-retrieved.jsonl", lambda: steps.retrieve_step(segments, pool, embedder, args.top_k),
+                     segments + pool, **embedding, top_k=args.top_k)
     generated = _stage(args, out, "7-generate", partial(make_generate_stage, engine, call(args.generate_tokens),
                        args.mode, device=args.device), retrieved,
                        {**base, "prompt_version": PROMPT_VERSIONS["generate"], "tokens": args.generate_tokens,
                         "mode": args.mode, "structured": structured},
                        "generate")
     report["stages"]["generate"] = _count(len(retrieved), generated, out / "7-generate")
-    filtered = run_once(out / "8-filtered.jsonl", lambda: _filter(out, args, generated))
+    decontaminate = args.decontaminate and {"path": args.decontaminate, **(
+        {"sha256": files_sha256(args.decontaminate)} if Path(args.decontaminate).exists() else {})}
+    filtered = once("8-filtered.jsonl", lambda: _filter(out, args, generated), generated,
+                    decontaminate=decontaminate, ngram=args.ngram, minhash_threshold=args.minhash_threshold)
     report["stages"]["filter"] = {"in": len(generated), "out": len(filtered),
                                   "reject_reasons": dict(Counter(_reason_kind(r["reason"]) for r in
                                                                  read_jsonl(out / "8-filter.rejects.jsonl")))}

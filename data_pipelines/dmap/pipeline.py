@@ -128,39 +128,24 @@ def _validate_text(text_field: str, record: dict) -> str | None:
     return None if isinstance(text, str) and text else f"field {text_field!r} missing, empty or not a string"
 
 
-class _Head:
-    """The first ``limit`` records of a ``RecordSource`` (``--limit``)."""
-
-    def __init__(self, source, limit: int) -> None:
-        self.source, self.limit, self.name = source, min(limit, len(source)), f"{source.name}[:{limit}]"
-
-    def __len__(self) -> int:
-        return self.limit
-
-    def chunk(self, start: int, stop: int):
-        return self.source.chunk(start, min(stop, self.limit))
-
-
 def _score_input(args, out_dir: Path) -> list[dict]:
     """``--input``'s texts scored on the data backbone (resumable parts, merged ``scores.jsonl``)."""
-    from data_pipelines.common.io import open_source
+    from data_pipelines.common.backends import model_identity
     from data_pipelines.common.runner import ActorStage, StageRunner, runner_options
 
-    source = open_source(args.input)
-    if args.limit:
-        source = _Head(source, args.limit)
     stage = ActorStage(functools.partial(make_dmap_stage, args.model, args.device, args.batch_size,
                                          args.top_logprobs, args.tokenizer, args.max_tokens, args.text_field),
                        num_actors=args.num_workers, num_gpus=1 if args.device.startswith("cuda") else 0)
     runner = StageRunner(out_dir / "parts", stage, chunk_size=args.chunk_size, batch_size=args.batch_size,
                          validate=functools.partial(_validate_text, args.text_field),
-                         config={"model": args.model, "tokenizer": args.tokenizer, "top_logprobs": args.top_logprobs,
+                         config={"model": model_identity(args.model, tokenizer=args.tokenizer),
+                                 "tokenizer": args.tokenizer, "top_logprobs": args.top_logprobs,
                                  "max_tokens": args.max_tokens, "text_field": args.text_field},
                          desc="dmap", progress=not args.no_progress, **runner_options(args))
-    summary = runner.run(source)
+    summary = runner.run(args.input, limit=args.limit)
     print(f"blocks: {summary.chunks_run} run, {summary.chunks_done_before} already done; "
           f"{summary.records_out} texts scored, {summary.records_rejected} rejected")
-    runner.merge(out_dir / "scores.jsonl", len(source))
+    runner.merge(out_dir / "scores.jsonl", summary.num_records)
     return list(runner.iter_outputs())
 
 

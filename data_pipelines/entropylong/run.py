@@ -34,8 +34,16 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from data_pipelines.common.backends import embedder_identity, files_sha256, model_identity
 from data_pipelines.common.representable import check_representable
-from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
+from data_pipelines.common.runner import (
+    ActorStage,
+    StageRunner,
+    add_backbone_args,
+    records_digest,
+    run_once,
+    runner_options,
+)
 from data_pipelines.entropylong.evaluation import evaluate
 from data_pipelines.entropylong.pipeline import (
     EntropyLong,
@@ -44,7 +52,6 @@ from data_pipelines.entropylong.pipeline import (
     select_contexts,
 )
 from posttrain.common.files import atomic_write_text
-from posttrain.models.pretrained import resolve_model_name
 
 DEFAULT_SCORER = "smollm2-135m"
 
@@ -76,7 +83,7 @@ def add_entropylong_args(parser) -> None:
     parser.add_argument("--no_progress", action="store_true", help="hide the progress bar")
     add_backbone_args(parser)
     for f in fields(EntropyLongConfig):
-        flag = "--" + f.name
+        flag = "--" + f.name.replace("_", "-")
         doc = (f.metadata.get("doc") if f.metadata else None) or _FIELD_DOCS.get(f.name, "")
         parser.add_argument(flag, type=type(f.default), default=f.default, help=doc)
 
@@ -118,6 +125,7 @@ def check_inputs(args, roots: list[dict]) -> None:
     """Refuse, naming the record, any input text, retrieval chunk or separator the scorer's tokenizer cannot
     represent exactly: in the driver, with the tokenizer alone, before any actor loads the scorer."""
     from data_pipelines.common.backends import load_backend_tokenizer
+    from posttrain.models.pretrained import resolve_model_name
 
     tokenizer = load_backend_tokenizer(resolve_model_name(args.model), tokenizer=args.tokenizer)
     scorer = f"{args.model} ({getattr(tokenizer, 'name_or_path', '') or 'in-memory'} tokenizer)"
@@ -135,6 +143,7 @@ def build_pipeline(args, roots: list[dict], with_retriever: bool = True) -> Entr
     from data_pipelines.common.backends import load_backend
     from data_pipelines.common.embed import load_embedder
     from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever
+    from posttrain.models.pretrained import resolve_model_name
 
     backend = load_backend(resolve_model_name(args.model), device=args.device, batch_size=args.batch_size,
                            tokenizer=args.tokenizer)
@@ -214,15 +223,26 @@ def run_entropylong(args) -> int:
 
     validate = functools.partial(_validate, args.text_field)
     out = Path(args.output)
-    stage_config = {**asdict(config), "model": args.model, "corpus": args.corpus, "retriever": args.retriever,
-                    "embedder": args.embedder}
+    # every flag that shapes the stages' outputs, the models they call, and the root documents the contexts are
+    # looked up in (by chunk index: --chunk_chars, --text_field and the built-in corpus's flags decide them)
+    stage_config = {**asdict(config), "model": model_identity(args.model, tokenizer=args.tokenizer),
+                    "corpus": args.corpus and {"spec": args.corpus, **({"sha256": files_sha256(args.corpus)}
+                                                                    if Path(args.corpus).exists() else {})},
+                    "retriever": args.retriever,
+                    "embedder": embedder_identity(args.embedder) if args.retriever == "faiss" else None,
+                    "chunk_chars": args.chunk_chars, "text_field": args.text_field, "id_field": args.id_field,
+                    "roots_sha256": records_digest(roots)}
+    if builtin:
+        stage_config["builtin_corpus"] = {"num_entities": args.num_entities, "num_misc": args.num_misc,
+                                          "seed": args.corpus_seed, "style": args.corpus_style}
     num_gpus = 1 if args.device.startswith("cuda") else 0
     verified = StageRunner(out / "verified", ActorStage(functools.partial(make_verify_stage, args, roots),
                                                         num_actors=args.num_workers, num_gpus=num_gpus),
                            chunk_size=args.chunk_size, **options, validate=validate, config=stage_config,
                            desc="entropylong verify", progress=not args.no_progress)
     _print_step("verify", verified.run(roots if builtin else args.input), "documents verified", out / "verified")
-    selected = run_once(out / "selected.jsonl", functools.partial(select_all, verified, config))
+    selected = run_once(out / "selected.jsonl", functools.partial(select_all, verified, config),
+                        config=stage_config, inputs=verified.iter_outputs(), overwrite=args.overwrite)
     runner = StageRunner(out / "parts", ActorStage(functools.partial(make_assemble_stage, args, roots),
                                                    num_actors=args.num_workers, num_gpus=num_gpus),
                          chunk_size=args.chunk_size, **options, config=stage_config, desc="entropylong assemble",

@@ -265,21 +265,27 @@ def make_judge_stage(engine_factory: Callable, judge_name: str, cache_path: str,
     return process
 
 
-def score_tasks(rows: list[dict], resamples: int = 1000, seed: int = 42) -> dict:
-    """Per-task scores (0-100) with bootstrap SEs, stage means and the overall mean of stage means."""
+def score_tasks(rows: list[dict], resamples: int = 1000, seed: int = 42, rejected: list[dict] = ()) -> dict:
+    """Per-task scores (0-100) with bootstrap SEs, stage means and the overall mean of stage means.
+    ``rejected``: the input items a stage refused; each still counts in its task's ``n`` (``rejected``), as a
+    wrong label for a classification task and as unscored for a judged one, so ``n`` is every input item:
+    scored + judge failures + rejected."""
     by_task: dict[str, list[dict]] = {}
     for row in rows:
         by_task.setdefault(row["task"], []).append(row)
+    for row in rejected:
+        by_task.setdefault(row["task"], []).append({**row, "response": None, "rejected": True})
     tasks: dict[str, dict] = {}
     for task, items in sorted(by_task.items(), key=lambda kv: int(kv[0][4:])):
         if task in CLASSIFICATION:
             gold = [gold_label(r["answer"]) for r in items]
             labels = sorted(set(gold))
             raw_to_label = {str(r["answer"]).strip(): gold_label(r["answer"]) for r in items}
-            strict = [raw_to_label.get(r["response"].strip()) for r in items]  # the paper: raw-string match
-            robust = [extract_label(r["response"], labels) for r in items]
+            strict = [raw_to_label.get((r["response"] or "").strip()) for r in items]  # the paper: raw match
+            robust = [None if r["response"] is None else extract_label(r["response"], labels) for r in items]
             g = np.array(gold, dtype=object)
-            entry = {"n": len(items), "metric": "micro_f1", "labels": labels}
+            entry = {"n": len(items), "rejected": sum(1 for r in items if r.get("rejected")), "metric": "micro_f1",
+                     "labels": labels}
             for name, pred in (("strict", strict), ("robust", robust)):
                 p = np.array(pred, dtype=object)
                 entry[name] = 100 * micro_f1(gold, pred)
@@ -289,8 +295,9 @@ def score_tasks(rows: list[dict], resamples: int = 1000, seed: int = 42) -> dict
         else:
             scores = np.array([r["score"] for r in items if r.get("score") is not None], dtype=float)
             entry = {"n": len(items), "metric": "judge", "judged": len(scores),
-                     "judge_failures": sum(1 for r in items if r.get("score") is None),
-                     "judge_calls": sum(len(judge_calls(task)) for _ in items),
+                     "rejected": sum(1 for r in items if r.get("rejected")),
+                     "judge_failures": sum(1 for r in items if r.get("score") is None and not r.get("rejected")),
+                     "judge_calls": sum(len(judge_calls(task)) for r in items if not r.get("rejected")),
                      "judge_attempts": sum(r.get("judge_attempts", 0) for r in items),
                      "score": float(scores.mean()) if len(scores) else None,
                      "se": bootstrap_se(len(scores), lambda ix, scores=scores: float(scores[ix].mean()), resamples,

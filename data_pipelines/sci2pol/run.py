@@ -11,9 +11,9 @@ import json
 import time
 from pathlib import Path
 
+from data_pipelines.common.backends import model_identity
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, runner_options
 from posttrain.common.files import atomic_write_jsonl, atomic_write_text
-from posttrain.common.jsonl import read_jsonl
 
 DEFAULT_MODEL = "smollm2-135m"
 DEMO_BUDGETS = {"max_new_tokens": 16, "open_tokens": 96, "judge_tokens": 96}
@@ -58,9 +58,10 @@ def add_sci2pol_args(parser) -> None:
     bench.add_argument("--tasks", default=None, help="comma-separated task names (e.g. task1,task7); default: all")
     bench.add_argument("--per_task", type=int, default=2, help="built-in items per task")
     bench.add_argument("--limit", type=int, default=0, help="at most this many items per task (0 = all)")
-    for key, what in (("max_new_tokens", "answer tokens of classification tasks"),
-                      ("open_tokens", "answer tokens of open-ended tasks 7-15"), ("judge_tokens", "judge output tokens")):
-        bench.add_argument(f"--{key}", type=int, default=None, help=f"{what} (default: {DEMO_BUDGETS[key]} on the "
+    for flag, what in (("max-new-tokens", "answer tokens of classification tasks"),
+                       ("open-tokens", "answer tokens of open-ended tasks 7-15"), ("judge-tokens", "judge output tokens")):
+        key = flag.replace("-", "_")
+        bench.add_argument(f"--{flag}", type=int, default=None, help=f"{what} (default: {DEMO_BUDGETS[key]} on the "
                            f"built-in items, {RELEASE_BUDGETS[key]} with --bench_dir)")
     bench.add_argument("--judge_retries", type=int, default=2, help="retries of an invalid judge output")
     bench.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the SEs (paper: 1000)")
@@ -85,6 +86,11 @@ def add_sci2pol_args(parser) -> None:
     _common(corpus)
 
 
+def _cache_name(identity: dict) -> str:
+    """How a model names its entries in the result cache: its spec, plus the hash of its files if local."""
+    return identity["spec"] + (f"@{identity['sha256'][:16]}" if "sha256" in identity else "")
+
+
 def _stage(out: Path, name: str, factory, records: list[dict], args, config: dict) -> list[dict]:
     """Run the stage ``factory()`` builds (once per actor) over ``records``; its outputs, in input order."""
     runner = StageRunner(out / name, ActorStage(factory), chunk_size=args.chunk_size, config=config, desc=name,
@@ -102,7 +108,7 @@ def resolve_budgets(args) -> None:
         if getattr(args, name) is None:
             setattr(args, name, default)
         elif getattr(args, name) < 1:
-            raise SystemExit(f"error: --{name} must be >= 1, got {getattr(args, name)}")
+            raise SystemExit(f"error: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
 
 
 def run_bench(args) -> int:
@@ -130,28 +136,35 @@ def run_bench(args) -> int:
     rows = [r for items in bench.values() for r in (items[:args.limit] if args.limit else items)]
     out = Path(args.output)
     cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
+    model, judge_model = (model_identity(spec, tokenizer=args.tokenizer) for spec in (args.model, args.judge))
+    # the result caches are keyed by the model's spec and the hash of its files: a checkpoint retrained at the
+    # same path is another model
     gen = functools.partial(make_generate_stage, engine_factory(args.model, args.device, args.batch_size,
-                                                                args.tokenizer), args.model,
+                                                                args.tokenizer), _cache_name(model),
                             str(cache / "generations.jsonl"), args.max_new_tokens, args.open_tokens)
-    config = {"model": args.model, "bench": args.bench_dir, "max_new_tokens": args.max_new_tokens,
-              "open_tokens": args.open_tokens}
+    config = {"model": model, "bench": args.bench_dir, "tasks": sorted(bench), "per_task": args.per_task,
+              "limit": args.limit, "max_new_tokens": args.max_new_tokens, "open_tokens": args.open_tokens}
     generated = _stage(out, "generate", gen, rows, args, config)
     structured = not args.no_structured_output
     judge = functools.partial(make_judge_stage, engine_factory(args.judge, args.device, args.batch_size,
-                                                               args.tokenizer), args.judge,
+                                                               args.tokenizer), _cache_name(judge_model),
                               str(cache / "judgements.jsonl"), args.judge_tokens, args.judge_retries, structured,
                               papers)
     judged = _stage(out, "judge", judge, generated, args,
-                    {**config, "judge": args.judge, "judge_tokens": args.judge_tokens, "retries": args.judge_retries,
-                     "structured": structured})
+                    {**config, "judge": judge_model, "judge_tokens": args.judge_tokens,
+                     "retries": args.judge_retries, "structured": structured})
+    rejected = [r["record"] for name in ("generate", "judge") for r in StageRunner(out / name, None).iter_rejects()
+                if isinstance(r.get("record"), dict) and "task" in r["record"]]
     report = {"model": args.model, "judge": args.judge, "structured_output": structured,
               "bench_dir": args.bench_dir or "built-in",
-              **score_tasks(judged, args.bootstrap), "seconds": round(time.perf_counter() - started, 1)}
+              **score_tasks(judged, args.bootstrap, rejected=rejected),
+              "seconds": round(time.perf_counter() - started, 1)}
     atomic_write_jsonl(out / "responses.jsonl", judged)
     atomic_write_text(out / "results.json", json.dumps(report, indent=2) + "\n")
     for task, t in report["tasks"].items():
         extra = (f"strict {t['strict']:.1f}" if t["metric"] == "micro_f1"
                  else f"judge failures {t['judge_failures']}/{t['n']}")
+        extra += f", rejected {t['rejected']}/{t['n']}" if t["rejected"] else ""
         score = "n/a" if t["score"] is None else f"{t['score']:.1f} +- {t['se']:.1f}"
         print(f"{task}: {score} ({extra})")
     print("stages: " + ", ".join(f"{k} {'n/a' if v is None else f'{v:.1f}'}" for k, v in report["stages"].items()))
@@ -163,6 +176,7 @@ def run_bench(args) -> int:
 def run_corpus(args) -> int:
     from data_pipelines.sci2pol.corpus import candidate_pairs, make_judge_stage, make_polish_stage
     from data_pipelines.sci2pol.embedded import STYLE_EXAMPLES, corpus_inputs
+    from posttrain.common.jsonl import read_jsonl
 
     started = time.perf_counter()
     if (args.documents is None) != (args.papers is None):
@@ -182,7 +196,8 @@ def run_corpus(args) -> int:
     print(f"candidates: {len(pairs)} pairs from {len(docs)} documents, {len(rejects)} documents rejected")
     judge = engine_factory(args.judge, args.device, args.batch_size, args.tokenizer)
     structured = not args.no_structured_output
-    base = {"judge": args.judge, "retries": args.judge_retries, "structured": structured}
+    base = {"judge": model_identity(args.judge, tokenizer=args.tokenizer), "retries": args.judge_retries,
+            "structured": structured}
     coarse = _stage(out, "coarse", functools.partial(make_judge_stage, judge, args.judge, "coarse",
                                                         args.judge_retries, structured=structured),
                     pairs, args, base)
@@ -193,8 +208,8 @@ def run_corpus(args) -> int:
     polish = functools.partial(make_polish_stage, engine_factory(polisher, args.device, args.batch_size,
                                                                  args.tokenizer), polisher,
                                STYLE_EXAMPLES[:args.shots], args.polish_tokens)
-    final = _stage(out, "polish", polish, fine, args, {"polisher": polisher, "shots": args.shots,
-                                                         "tokens": args.polish_tokens})
+    final = _stage(out, "polish", polish, fine, args, {"polisher": model_identity(polisher, tokenizer=args.tokenizer),
+                                                         "shots": args.shots, "tokens": args.polish_tokens})
     for name in ("coarse", "fine", "polish"):
         rejects += [{"stage": name, **r} for r in StageRunner(out / name, None).iter_rejects()]
     atomic_write_jsonl(out / "pairs.jsonl", final)

@@ -1,7 +1,7 @@
 """The one style of every ``posttrain`` subcommand: its flags, its argparse help, and the JSON summary it ends with.
 
 Flags are spelled in snake_case everywhere (``--batch_size``, as the trainer's config fields and DeepSpeed's
-launcher spell them); ``CommandParser`` also accepts the kebab-case spelling (``--batch-size``) as an alias,
+launcher spell them); ``CommandParser`` also accepts the kebab-case spelling (``--batch_size``) as an alias,
 so either works on every command while ``--help`` shows one.
 
 Descriptions keep their line breaks, and each option's default is appended as ``(default: X)`` unless

@@ -1,5 +1,6 @@
 """Sci2Pol commands end to end on the embedded inputs with the tiny model (fast settings): ``bench``
-(uninterrupted, and SIGKILLed mid-run then rerun: identical results) and ``corpus`` (filters and rejects)."""
+(uninterrupted, and SIGKILLed mid-run then rerun: identical results) and ``corpus`` (filters and rejects); a rerun with other tasks refused, and a server that is not there failing
+the run with its cause."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from data_pipelines.common.runner import StaleOutput
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
 from posttrain.common.cli_help import CommandParser
 from tests.unit.ray_session import (
@@ -73,3 +77,28 @@ def test_corpus_filters_and_rejects(tmp_path, ray_session):
     assert not any("unparsable" in r["reason"] for r in rejects)
     for pair in pairs:
         assert pair["prompt"].endswith(pair["paper_text"]) and pair["answer"] == pair["brief_polished"]
+
+
+def test_bench_rerun_with_other_tasks_is_refused(tmp_path, ray_session):
+    """``--tasks task1`` then ``--tasks task2`` (the same item count) never returns task1's results (that
+    ``--overwrite`` then redoes the stage is the runner's own test)."""
+    argv = ["bench", "--model", "tiny", "--judge", "tiny", "--per_task", "1", "--max_new_tokens", "2",
+            "--bootstrap", "2", "--output", str(tmp_path), "--no_progress", "--ray_address", ray_session]
+    assert _run([*argv, "--tasks", "task1"]) == 0
+    with pytest.raises(StaleOutput, match=r"config.tasks: \['task1'\] -> \['task2'\]"):
+        _run([*argv, "--tasks", "task2"])
+    assert set(_results(tmp_path)["tasks"]) == {"task1"}  # nothing of the refused run written
+
+
+def test_bench_against_a_server_that_is_not_there_fails_naming_the_cause(tmp_path, ray_session, capsys):
+    """Nothing listens on port 9: an infrastructure failure, not two rejected items and exit 0."""
+    from data_pipelines.cli import data_main
+    from posttrain.models.tiny import build_tiny
+
+    argv = ["sci2pol", "bench", "--model", "http://127.0.0.1:9/v1#m", "--tokenizer", str(build_tiny("corpus-lm")),
+            "--judge", "tiny", "--tasks", "task1", "--failure_retries", "0", "--output", str(tmp_path), "--no_progress",
+            "--ray_address", ray_session]
+    assert data_main(argv) == 1
+    error = capsys.readouterr().err
+    assert "generate: block 0 failed after 1 attempts" in error and "127.0.0.1:9" in error, error
+    assert not list((tmp_path / "generate").glob("part-*")) and not (tmp_path / "results.json").exists()

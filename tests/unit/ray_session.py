@@ -26,7 +26,7 @@ def ray_session_fixture() -> str:
     return ray.get_runtime_context().gcs_address
 
 
-def kill_when_parts(cmd: list[str], parts_dir: Path, at_least: int, env: dict, timeout: float = 60) -> int:
+def kill_when_parts(cmd: list[str], parts_dir: Path, at_least: int, env: dict, timeout: float = 300) -> int:
     """Start ``cmd``, SIGKILL it once ``parts_dir`` holds ``at_least`` finished parts; the parts done then."""
     proc = subprocess.Popen(cmd, env=env)
     deadline = time.time() + timeout

@@ -1,7 +1,7 @@
 """Kill -9 and resume of the real pipelines on the Ray backbone: EntropyLong (with ``--max-reuse``, whose
 chunk-use counts run in input order over the whole run; killed in its verification step and in its
 assembly step) and DMAP scoring, each SIGKILLed mid-run in a subprocess joined to the session's Ray, then
-rerun: the merged outputs equal an uninterrupted run's."""
+rerun: the merged outputs equal an uninterrupted run's; a rerun with other chunking flags is refused."""
 
 from __future__ import annotations
 
@@ -42,14 +42,30 @@ def _kill_and_resume(argv: list[str], out: Path, ray_address: str, parts: str = 
 
 
 @pytest.fixture(scope="module")
-def entropylong_whole(tmp_path_factory, ray_session) -> bytes:
-    """The uninterrupted run's merged output."""
+def entropylong_run(tmp_path_factory, ray_session) -> Path:
+    """The output folder of an uninterrupted run."""
     out = tmp_path_factory.mktemp("whole")
     assert data_main(_el_argv(out)) == 0
-    whole = (out / "sequences.jsonl").read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module")
+def entropylong_whole(entropylong_run) -> bytes:
+    """The uninterrupted run's merged output."""
+    whole = (entropylong_run / "sequences.jsonl").read_bytes()
     rows = [json.loads(line) for line in whole.splitlines()]
     assert any(c["dropped"] == "max_reuse" for r in rows for c in r["candidates"])  # the cap binds
     return whole
+
+
+@pytest.mark.parametrize("flag, value, change", [("--chunk_chars", "512", "config.chunk_chars: 2048 -> 512"),
+                                                 ("--corpus_seed", "1", "config.builtin_corpus.seed: 0 -> 1")])
+def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, entropylong_whole, capsys, flag,
+                                                             value, change):
+    """Contexts are looked up by chunk index: a rerun that would chunk the corpus differently never reuses."""
+    assert data_main([*_el_argv(entropylong_run), flag, value]) == 1
+    assert change in capsys.readouterr().err
+    assert (entropylong_run / "sequences.jsonl").read_bytes() == entropylong_whole  # nothing overwritten
 
 
 @pytest.mark.parametrize("step", ["verified", "parts"])

@@ -1,5 +1,5 @@
 """Stage runner on Ray Data: blocks, rejects, content-hash ids, config guard, ActorStage (one engine per
-actor), run_once, and kill -9 / restart equivalence of a driver joined to the session's Ray."""
+actor), run_once, input formats, and kill -9 / restart equivalence of a driver joined to the session's Ray."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from data_pipelines.common.io import JsonlSource, open_source
-from data_pipelines.common.runner import ActorStage, Reject, StageRunner, record_id, run_once
+from data_pipelines.common.runner import ActorStage, Reject, StageRunner, StaleOutput, record_id, run_once
 from tests.unit.ray_session import (
     kill_when_parts,
     ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
@@ -52,7 +52,7 @@ def test_runner_outputs_rejects_and_resume(tmp_path, ray_session):
     assert runner.merge(tmp_path / "merged.jsonl", 50) == 48
     with pytest.raises(ValueError, match="chunk_size"):
         StageRunner(tmp_path / "out", _square, chunk_size=4, progress=False).run(src)
-    with pytest.raises(ValueError, match="config_hash"):
+    with pytest.raises(StaleOutput, match="config.k: None -> 1"):
         StageRunner(tmp_path / "out", _square, chunk_size=8, config={"k": 1}, progress=False).run(src)
 
 
@@ -71,19 +71,6 @@ def _run(out, records, config):
     runner = StageRunner(out, _square, chunk_size=2, config=config, progress=False)
     runner.run(records)
     return runner.iter_outputs()
-
-
-def test_batch_failure_isolates_bad_record(tmp_path, ray_session):
-    runner = StageRunner(tmp_path / "o", _fragile, chunk_size=10, progress=False)
-    runner.run([{"x": i} for i in range(10)])
-    assert len(list(runner.iter_outputs())) == 9
-    assert [r["_index"] for r in runner.iter_rejects()] == [9] and "boom" in next(runner.iter_rejects())["reason"]
-
-
-def _fragile(batch):
-    if any(r["x"] == 9 for r in batch):
-        raise KeyError("boom")
-    return [{"ok": True} for _ in batch]
 
 
 class _CountedStage:
@@ -120,11 +107,11 @@ def test_run_once_computes_once_then_reads_back(tmp_path):
         calls.append(1)
         return [{"cluster": 0, "ids": [1, 2]}, {"cluster": 1, "ids": None}]
 
-    first = run_once(tmp_path / "clusters.jsonl", compute)
-    second = run_once(tmp_path / "clusters.jsonl", compute)
+    first = run_once(tmp_path / "clusters.jsonl", compute, config={"k": 2})
+    second = run_once(tmp_path / "clusters.jsonl", compute, config={"k": 2})
     assert first == second == [{"cluster": 0, "ids": [1, 2]}, {"cluster": 1, "ids": None}] and calls == [1]
     with pytest.raises(TypeError, match="record 1 is a int"):
-        run_once(tmp_path / "bad.jsonl", lambda: [{"a": 1}, 5])
+        run_once(tmp_path / "bad.jsonl", lambda: [{"a": 1}, 5], config={})
     assert not (tmp_path / "bad.jsonl").exists()
 
 
@@ -180,3 +167,29 @@ def test_outputs_come_in_block_order_past_99999_blocks(tmp_path: Path) -> None:
         runner.rejects_path(block).write_text(json.dumps({"block": block, "reason": "r"}) + "\n")
     assert [r["block"] for r in runner.iter_outputs()] == [7, 99_999, 100_000]
     assert [r["block"] for r in runner.iter_rejects()] == [7, 99_999, 100_000]
+
+
+def test_workers_read_every_format_and_one_or_two_workers_give_the_same_bytes(tmp_path, ray_session):
+    """The workers read JSONL (gzip too), a Parquet folder and a save_to_disk folder themselves; the numbering
+    (``_index``) runs across files in name order, and 1 and 2 workers write byte-identical parts."""
+    import gzip
+
+    import datasets
+
+    rows = [{"id": i, "x": i * 3} for i in range(23)]
+    ds = datasets.Dataset.from_list(rows)
+    (tmp_path / "pq").mkdir()
+    ds.select(range(10)).to_parquet(str(tmp_path / "pq" / "a.parquet"))
+    ds.select(range(10, 23)).to_parquet(str(tmp_path / "pq" / "b.parquet"))
+    ds.save_to_disk(str(tmp_path / "disk"))
+    with gzip.open(tmp_path / "in.jsonl.gz", "wt") as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in rows))
+    merged = {}
+    for name, workers in (("pq", 1), ("pq", 2), ("disk", 2), ("in.jsonl.gz", 2)):
+        runner = StageRunner(tmp_path / f"out-{name}-{workers}", _square, chunk_size=4, progress=False,
+                             num_workers=workers)
+        assert runner.run(tmp_path / name).records_out == 22  # x == 39 is rejected
+        runner.merge(tmp_path / f"{name}-{workers}.jsonl", 23)
+        merged[name, workers] = (tmp_path / f"{name}-{workers}.jsonl").read_bytes()
+    assert len(set(merged.values())) == 1, "every format and worker count gives the same file"
+    assert [json.loads(line)["_index"] for line in merged["pq", 1].splitlines()] == [i for i in range(23) if i != 13]

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from data_pipelines.common.embed import HashingEmbedder
-from data_pipelines.common.runner import Reject
+from data_pipelines.common.runner import Reject, StaleOutput
 from data_pipelines.designer.run import add_designer_args, run_pipeline
 from data_pipelines.designer.stages import CallSettings, make_annotate_stage, make_generate_stage
 from data_pipelines.designer.steps import retrieve_step
@@ -173,6 +173,15 @@ def test_exemplar_mode_retrieves_questions_instead_of_logics(tmp_path, ray_sessi
     assert report["records"] == len(records) > 0
     assert all(r["logic_id"].startswith("E-") and r["logic_mermaid"] is None for r in records)
     assert not (tmp_path / "ex" / "3-extract").exists()
+    # --decontaminate added on a rerun: the stored 8-filtered.jsonl was made without it, so it is never reused
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"question": records[0]["question"]}) + "\n")
+    with pytest.raises(StaleOutput, match=r"8-filtered.jsonl was made with other settings \(config.decontaminate"):
+        run_pipeline(designer_args(tmp_path / "ex", "--mode", "exemplar", "--decontaminate", str(bench)),
+                     ScriptedDesignerEngine(), HashingEmbedder())
+    redone = run_pipeline(designer_args(tmp_path / "ex", "--mode", "exemplar", "--decontaminate", str(bench),
+                                        "--overwrite"), ScriptedDesignerEngine(), HashingEmbedder())
+    assert redone["stages"]["filter"]["out"] < report["stages"]["filter"]["out"]  # the benchmark's twin is gone
 
 
 def test_cli_bodies_register_as_subcommands_with_help_for_every_flag() -> None:

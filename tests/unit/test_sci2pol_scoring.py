@@ -57,3 +57,14 @@ def test_score_tasks_strict_robust_and_failures():
     assert t7 == {**t7, "judged": 1, "judge_failures": 1, "score": 80.0, "judge_attempts": 4}
     assert report["stages"]["summarization"] == 80.0
     assert report["overall"] == pytest.approx((100.0 + 80.0) / 2)
+
+
+def test_score_tasks_counts_rejected_items_in_n():
+    """A refused item stays in its task's n: a wrong label (classification), unscored (judged)."""
+    rows = [{"task": "task18", "id": "a", "answer": '{"verdict": "Supported"}', "response": "Supported"},
+            {"task": "task7", "id": "c", "answer": "", "response": "x", "score": 80.0, "judge_attempts": 1}]
+    rejected = [{"task": "task18", "id": "b", "answer": '{"verdict": "Unsupported"}'},
+                {"task": "task7", "id": "d", "answer": ""}]
+    t18, t7 = (score_tasks(rows, resamples=10, rejected=rejected)["tasks"][t] for t in ("task18", "task7"))
+    assert (t18["n"], t18["rejected"], t18["robust"]) == (2, 1, 50.0)  # 1 right of 2: micro-F1 = accuracy
+    assert t7 == {**t7, "n": 2, "rejected": 1, "judged": 1, "judge_failures": 0, "judge_calls": 1, "score": 80.0}
