@@ -9,7 +9,7 @@ default (``causal-word-arithmetic`` on word-arithmetic); only the algorithm and 
 
 - ``dupo``: ``--algo dupo`` (dual reward, selection on, snapshot dual solver);
 - ``grpo-oracle``: ``--algo grpo`` with the task's verifier (reads the gold answers);
-- ``dupo-no-filter``: ``--algo dupo --dual_selection false``.
+- ``dupo-no-filter``: ``--algo dupo --dual_selection none``.
 
 Writes PREFIX.json (the command, per-arm and per-seed curves, the rerank table) and PREFIX.png (held-out greedy
 accuracy per step, mean over seeds with each seed faint). An arm/seed whose run already finished under
@@ -32,7 +32,7 @@ from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
 ARMS: dict[str, list[str]] = {
     "dupo": ["--algo", "dupo"],
     "grpo-oracle": ["--algo", "grpo", "--task", "word-arithmetic"],
-    "dupo-no-filter": ["--algo", "dupo", "--dual_selection", "false"],
+    "dupo-no-filter": ["--algo", "dupo", "--dual_selection", "none"],
 }
 COMMON = ["--prompts_per_step", "8", "--group_size", "8", "--micro_batch_size", "64", "--max_new_tokens", "6",
           "--eval_every", "5", "--eval_examples", "128", "--pass_k", "1", "--save_every", "0", "--lr", "1e-4",

@@ -167,7 +167,7 @@ def _resume_args(model: Path, out: Path, refresh_every: int) -> list[str]:
     return ["--algo", "dupo", "--model", str(model), "--output_dir", str(out), "--steps", "4", "--save_every", "2",
             "--dual_refresh_every", str(refresh_every), "--eval_every", "2", "--eval_examples", "8", "--pass_k", "2",
             "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "8", "--max_new_tokens", "6",
-            "--dual_max_new_tokens", "4", "--dual_selection", "false", "--dual_samples", "2", "--dual_temperature", "1.0",
+            "--dual_max_new_tokens", "4", "--dual_selection", "none", "--dual_samples", "2", "--dual_temperature", "1.0",
             "--progress", "false", "--keep_last", "3"]
 
 
