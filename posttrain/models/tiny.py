@@ -223,7 +223,8 @@ _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_sta
                     warm_start_steps=220, **_POLICY))
 # The diffusion Sudoku policy's warm start learns from labels where half the targets swap the 1s and 2s
 # of the blank cells (SudokuTask.distractor): deliberately noisy SFT targets, a systematic error of the kind
-# SFT on noisy data leaves. ESPO's demo then raises the held-out solve rate (0.26 -> 0.35 +- 0.04 in 150 steps).
+# SFT on noisy data leaves. ESPO's demo then raises the held-out solve rate (0.26 -> 0.35 +- 0.04 in 150 steps on
+# the benchmark machine; the warm start, and so the numbers, differ by CPU: benchmarks/results/espo_demo_machines.json).
 _declare(TinyRecipe(name="diffusion-sudoku", kind="diffusion", task="sudoku",
                     warm_start="posttrain.models.diffusion:warm_start", warm_start_steps=800, target_noise=0.5,
                     **_POLICY))
