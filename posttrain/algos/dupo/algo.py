@@ -83,8 +83,8 @@ class DuPOConfig(GRPOConfig):
             bad.append(("dual_samples", self.dual_samples, ("greedy dual answers (dual_temperature 0) are all the same: "
                                                            "use 1, or a dual_temperature > 0")))
         if self.dual_task == "translation" and self.dual_selection != "none":
-            bad.append(("dual_selection", self.dual_selection, "the translation dual hides the whole sentence, there "
-                                                               "is nothing to select: use none"))
+            bad.append(("dual_selection", self.dual_selection, ("the translation dual hides the whole sentence, "
+                                                                "there is nothing to select: use none")))
         if self.dual_lambda <= 0:
             bad.append(("dual_lambda", self.dual_lambda, "must be > 0"))
         if self.dual_solver == "snapshot" and self.rollout.kind != "hf":

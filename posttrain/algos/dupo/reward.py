@@ -33,7 +33,6 @@ from posttrain.engines.base import GenerationEngine, SamplingParams
 from rewards.dual import dual_reward, final_answer
 from rewards.dual_questions import masked_problems
 
-
 SELECTIONS = ("online", "offline", "none")
 """Unknown-component selection: over each group's answers, once per problem beforehand, or none."""
 
