@@ -206,7 +206,7 @@ _declare(TinyRecipe(name="causal-word-arithmetic", kind="causal", task="word-ari
 # the synthetic English-to-Zed task, primal and back-translation questions (task word-translation-sft), half the
 # primal targets with the word order left unreversed; the back-translation targets are clean.
 _declare(TinyRecipe(name="causal-word-translation", kind="causal", task="word-translation", warm_start=_SFT_TASK,
-                    warm_start_steps=600, target_noise=0.5, **_POLICY))
+                    warm_start_steps=300, target_noise=0.5, **_POLICY))
 # Prefix-RL's embedded default (`--algo prefix-rl`, `posttrain prefix-cluster`; posttrain.tasks.answer_format):
 # a target the size of the other policies and a tinier adapter (the policy prefix-rl trains), both warm-started
 # on every training problem once in each answer format, so either opens either way on any input. The target

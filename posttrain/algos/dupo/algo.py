@@ -5,7 +5,9 @@ Per step and problem, G completions are sampled as in GRPO; each distinct final 
 problem's dual questions (one number hidden behind a fresh variable, "... Given that the answer is {answer},
 what is {variable}?"), the dual solver answers them, and the reward is exp(-lambda * d(x_u, recovered)) with
 d = variable equality, averaged over the dual questions kept by unknown-component selection
-(``posttrain.algos.dupo.reward``). Advantages, the clipped surrogate, the KL option and the loss are GRPO's
+(``posttrain.algos.dupo.reward``). With ``dual_task translation`` (the paper's translation setting) the dual
+is back-translation instead: the solver translates each completion back and d = 1 - BLEU / 100
+(``posttrain.algos.dupo.back_translation``; embedded task ``word-translation``). Advantages, the clipped surrogate, the KL option and the loss are GRPO's
 (``posttrain.algos.pg``), unchanged: DuPO only swaps the reward function the GRPO step calls.
 
 DuPO never reads the dataset's answers: its reward function is given the prompts and completions and nothing
@@ -16,9 +18,13 @@ Embedded default: ``--task word-arithmetic`` on the ``causal-word-arithmetic`` t
 noisy primal and clean dual questions (``posttrain.tasks.word_arithmetic``, task ``word-arithmetic-sft``).
 
 Deviations from the paper: the dual solver defaults to a frozen snapshot refreshed every 10 steps rather than
-the live policy (``posttrain.algos.dupo.solver`` says why); selection runs online over each group's answers
-instead of offline with an auxiliary model's pool; the dual is answered greedily once (``dual_samples`` 1,
-``dual_temperature`` 0), which the paper does not specify for training.
+the live policy (``posttrain.algos.dupo.solver`` says why); selection defaults to running online over each
+group's answers (``dual_selection online``) rather than the paper's offline per-problem selection over an
+auxiliary model's pool (``dual_selection offline``, with the frozen initial policy as that model,
+``posttrain.algos.dupo.offline_selection``): online is the default because it is what the committed
+benchmark measured (benchmarks/dupo.md) and costs no extra primal samples, while offline samples a pool of
+``dual_selection_pool`` answers for every new problem; the dual is answered greedily once
+(``dual_samples`` 1, ``dual_temperature`` 0), which the paper does not specify for training.
 """
 
 from __future__ import annotations
