@@ -9,7 +9,16 @@ default (``causal-word-arithmetic`` on word-arithmetic); only the algorithm and 
 
 - ``dupo``: ``--algo dupo`` (dual reward, selection on, snapshot dual solver);
 - ``grpo-oracle``: ``--algo grpo`` with the task's verifier (reads the gold answers);
-- ``dupo-no-filter``: ``--algo dupo --dual_selection false``.
+- ``dupo-no-filter``: ``--algo dupo --dual_selection none``;
+- ``dupo-offline-selection``: ``--algo dupo --dual_selection offline`` (the paper's per-problem selection over a
+  pool of 16 answers from the frozen warm start).
+
+The translation dual (``--arms dupo-translation grpo-oracle-translation``, on ``word-translation`` with the
+``causal-word-translation`` warm start): ``--algo dupo --dual_task translation`` (back-translation, BLEU) vs GRPO
+on the exact-match verifier; run it with its own ``--out`` and ``--rerank_n`` empty (reranking is math only):
+
+    python benchmarks/bench_dupo.py --arms dupo-translation grpo-oracle-translation --rerank_n \\
+        --out benchmarks/results/dupo_translation -- --steps 40 --eval_every 10
 
 Writes PREFIX.json (the command, per-arm and per-seed curves, the rerank table) and PREFIX.png (held-out greedy
 accuracy per step, mean over seeds with each seed faint). An arm/seed whose run already finished under
@@ -30,18 +39,27 @@ sys.path.insert(0, str(REPO))
 from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
 from posttrain.common.cli_help import CommandParser
 
+MATH = ["--max_new_tokens", "6"]
+MATH_DUAL = ["--dual_max_new_tokens", "4", "--dual_refresh_every", "5"]
+TRANSLATION = ["--task", "word-translation", "--max_new_tokens", "14"]
 ARMS: dict[str, list[str]] = {
-    "dupo": ["--algo", "dupo"],
-    "grpo-oracle": ["--algo", "grpo", "--task", "word-arithmetic"],
-    "dupo-no-filter": ["--algo", "dupo", "--dual_selection", "false"],
+    "dupo": ["--algo", "dupo", *MATH, *MATH_DUAL],
+    "grpo-oracle": ["--algo", "grpo", "--task", "word-arithmetic", *MATH],
+    "dupo-no-filter": ["--algo", "dupo", "--dual_selection", "none", *MATH, *MATH_DUAL],
+    "dupo-offline-selection": ["--algo", "dupo", "--dual_selection", "offline", *MATH, *MATH_DUAL],
+    "dupo-translation": ["--algo", "dupo", "--dual_task", "translation", "--dual_selection", "none",
+                         "--dual_max_new_tokens", "18", "--dual_refresh_every", "5", *TRANSLATION],
+    "grpo-oracle-translation": ["--algo", "grpo", *TRANSLATION],
 }
-COMMON = ["--prompts_per_step", "8", "--group_size", "8", "--micro_batch_size", "64", "--max_new_tokens", "6",
-          "--eval_every", "5", "--eval_examples", "128", "--pass_k", "1", "--save_every", "0", "--lr", "1e-4",
-          "--progress", "false", "--num_threads", "1"]
-DUPO_ONLY = ["--dual_max_new_tokens", "4", "--dual_refresh_every", "5"]
+MATH_ARMS = ["dupo", "grpo-oracle", "dupo-no-filter", "dupo-offline-selection"]
+TRANSLATION_ARMS = ["dupo-translation", "grpo-oracle-translation"]
+COMMON = ["--prompts_per_step", "8", "--group_size", "8", "--micro_batch_size", "64", "--eval_every", "5",
+          "--eval_examples", "128", "--pass_k", "1", "--save_every", "0", "--lr", "1e-4", "--progress", "false",
+          "--num_threads", "1"]
 
 
-CURVES = ("eval/accuracy", "train/accuracy", "reward/mean", "dupo/selection_pass_rate", "dupo/dual_accuracy")
+CURVES = ("eval/accuracy", "train/accuracy", "reward/mean", "dupo/selection_pass_rate", "dupo/dual_accuracy",
+          "dupo/filtered_fraction", "dupo/dual_distance")
 
 
 def rerank_table(ns: list[int], k: int, examples: int, seeds: list[int]) -> dict[str, dict[str, float]]:
@@ -60,7 +78,8 @@ def rerank_table(ns: list[int], k: int, examples: int, seeds: list[int]) -> dict
 def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--arms", nargs="+", default=MATH_ARMS, choices=list(ARMS),
+                        help=f"default: the math arms; the translation dual's: {' '.join(TRANSLATION_ARMS)}")
     parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_dupo", help="run directories")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "dupo",
                         help="output prefix: writes PREFIX.json and PREFIX.png")
@@ -77,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     for arm in args.arms:
         for seed in args.seeds:
             out = args.runs / arm / f"seed{seed}"
-            run_training(ARMS[arm] + COMMON + (DUPO_ONLY if arm.startswith("dupo") else []), seed, out, args.extra)
+            run_training(ARMS[arm] + COMMON, seed, out, args.extra)
             runs.setdefault(arm, {})[seed] = metric_curves(out, CURVES)
     summary = {}
     for arm, per_seed in runs.items():
@@ -93,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         report["rerank"] = rerank_table(args.rerank_n, args.rerank_k, args.rerank_examples, args.seeds)
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot_seed_curves({arm: [c["eval/accuracy"] for c in per_seed.values()] for arm, per_seed in runs.items()},
-                     args.out.with_suffix(".png"), "DuPO vs oracle GRPO on word-arithmetic (tiny model)",
+                     args.out.with_suffix(".png"),
+                     f"DuPO vs oracle GRPO on {'word-translation' if set(args.arms) <= set(TRANSLATION_ARMS) else 'word-arithmetic'} (tiny model)",
                      label="{arm} (mean of {n} seeds)")
     print(json.dumps({k: report[k] for k in ("summary", "rerank") if k in report}, indent=2))
     return 0

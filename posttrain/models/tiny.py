@@ -208,6 +208,11 @@ _declare(TinyRecipe(name="causal-arithmetic-hint", kind="causal", task="arithmet
 # problems (benchmarks/dupo.md).
 _declare(TinyRecipe(name="causal-word-arithmetic", kind="causal", task="word-arithmetic", warm_start=_SFT_TASK,
                     warm_start_steps=2000, target_noise=0.5, **_POLICY))
+# DuPO's translation dual (`--algo dupo --dual_task translation --task word-translation`): the same policy on
+# the synthetic English-to-Zed task, primal and back-translation questions (task word-translation-sft), half the
+# primal targets with the word order left unreversed; the back-translation targets are clean.
+_declare(TinyRecipe(name="causal-word-translation", kind="causal", task="word-translation", warm_start=_SFT_TASK,
+                    warm_start_steps=300, target_noise=0.5, **_POLICY))
 # Prefix-RL's embedded default (`--algo prefix-rl`, `posttrain prefix-cluster`; posttrain.tasks.answer_format):
 # a target the size of the other policies and a tinier adapter (the policy prefix-rl trains), both warm-started
 # on every training problem once in each answer format, so either opens either way on any input. The target
@@ -224,7 +229,8 @@ _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_sta
                     warm_start_steps=220, **_POLICY))
 # The diffusion Sudoku policy's warm start learns from labels where half the targets swap the 1s and 2s
 # of the blank cells (SudokuTask.distractor): deliberately noisy SFT targets, a systematic error of the kind
-# SFT on noisy data leaves. ESPO's demo then raises the held-out solve rate (0.26 -> 0.35 +- 0.04 in 150 steps).
+# SFT on noisy data leaves. ESPO's demo then raises the held-out solve rate (0.26 -> 0.35 +- 0.04 in 150 steps on
+# the benchmark machine; the warm start, and so the numbers, differ by CPU: benchmarks/results/espo_demo_machines.json).
 _declare(TinyRecipe(name="diffusion-sudoku", kind="diffusion", task="sudoku",
                     warm_start=_DIFFUSION, warm_start_steps=800, target_noise=0.5,
                     **_POLICY))

@@ -21,6 +21,7 @@ from posttrain.tasks import (  # noqa: F401  (register the tasks)
     step_arithmetic,
     sudoku,
     word_arithmetic,
+    word_translation,
 )
 from posttrain.tasks.base import TASKS, Example, RewardFn, Task, reward_columns
 

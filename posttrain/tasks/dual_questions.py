@@ -18,6 +18,10 @@ Numbers the paper excludes from the candidates, because hiding them gives no wel
 
 Variable names are a pure function of the problem text and the candidate's position (no global RNG), so the
 same problem always gives the same dual questions, on every rank and after a resume.
+
+The translation dual (the paper's other setting) hides the whole source sentence: ``translation_request``
+reads a primal prompt "Translate {source language} to {target language}: {sentence}" and
+``back_translation_prompt`` asks for a translation y back: "Translate {target} to {source}: {y}".
 """
 
 from __future__ import annotations
@@ -121,6 +125,35 @@ def require_masked_problems(problem: str, max_questions: int | None = None) -> l
             f"problem {problem[:80]!r} has no number a dual question can hide (numbers that are subscripts, "
             "inequality bounds, exponent bases or function arguments are excluded)")
     return masked
+
+
+TRANSLATION_TEMPLATE = "Translate {source} to {target}: {text}"
+"""A translation prompt: the primal question of the translation dual, and (languages swapped) its dual."""
+_TRANSLATION = re.compile(r"^Translate (?P<source>\S+) to (?P<target>\S+): (?P<text>.+)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class TranslationRequest:
+    """A primal translation prompt's parts: the sentence x (the dual's unknown) and its two languages."""
+
+    source: str
+    target: str
+    text: str
+
+
+def translation_request(prompt: str) -> TranslationRequest:
+    """The parts of a prompt written as ``TRANSLATION_TEMPLATE``; any other prompt raises ``ValueError``
+    naming it."""
+    match = _TRANSLATION.match(prompt.strip())
+    if match is None:
+        raise ValueError(f"prompt {prompt[:80]!r} is not a translation request "
+                         f"({TRANSLATION_TEMPLATE.format(source='A', target='B', text='...')!r})")
+    return TranslationRequest(match["source"], match["target"], match["text"].strip())
+
+
+def back_translation_prompt(request: TranslationRequest, translation: str) -> str:
+    """The dual question: translate ``translation`` back from the request's target to its source language."""
+    return TRANSLATION_TEMPLATE.format(source=request.target, target=request.source, text=translation.strip())
 
 
 def dual_prompt(masked: MaskedProblem, answer: str, template: str = DUAL_TEMPLATE) -> str:

@@ -12,7 +12,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
@@ -78,3 +80,37 @@ def assert_synced(checks: list[dict], model: Path, out: Path, ranks: int) -> Non
     before = load_file(model / "model.safetensors")
     after = load_file(out / "checkpoints" / "step_2" / "hf" / "model.safetensors")
     assert any(not torch.equal(before[k], after[k]) for k in before if k in after)  # it did train
+
+
+def greedy_scores(model: torch.nn.Module, rollouts: Rollouts, grammar: Any = None, stop_ids: Sequence[int] = ()
+                  ) -> tuple[list[list[float]], list[list[float]]]:
+    """Teacher-forced through ``model``: for every completion token of ``rollouts``, its log-prob and the largest
+    log-prob at that position; with ``grammar`` (a compiled JSON schema, ``SchemaCompiler.compile``; the decode
+    stopped at ``stop_ids``) over the tokens the grammar allows there, as constrained decoding masks them."""
+    scores, best = [], []
+    for prompt, completion in zip(rollouts.prompt_ids, rollouts.completion_ids):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1:-1].float()
+        rows = grammar.rows(1, list(stop_ids)) if grammar is not None else None
+        row_scores, row_best = [], []
+        for position, token in enumerate(completion):
+            step = logits[position:position + 1].clone()
+            if rows is not None:
+                rows.mask_(step, [True])
+                rows.accept([token], [True])
+            logprobs = torch.log_softmax(step[0], -1)
+            row_scores.append(float(logprobs[token]))
+            row_best.append(float(logprobs.max()))
+        scores.append(row_scores)
+        best.append(row_best)
+    return scores, best
+
+
+def assert_greedy_of(model: torch.nn.Module, rollouts: Rollouts, grammar: Any = None, stop_ids: Sequence[int] = ()
+                     ) -> None:
+    """``rollouts`` are greedy decodes of ``model`` (served by any engine): the engine's log-prob of each token is
+    the model's within ``LOGPROB_ATOL``, and each token is the model's argmax there up to a near-tie of
+    ``LOGPROB_ATOL`` (two kernels may break a tie differently: a different greedy sequence, the same weights)."""
+    scores, best = greedy_scores(model, rollouts, grammar, stop_ids)
+    assert_engine_holds(rollouts.logprobs, scores)
+    assert max(b - s for row_b, row_s in zip(best, scores) for b, s in zip(row_b, row_s)) < LOGPROB_ATOL

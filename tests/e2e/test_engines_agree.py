@@ -1,7 +1,11 @@
 """One engine protocol, three ways to the same model: the HF engine, the reward server over HTTP (with the
 HF engine, and with the vLLM engine behind it, ``--backend vllm``) and the vLLM engine in-process (vLLM's
-CPU build) give the same greedy tokens for the same prompts, also under a JSON schema; vLLM's top-k
-scores match the HF engine's exact ones where top-k is exact."""
+CPU build) decode the same model greedily, also under a JSON schema; vLLM's top-k scores match the HF engine's
+exact ones where top-k is exact.
+
+Greedy decodes are compared through log-probs of each engine's own tokens (``sync_harness.assert_greedy_of``:
+the HF model scores them as the engine did, and each is its argmax up to a near-tie), never as token
+sequences: two kernels may break a near-tie of the same weights differently."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from posttrain.engines.http import OpenAIHTTPEngine
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import load_served_model
 from rewards.server.local import serve_in_thread
+from tests.e2e.sync_harness import assert_greedy_of
 from tests.e2e.tiny_llama import save_tiny_llama
 
 TEXTS = ["registry of kupam: the seal", "12+7=", "a b\nc", "hello"]
@@ -52,31 +57,31 @@ def _other_ways(hf_served, vllm_served, prompts, params) -> dict:
     return got
 
 
-def test_same_greedy_tokens_everywhere(hf_served, vllm_served, prompts):
+def test_every_way_decodes_the_model_greedily(hf_served, vllm_served, prompts):
     greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
-    want = hf_served.engine.generate(prompts, greedy)
+    model, tokenizer = hf_served.engine.model, hf_served.tokenizer
     assert vllm_served.max_context == 256 and vllm_served.tokenizer.decode(prompts[2][1:]) == "a b\nc"
-    for label, out in _other_ways(hf_served, vllm_served, prompts, greedy).items():
-        assert out.completion_ids == want.completion_ids, label
-        assert out.texts == want.texts and out.finish_reasons == want.finish_reasons, label
-        for a, b in zip(out.logprobs, want.logprobs):
-            assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-3), label
+    ways = {"hf": hf_served.engine.generate(prompts, greedy), **_other_ways(hf_served, vllm_served, prompts, greedy)}
+    for label, out in ways.items():
+        assert out.prompt_ids == prompts and any(len(c) >= 2 for c in out.completion_ids), label
+        assert out.texts == tokenizer.batch_decode(out.completion_ids, skip_special_tokens=True), label
+        assert_greedy_of(model, out)
 
 
-def test_same_json_schema_tokens_everywhere(hf_served, vllm_served, prompts):
+def test_every_way_decodes_json_schema_greedily(hf_served, vllm_served, prompts):
     """Constrained greedy decoding (our xgrammar mask, vLLM's structured outputs, and either behind the
-    server's ``response_format``) gives the same valid documents."""
+    server's ``response_format``) gives valid documents, greedy under the HF model's masked distribution."""
     import json
 
     schema = {"type": "integer", "minimum": 0, "maximum": 99999}  # no whitespace: ends within the budget
     params = SamplingParams(max_new_tokens=12, temperature=0.0, json_schema=json.dumps(schema))
-    want = hf_served.engine.generate(prompts, params)
-    assert all(isinstance(json.loads(text), int) and reason == "stop"
-               for text, reason in zip(want.texts, want.finish_reasons))
-    for label, out in _other_ways(hf_served, vllm_served, prompts, params).items():
-        assert out.completion_ids == want.completion_ids and out.texts == want.texts, label
-        for a, b in zip(out.logprobs, want.logprobs):
-            assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-3), label
+    hf = hf_served.engine
+    ways = {"hf": hf.generate(prompts, params), **_other_ways(hf_served, vllm_served, prompts, params)}
+    grammar = hf._schema_compiler.compile(params.json_schema, "test")
+    for label, out in ways.items():
+        assert all(isinstance(json.loads(text), int) and reason == "stop"
+                   for text, reason in zip(out.texts, out.finish_reasons)), label
+        assert_greedy_of(hf.model, out, grammar, [hf_served.tokenizer.eos_token_id])
 
 
 def test_vllm_topk_scores_match_the_exact_ones(hf_served, vllm_served, prompts):

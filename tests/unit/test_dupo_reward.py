@@ -11,6 +11,7 @@ import torch
 
 from posttrain.algos.base import AlgoContext
 from posttrain.algos.dupo.algo import DuPO, DuPOConfig
+from posttrain.algos.dupo.offline_selection import SELECTOR, OfflineSelection, problem_seed
 from posttrain.algos.dupo.reward import DualSettings, group_dual_rewards
 from posttrain.algos.dupo.selection import select_unknown
 from posttrain.algos.dupo.solver import SOLVER, snapshot_step
@@ -52,8 +53,8 @@ def inverse_of_addition(problem: str, answer: str, variable: str) -> str:
     return str(int(answer) - numbers[0])
 
 
-def settings(select: bool = True, lam: float = 1.0) -> DualSettings:
-    return DualSettings(max_questions=3, samples=1, lam=lam, select=select,
+def settings(selection: str = "online", lam: float = 1.0) -> DualSettings:
+    return DualSettings(max_questions=3, samples=1, lam=lam, selection=selection,
                         params=SamplingParams(max_new_tokens=4, temperature=0.0), system_prompt=None,
                         max_prompt_tokens=256)
 
@@ -89,7 +90,7 @@ def test_selection_drops_non_unique_and_unanswerable_questions() -> None:
     # hiding 3: both answers "recover" it (not unique); hiding 4: none does (not answerable): group filtered.
     assert rewards == [None, None]
     assert stats.kept == 0 and stats.filtered == 1 and stats.metrics()["dupo/filtered_fraction"] == 1.0
-    unfiltered, _ = group_dual_rewards([PROBLEM] * 2, ["7", "8"], 2, always_three, settings(select=False))
+    unfiltered, _ = group_dual_rewards([PROBLEM] * 2, ["7", "8"], 2, always_three, settings("none"))
     assert unfiltered == pytest.approx([(1 + math.exp(-1)) / 2] * 2)
 
 
@@ -122,13 +123,44 @@ def test_snapshot_solver_is_a_refreshed_model_role() -> None:
     assert snapshot.dual_solver() is ctx.engines[SOLVER]
     live = DuPO(DuPOConfig(algo="dupo", dual_solver="policy"), ctx)
     assert SOLVER not in check_roles(live.roles()) and live.dual_solver() is ctx.engines[POLICY]
+    offline = check_roles(DuPO(DuPOConfig(algo="dupo", dual_selection="offline"), ctx).roles())[SELECTOR]
+    assert (offline.source, offline.trains, offline.refresh_every) == (INITIAL_POLICY, False, 0)  # frozen, never refreshed
 
 
 def test_snapshot_step_is_the_last_refresh() -> None:
     assert [snapshot_step(step, 3) for step in range(1, 8)] == [1, 1, 1, 4, 4, 4, 7]
     assert [snapshot_step(step, 1) for step in range(1, 4)] == [1, 2, 3]
+    assert [snapshot_step(step, 0) for step in (1, 2, 50)] == [1, 1, 1]  # never refreshed: the initial policy
     with pytest.raises(ValueError, match="step 0"):
         snapshot_step(0, 3)
+
+
+def test_offline_selection_keeps_per_problem_what_the_pool_decided() -> None:
+    """The pool (the initial policy's answers 7, 7, 9) decides once per problem: hiding 3 is recovered only from
+    7 (7 - 4), hiding 4 only from 7 (7 - 3), so both are kept; the group's answers later do not matter."""
+    selector = ScriptedEngine(inverse_of_addition, primal=["7", "7", "9"])
+    offline = OfflineSelection(selector, settings("offline"), pool=3,
+                               primal=SamplingParams(max_new_tokens=4, temperature=1.0), run_seed=0)
+    assert offline.kept([PROBLEM, PROBLEM]) == {PROBLEM: (0, 1)}
+    assert offline.kept([PROBLEM]) == {PROBLEM: (0, 1)} and len(selector.prompts) == 3 + 2 * 2  # computed once
+    always_three = ScriptedEngine(lambda problem, answer, variable: "3")
+    # online, both questions would be dropped (hiding 3: not unique; hiding 4: not answerable); offline keeps them
+    rewards, stats = group_dual_rewards([PROBLEM] * 2, ["7", "8"], 2, always_three, settings("offline"),
+                                        offline.kept([PROBLEM]))
+    assert rewards == pytest.approx([(1 + math.exp(-1)) / 2] * 2) and stats.kept == 2 and stats.filtered == 0
+    none_kept, stats = group_dual_rewards([PROBLEM] * 2, ["7", "8"], 2, always_three, settings("offline"),
+                                          {PROBLEM: ()})
+    assert none_kept == [None, None] and stats.filtered == 1 and stats.questions == 2
+    with pytest.raises(ValueError, match="kept_offline"):
+        group_dual_rewards([PROBLEM] * 2, ["7", "8"], 2, always_three, settings("offline"))
+
+
+def test_offline_selection_drops_what_several_pool_answers_recover() -> None:
+    always_three = ScriptedEngine(lambda problem, answer, variable: "3", primal=["7", "8"])
+    offline = OfflineSelection(always_three, settings("offline"), pool=2,
+                               primal=SamplingParams(max_new_tokens=4, temperature=1.0), run_seed=0)
+    assert offline.kept([PROBLEM]) == {PROBLEM: ()}
+    assert problem_seed(PROBLEM, 0) == problem_seed(PROBLEM, 0) != problem_seed(PROBLEM, 1)
 
 
 @pytest.mark.parametrize("overrides,field", [
@@ -137,6 +169,9 @@ def test_snapshot_step_is_the_last_refresh() -> None:
     ({"dual_questions": 0}, "dual_questions"),
     ({"rollout": "vllm"}, "dual_solver"),
     ({"dual_temperature": -1.0}, "dual_temperature"),
+    ({"dual_refresh_every": -1}, "dual_refresh_every"),
+    ({"dual_task": "translation"}, "dual_selection"),  # nothing to select when the whole sentence is hidden
+    ({"dual_selection": "offline", "dual_selection_pool": 0}, "dual_selection_pool"),
 ])
 def test_bad_dupo_config_names_the_field(overrides: dict, field: str) -> None:
     assert field in [name for name, _, _ in DuPOConfig(algo="dupo", **overrides).incompatibilities()]
@@ -152,3 +187,5 @@ def test_default_dupo_config_is_valid_and_label_free_options_combine() -> None:
     DuPOConfig(algo="dupo", save_every=15).validate()  # the snapshot is checkpointed: any save step resumes exactly
     DuPOConfig(algo="dupo", dual_solver="policy", save_every=7).validate()
     DuPOConfig(algo="dupo", dual_samples=4, dual_temperature=1.0).validate()
+    DuPOConfig(algo="dupo", dual_refresh_every=0).validate()
+    DuPOConfig(algo="dupo", dual_task="translation", dual_selection="none", task="word-translation").validate()

@@ -7,7 +7,7 @@ rendered through the tokenizer's chat template like any prompt (``posttrain.task
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from posttrain.algos.dupo.dual import equality_distance
@@ -30,16 +30,27 @@ def dual_distances(engine: GenerationEngine, jobs: Sequence[DualJob], samples: i
     """For each job, the variable-equality distance of each of its ``samples`` dual answers (0 = recovered).
 
     All jobs go to the engine in one ``generate`` call (``samples`` copies of each prompt, in job order)."""
+    return solve_duals(engine, [dual_prompt(job.masked, job.answer) for job in jobs],
+                       [job.masked.hidden for job in jobs], equality_distance, samples, params, system_prompt,
+                       max_prompt_tokens)
+
+
+def solve_duals(engine: GenerationEngine, questions: Sequence[str], hidden: Sequence[str],
+                distance: Callable[[str, str], float], samples: int, params: SamplingParams,
+                system_prompt: str | None, max_prompt_tokens: int) -> list[list[float]]:
+    """For each dual question, ``distance(dual answer, hidden value)`` of each of its ``samples`` answers.
+
+    All questions go to the engine in one ``generate`` call (``samples`` copies of each, in order)."""
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
-    if not jobs:
+    if len(questions) != len(hidden):
+        raise ValueError(f"{len(questions)} dual questions but {len(hidden)} hidden values")
+    if not questions:
         return []
-    questions = [Example(prompt=dual_prompt(job.masked, job.answer), answer="") for job in jobs]
-    prompt_ids = encode_prompts(engine.tokenizer, questions, system_prompt, max_prompt_tokens)
-    rollouts = engine.generate([ids for ids in prompt_ids for _ in range(samples)], params)
-    texts = rollouts.texts
-    return [[equality_distance(texts[i * samples + k], job.masked.hidden) for k in range(samples)]
-            for i, job in enumerate(jobs)]
+    examples = [Example(prompt=question, answer="") for question in questions]
+    prompt_ids = encode_prompts(engine.tokenizer, examples, system_prompt, max_prompt_tokens)
+    texts = engine.generate([ids for ids in prompt_ids for _ in range(samples)], params).texts
+    return [[distance(texts[i * samples + k], value) for k in range(samples)] for i, value in enumerate(hidden)]
 
 
 def backward_accuracy(distances: Sequence[float]) -> float:

@@ -2,7 +2,7 @@
 
 - ``policy``: the policy's rollout engine, i.e. the policy being trained (the paper's "same model").
 - ``snapshot`` (the default): a frozen copy of the policy, refreshed every ``refresh_every`` steps (at steps
-  1, N+1, 2N+1, ...). It is the model role ``solver`` (``solver_role``): the trainer builds it with its own
+  1, N+1, 2N+1, ...), or never with ``refresh_every`` 0 (the warm start answers every dual question). It is the model role ``solver`` (``solver_role``): the trainer builds it with its own
   HF engine (``--rollout hf``), copies the policy's weights into it on refresh steps and saves it in every
   checkpoint, so a resumed run answers with the snapshot the uninterrupted run had.
 
@@ -26,12 +26,13 @@ SOLVER = "solver"
 
 def solver_role(refresh_every: int) -> ModelRole:
     """The snapshot solver: a copy of the initial policy on an HF engine, refreshed every ``refresh_every``
-    steps."""
+    steps (0 = never)."""
     return ModelRole(SOLVER, INITIAL_POLICY, engine="hf", refresh_every=refresh_every, config_field="dual_solver")
 
 
 def snapshot_step(step: int, refresh_every: int) -> int:
-    """The step whose start the snapshot answering at ``step`` was copied at: 1, N+1, 2N+1, ..."""
-    if step < 1 or refresh_every < 1:
-        raise ValueError(f"snapshot_step: step {step} and refresh_every {refresh_every} must be >= 1")
-    return step - (step - 1) % refresh_every
+    """The step whose start the snapshot answering at ``step`` was copied at: 1, N+1, 2N+1, ... (with
+    ``refresh_every`` 0, never refreshed, 1: the initial policy)."""
+    if step < 1 or refresh_every < 0:
+        raise ValueError(f"snapshot_step: step {step} must be >= 1 and refresh_every {refresh_every} >= 0")
+    return step - (step - 1) % refresh_every if refresh_every else 1
