@@ -12,7 +12,8 @@
    the mean gap between the judge's reward and the verifier's accuracy per step.
 
 The defaults are the trainer's (200 steps, 16 prompts x 8, lr 1e-4, the embedded warm-started policy), as in
-``benchmarks/grpo_remote_reward.py``, which runs the same two commands over three seeds. ``--train-args``
+``benchmarks/grpo_remote_reward.py``, which runs the same two commands over three seeds (its results are this
+workflow's numbers: ``benchmarks/workflows.md``). ``--train-args``
 (one quoted string) overrides them; the tests run this in miniature that way.
 """
 
@@ -23,6 +24,10 @@ import shlex
 from pathlib import Path
 
 from workflow_steps import Workflow, curve, training_metrics
+
+TRAIN_DEFAULTS = ["--steps", "200", "--prompts_per_step", "16", "--group_size", "8", "--micro_batch_size", "128",
+                  "--eval_every", "50", "--eval_examples", "128"]
+"""The trainer's defaults, spelled out as ``benchmarks/grpo_remote_reward.py`` passes them (one micro-batch a step)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {"POSTTRAIN_REWARD_URL": url, "POSTTRAIN_REWARD_MODE": "binary", "POSTTRAIN_REWARD_TIMEOUT": "120",
                "POSTTRAIN_REWARD_REFERENCE": "1" if args.reference else "0"}
         flow.run("train", ["posttrain", "train", "--algo", "grpo", "--task", "arithmetic",
-                           "--reward", "rewards.remote:reward", "--save_every", "0", "--output_dir", str(train_dir),
+                           "--reward", "rewards.remote:reward", *TRAIN_DEFAULTS, "--save_every", "0", "--output_dir", str(train_dir),
                            "--report_to", "jsonl", "--progress", "false", *shlex.split(args.train_args)], env=env)
     metrics = training_metrics(train_dir)
     evals = [r["eval/accuracy"] for r in metrics if "eval/accuracy" in r]
