@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
+from posttrain.engines.weight_transfer import free_port
+from posttrain.engines.worker import wait_until_ready
 
 REPO = Path(__file__).resolve().parents[2]
 POSTTRAIN = [sys.executable, "-m", "posttrain.cli"]
@@ -66,7 +66,7 @@ class Workflow:
             server = subprocess.Popen(POSTTRAIN + full[1:], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True)
         try:
-            wait_healthy(url, server, startup_timeout_s, log_path)
+            wait_until_ready(url, server, startup_timeout_s, log_path)
             yield url
         finally:
             if server.poll() is None:
@@ -84,27 +84,6 @@ class Workflow:
                                     **results, "commands": self.commands}, indent=2) + "\n")
         print(f"[{self.name}] -> {path}", flush=True)
         return path
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float, log_path: Path) -> None:
-    """Poll ``url/health`` until it answers 200; raises with the log's tail if the server exits or times out."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server {url} exited with {process.returncode}:\n{log_tail(log_path)}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1.0)
-    raise TimeoutError(f"server {url} did not answer /health within {timeout_s:.0f} s:\n{log_tail(log_path)}")
 
 
 def log_tail(path: Path, chars: int = 3000) -> str:
