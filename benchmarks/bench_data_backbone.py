@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from posttrain.common.cli_help import CommandParser
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -85,7 +87,7 @@ def run_child(backbone: Path, input_path: Path, output: Path, records: int, work
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20000, help="the small input; the large one is 10x")
     parser.add_argument("--chars", type=int, default=400, help="characters of each record's text")
     parser.add_argument("--chunk_size", type=int, default=2000)

@@ -99,6 +99,9 @@ class TrainConfig:
                               "order (keeps a curriculum, e.g. mR3's easy-to-hard SFT data).")
     raw_prompts: bool = opt(False, "Feed --dataset prompts to the model as they are, without the chat template "
                             "(for prompts already fully rendered, e.g. mR3 SFT data from `python -m rewards.mr3.data`).")
+    text_column: str | None = opt(None, "Dataset column of plain text to train on with a language-modelling loss on "
+                                  "every token, no prompt (--task dataset, --algo sft, --eval_every 0; e.g. EntropyLong's "
+                                  "`text`).")
     reward: str | None = opt(None, "Reward: unset = the task's verifier; or 'module:function' (TRL signature).")
     system_prompt: str | None = opt(None, "Optional system message put in front of every prompt.")
     # --- output and run control ----------------------------------------------------------------
@@ -226,6 +229,10 @@ class TrainConfig:
         if self.raw_prompts and (self.task != "dataset" or self.system_prompt):
             raise ConfigError("raw_prompts", self.raw_prompts,
                               "applies to --task dataset only, and excludes --system_prompt (the prompt is used as is)")
+        if self.text_column and (self.task != "dataset" or self.algo != "sft" or self.raw_prompts or self.eval_every):
+            raise ConfigError("text_column", self.text_column,
+                              "plain text trains with --task dataset --algo sft --eval_every 0 (no prompt to answer), "
+                              "without --raw_prompts")
         if self.model and not self.trust_remote_code and _ships_own_code(self.model):
             raise ConfigError("trust_remote_code", False, f"the checkpoint {self.model} ships its own modeling code "
                               "(config.json has an auto_map); pass --trust_remote_code true to run it")

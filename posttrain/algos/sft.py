@@ -2,6 +2,10 @@
 
 The target is the example's ``target`` column when the dataset has one, else its ``answer``; the
 tokenizer's eos token is appended so the model learns to stop. Prompt tokens are never trained on.
+Plain-text examples (``TextExample``, the dataset task's ``--text_column``) are language modelling: the
+document (with the tokenizer's usual special tokens and EOS) is trained on at every token but its first,
+which has nothing to predict it from. No packing: each document is one row, so a long-context sequence
+(EntropyLong's) keeps its contexts and its document in one window; ``max_target_tokens`` bounds its length.
 
 - Causal LMs (``--rollout hf|vllm``): mean token NLL of the target given the prompt.
 - Masked-diffusion LMs (``--rollout diffusion``): LLaDA's SFT loss (``diffusion_sft_loss``: response
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
 from posttrain.algos.core import sft_loss
@@ -26,11 +31,28 @@ from posttrain.config import TrainConfig, opt
 from posttrain.models.diffusion import diffusion_mask_token_id, diffusion_sft_loss, sft_batch
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.tasks.base import Example
-from posttrain.tasks.prompts import encode_prompts
+from posttrain.tasks.prompts import TextExample, encode_prompts
 
 
 def sft_target(example: Example) -> str:
     return str(example.columns.get("target", example.answer))
+
+
+def split_text_examples(tokenizer: PreTrainedTokenizerBase, examples: list[Example],
+                        max_tokens: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Plain-text documents as (first token, every later token + EOS) pairs: the "prompt" is the one
+    token nothing predicts, the "target" all the others, so the causal loss covers every token."""
+    firsts, rests = [], []
+    for index, example in enumerate(examples):
+        if not isinstance(example, TextExample):
+            raise ValueError(f"example {index} has a prompt; a batch is either all plain text or all prompts")
+        ids = list(tokenizer(example.text)["input_ids"]) + [tokenizer.eos_token_id]
+        if len(ids) > max_tokens:
+            raise ValueError(f"plain-text example {index} ({example.text[:40]!r}...): {len(ids)} tokens with EOS, "
+                             f"over max_target_tokens={max_tokens}")
+        firsts.append(ids[:1])
+        rests.append(ids[1:])
+    return firsts, rests
 
 
 @dataclass
@@ -39,10 +61,14 @@ class SFTConfig(TrainConfig):
 
     group_size: int = opt(1, "Must be 1 for SFT (no sampling).")
     lr: float = opt(1e-3, "Peak learning rate (AdamW).")
-    max_target_tokens: int = opt(256, "Targets longer than this are rejected with an error.")
+    max_target_tokens: int = opt(256, "Targets (plain-text documents, with --text_column) longer than this are "
+                                      "rejected with an error.")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
-        return [("group_size", self.group_size, "must be 1 for sft")] if self.group_size != 1 else []
+        found = [("group_size", self.group_size, "must be 1 for sft")] if self.group_size != 1 else []
+        if self.text_column and self.model_kind == "diffusion":
+            found.append(("text_column", self.text_column, "plain-text language modelling is for causal models"))
+        return found
 
 
 @ALGORITHMS.register("sft")
@@ -57,6 +83,10 @@ class SFT(Algorithm):
     def make_experience(self, examples: list[Example], policy: torch.nn.Module,
                         step: int) -> tuple[Experience, dict[str, float]]:
         cfg, tokenizer = self.config, self.ctx.tokenizer
+        if examples and isinstance(examples[0], TextExample):
+            firsts, rests = split_text_examples(tokenizer, examples, cfg.max_target_tokens)
+            tensors = pack_sequences(firsts, rests, tokenizer.pad_token_id)
+            return Experience(tensors), {"train/target_tokens": float(tensors["completion_mask"].sum())}
         prompt_ids = encode_prompts(tokenizer, examples, cfg.system_prompt, cfg.max_prompt_tokens)
         diffusion = cfg.model_kind == "diffusion"
         limit, limit_name = (cfg.max_new_tokens, "max_new_tokens") if diffusion else (cfg.max_target_tokens,

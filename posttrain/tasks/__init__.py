@@ -38,7 +38,8 @@ def load_task(config: TrainConfig) -> Task:
             raise ValueError("task 'dataset' needs --dataset PATH_OR_ID")
         return dataset.DatasetTask(config.dataset, prompt_column=config.prompt_column,
                                    answer_column=config.answer_column, test_fraction=config.test_fraction,
-                                   seed=config.seed, raw_prompts=config.raw_prompts)
+                                   seed=config.seed, raw_prompts=config.raw_prompts,
+                                   text_column=config.text_column)
     return TASKS.get(config.task)()
 
 

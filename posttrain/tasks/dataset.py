@@ -8,22 +8,27 @@ directory, a ``.csv``/``.parquet`` file, a hub id already in the local cache) go
 Reward: 1.0 when ``posttrain.tasks.verifiers.math_equal`` accepts the completion, else 0.0. With
 ``raw_prompts`` (config ``--raw_prompts true``) each prompt is already the full text the model continues
 (e.g. mR3 SFT data from ``python -m rewards.mr3.data``, whose prompts hold the rendered chat): examples
-are ``RawPromptExample``s, fed to the model without the chat template.
+are ``RawPromptExample``s, fed to the model without the chat template. With ``text_column`` (config
+``--text_column text``) the rows are plain-text documents (e.g. EntropyLong's ``sequences.jsonl``): each
+is a ``TextExample`` holding that column's text, with no prompt and no answer, for language modelling
+(``--algo sft`` trains on every token); the rows need no prompt or answer column.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from posttrain.common.jsonl import JsonlError, iter_jsonl
 from posttrain.tasks.base import TASKS, Example
-from posttrain.tasks.prompts import RawPromptExample
+from posttrain.tasks.prompts import RawPromptExample, TextExample
 from posttrain.tasks.verifiers import math_equal
 
 _FILE_BUILDERS = {".csv": "csv", ".parquet": "parquet"}
+RowReader = Callable[[Any, str], Example]
+"""Turns one row (and where it is, for errors) into an example."""
 
 
 class DatasetError(ValueError):
@@ -46,12 +51,30 @@ def _example(row: Any, where: str, prompt_column: str, answer_column: str) -> Ex
     return Example(prompt=prompt, answer=str(answer), columns=columns)
 
 
-def read_examples(path: Path, prompt_column: str, answer_column: str) -> list[Example]:
+def _text_example(row: Any, where: str, text_column: str) -> TextExample:
+    if not isinstance(row, dict):
+        raise DatasetError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    text = row.get(text_column)
+    if not isinstance(text, str) or not text.strip():
+        raise DatasetError(f"{where}: text field {text_column!r} must be a non-empty string, got {text!r}")
+    return TextExample(prompt="", answer="", columns={k: v for k, v in row.items() if k != text_column}, text=text)
+
+
+def row_reader(prompt_column: str, answer_column: str, text_column: str | None = None) -> RowReader:
+    """The row -> example function: a ``TextExample`` of ``text_column`` when it is given, else a
+    prompt / answer ``Example``."""
+    if text_column:
+        return lambda row, where: _text_example(row, where, text_column)
+    return lambda row, where: _example(row, where, prompt_column, answer_column)
+
+
+def read_examples(path: Path, prompt_column: str, answer_column: str,
+                  text_column: str | None = None) -> list[Example]:
     """Examples from a JSONL file (``posttrain.common.jsonl``: blank lines skipped); a bad line raises
     ``DatasetError`` naming it."""
+    read = row_reader(prompt_column, answer_column, text_column)
     try:
-        examples = [_example(row, f"{path}, line {line_number}", prompt_column, answer_column)
-                    for line_number, row in iter_jsonl(path, objects_only=False)]
+        examples = [read(row, f"{path}, line {line_number}") for line_number, row in iter_jsonl(path, objects_only=False)]
     except JsonlError as err:
         raise DatasetError(str(err)) from None
     if not examples:
@@ -59,14 +82,15 @@ def read_examples(path: Path, prompt_column: str, answer_column: str) -> list[Ex
     return examples
 
 
-def _from_rows(rows: Iterable[Any], source: str, prompt_column: str, answer_column: str) -> list[Example]:
-    examples = [_example(row, f"{source}, row {i}", prompt_column, answer_column) for i, row in enumerate(rows, start=1)]
+def _from_rows(rows: Iterable[Any], source: str, read: RowReader) -> list[Example]:
+    examples = [read(row, f"{source}, row {i}") for i, row in enumerate(rows, start=1)]
     if not examples:
         raise DatasetError(f"{source}: no rows")
     return examples
 
 
-def load_hf_splits(path_or_id: str, prompt_column: str, answer_column: str) -> dict[str, list[Example]]:
+def load_hf_splits(path_or_id: str, prompt_column: str, answer_column: str,
+                   text_column: str | None = None) -> dict[str, list[Example]]:
     """Every split of a dataset loaded with ``datasets.load_dataset``, as examples."""
     import datasets
 
@@ -75,8 +99,8 @@ def load_hf_splits(path_or_id: str, prompt_column: str, answer_column: str) -> d
         loaded = datasets.load_dataset(_FILE_BUILDERS[suffix], data_files=path_or_id)
     else:
         loaded = datasets.load_dataset(path_or_id)
-    return {name: _from_rows(split, f"{path_or_id} [{name}]", prompt_column, answer_column)
-            for name, split in loaded.items()}
+    read = row_reader(prompt_column, answer_column, text_column)
+    return {name: _from_rows(split, f"{path_or_id} [{name}]", read) for name, split in loaded.items()}
 
 
 class DatasetTask:
@@ -85,16 +109,19 @@ class DatasetTask:
     name = "dataset"
 
     def __init__(self, path_or_id: str, prompt_column: str = "prompt", answer_column: str = "answer",
-                 test_fraction: float = 0.1, seed: int = 0, raw_prompts: bool = False) -> None:
+                 test_fraction: float = 0.1, seed: int = 0, raw_prompts: bool = False,
+                 text_column: str | None = None) -> None:
         if not 0 < test_fraction < 1:
             raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+        if raw_prompts and text_column:
+            raise ValueError("raw_prompts and text_column exclude each other: a plain-text row has no prompt")
         self.raw_prompts = raw_prompts
         self.source = path_or_id
         path = Path(path_or_id)
         if path.suffix.lower() in (".jsonl", ".json") and path.is_file():
-            splits = {"train": read_examples(path, prompt_column, answer_column)}
+            splits = {"train": read_examples(path, prompt_column, answer_column, text_column)}
         else:
-            splits = load_hf_splits(path_or_id, prompt_column, answer_column)
+            splits = load_hf_splits(path_or_id, prompt_column, answer_column, text_column)
         if "test" in splits:
             train_name = "train" if "train" in splits else next(n for n in splits if n != "test")
             self._splits = {"train": splits[train_name], "test": splits["test"]}

@@ -2,7 +2,8 @@
 
 A tokenizer without a chat template gets the raw prompt text (after the system prompt and a blank
 line, when one is given); that fallback is logged once per process. A ``RawPromptExample`` (the dataset
-task with ``raw_prompts``) is already the full text the model continues and skips the template.
+task with ``raw_prompts``) is already the full text the model continues and skips the template. A
+``TextExample`` (the dataset task with ``text_column``) has no prompt at all: encoding one is an error.
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ _warned_no_template = False
 class RawPromptExample(Example):
     """An example whose prompt is already fully rendered (chat markers, special tokens and all), such as
     a row of ``python -m rewards.mr3.data``: it is tokenized as is, with no chat template or system prompt."""
+
+
+@dataclass(frozen=True)
+class TextExample(Example):
+    """A plain-text document for language modelling (``--text_column``): ``text`` is trained on, every
+    token of it; it has no prompt to answer (``prompt`` and ``answer`` are empty)."""
+
+    text: str = ""
 
 
 def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, system_prompt: str | None) -> str:
@@ -56,6 +65,9 @@ def encode_prompts(
     bos = getattr(tokenizer, "bos_token", None)
     encoded: list[list[int]] = []
     for index, example in enumerate(examples):
+        if isinstance(example, TextExample):
+            raise ValueError(f"example {index} is plain text (--text_column) with no prompt: train it with --algo sft "
+                             "and --eval_every 0")
         if isinstance(example, RawPromptExample):
             if system_prompt:
                 raise ValueError(f"example {index} has a fully rendered (raw) prompt; a system prompt cannot apply")

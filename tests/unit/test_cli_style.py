@@ -76,7 +76,7 @@ def test_every_command_declares_its_flags_in_snake_case() -> None:
     """The one style in the source too (CommandParser would convert a kebab-case declaration, but the code and
     the --help a reader compares it with must say the same)."""
     kebab = [f"{path.relative_to(ROOT)}:{line} {name}"
-             for package in ("posttrain", "rewards", "data_pipelines", "benchmarks", "scripts")
+             for package in ("posttrain", "rewards", "data_pipelines", "benchmarks", "scripts", "examples")
              for path in sorted((ROOT / package).rglob("*.py"))
              for line, name in _declared_options(path) if "-" in name[2:]]
     assert not kebab, "declare flags in snake_case:\n" + "\n".join(kebab)
@@ -84,7 +84,7 @@ def test_every_command_declares_its_flags_in_snake_case() -> None:
 
 def test_every_command_builds_its_parser_with_command_parser() -> None:
     plain = [str(path.relative_to(ROOT))
-             for package in ("posttrain", "rewards", "data_pipelines", "benchmarks", "scripts")
+             for package in ("posttrain", "rewards", "data_pipelines", "benchmarks", "scripts", "examples")
              for path in sorted((ROOT / package).rglob("*.py"))
              if "argparse.ArgumentParser(" in path.read_text()]
     assert not plain, "use posttrain.common.cli_help.CommandParser in: " + ", ".join(plain)

@@ -1,0 +1,112 @@
+"""The steps the workflows in this folder share: run one CLI command, serve a judge, read a training run.
+
+Every workflow drives the toolkit through its command lines (``posttrain data ...``, ``posttrain train ...``,
+``posttrain serve ...``), exactly as a user would type them, so what a workflow shows is what the commands
+do. Each command's output goes to ``OUT/logs/NAME.log``; a failing command stops the workflow with the
+log's tail. ``summary.json`` records every command with its wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from posttrain.engines.weight_transfer import free_port
+from posttrain.engines.worker import wait_until_ready
+
+REPO = Path(__file__).resolve().parents[2]
+POSTTRAIN = [sys.executable, "-m", "posttrain.cli"]
+"""The ``posttrain`` command, run by this interpreter (so a virtual environment's scripts need not be on PATH)."""
+
+
+class Workflow:
+    """One workflow run in ``out``: runs its commands, logs them, writes ``summary.json``."""
+
+    def __init__(self, name: str, out: Path) -> None:
+        self.name, self.out = name, out
+        self.logs = out / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.commands: list[dict[str, Any]] = []
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+    def run(self, step: str, argv: list[str], env: dict[str, str] | None = None) -> float:
+        """Run ``argv`` (a ``posttrain`` command when it starts with "posttrain") to completion; its wall time."""
+        command = POSTTRAIN + argv[1:] if argv[0] == "posttrain" else argv
+        log_path = self.logs / f"{step}.log"
+        print(f"[{self.name}] {step}: {' '.join(argv)}", flush=True)
+        start = time.monotonic()
+        with open(log_path, "w") as log:
+            code = subprocess.run(command, cwd=REPO, env={**self.env, **(env or {})}, stdout=log,
+                                  stderr=subprocess.STDOUT, check=False).returncode
+        seconds = round(time.monotonic() - start, 1)
+        self.commands.append({"step": step, "command": " ".join(argv), "seconds": seconds, "returncode": code})
+        if code:
+            raise RuntimeError(f"{step} failed with exit code {code}: {' '.join(argv)}\n{log_tail(log_path)}")
+        return seconds
+
+    @contextmanager
+    def served(self, step: str, argv: list[str], startup_timeout_s: float = 900.0) -> Iterator[str]:
+        """``posttrain serve ARGV`` on a free loopback port until the block ends; yields its URL once
+        ``/health`` answers (the first start may build the embedded judge)."""
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log_path = self.logs / f"{step}.log"
+        full = ["posttrain", "serve", "--host", "127.0.0.1", "--port", str(port), *argv]
+        print(f"[{self.name}] {step}: {' '.join(full)}", flush=True)
+        self.commands.append({"step": step, "command": " ".join(full), "seconds": None, "returncode": None})
+        with open(log_path, "w") as log:
+            server = subprocess.Popen(POSTTRAIN + full[1:], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        try:
+            wait_until_ready(url, server, startup_timeout_s, log_path)
+            yield url
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, signal.SIGTERM)
+                try:
+                    server.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(server.pid, signal.SIGKILL)
+                    server.wait(timeout=30)
+
+    def write_summary(self, results: dict[str, Any]) -> Path:
+        """``OUT/summary.json``: the workflow's results and every command it ran."""
+        path = self.out / "summary.json"
+        path.write_text(json.dumps({"workflow": self.name, "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+                                    **results, "commands": self.commands}, indent=2) + "\n")
+        print(f"[{self.name}] -> {path}", flush=True)
+        return path
+
+
+def log_tail(path: Path, chars: int = 3000) -> str:
+    return path.read_text(errors="replace")[-chars:]
+
+
+def training_metrics(output_dir: Path) -> list[dict[str, Any]]:
+    """The rows of a training run's ``metrics.jsonl`` (``--report_to jsonl``)."""
+    path = output_dir / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the training run wrote no metrics (was --report_to jsonl given?)")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def curve(rows: list[dict[str, Any]], *prefixes: str) -> list[dict[str, Any]]:
+    """Each row's step and the metrics whose names start with one of ``prefixes``."""
+    return [{"step": r["step"], **{k: v for k, v in r.items() if k.startswith(prefixes)}}
+            for r in rows if any(k.startswith(prefixes) for k in r)]
+
+
+def final_checkpoint(output_dir: Path) -> Path:
+    """The Hugging Face export of a training run's last checkpoint (``checkpoints/step_N/hf``)."""
+    steps = sorted((output_dir / "checkpoints").glob("step_*/hf"), key=lambda p: int(p.parent.name.split("_")[1]))
+    if not steps:
+        raise FileNotFoundError(f"{output_dir}/checkpoints: no finished checkpoint with a Hugging Face export")
+    return steps[-1]
