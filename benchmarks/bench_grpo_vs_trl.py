@@ -25,7 +25,10 @@ reports our achieved useful FLOP/s as a fraction of it.
 With vLLM on a real model (SmolLM2-135M-Instruct, offline): ``--model_dir smollm2-135m --rollout vllm --sides
 ours,ours-async,trl-vllm,trl``: ours with the colocated vLLM engine (synchronous, and ``--async_rollouts``
 with staleness 1) against TRL's ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` and TRL without vLLM;
-``--keep_going`` records a side that cannot run on this machine (with its error) instead of stopping.
+``--keep_going`` records a side that cannot run on this machine (with its error) instead of stopping. On CPU,
+TRL's vLLM engine gets our engine's CPU settings (1 GiB KV cache, eager mode, chunked prefill off), so the two
+vLLM sides compare like for like; ``ours-async`` runs one extra, untimed drain step (its last step has nothing
+to generate ahead). Every run records the load average before and after it.
 
 On a GPU, ``--device cuda`` runs both sides there (ours: DeepSpeed over NCCL; TRL: ``use_cpu=False``), records
 each side's peak GPU memory, and measures the GPU's own matmul peak:
@@ -108,14 +111,16 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     out_dir = tempfile.mkdtemp(prefix="bench-grpo-ours-")
-    total = args.warmup + args.steps
+    async_rollouts = args.worker == "ours-async"
+    # async: one step more than timed, since the last step only drains (nothing is left to generate ahead)
+    total = args.warmup + args.steps + (1 if async_rollouts else 0)
     config = GRPOConfig(
         algo="grpo", model=args.model_dir, task="arithmetic", output_dir=out_dir, seed=args.seed, steps=total,
         save_every=0, eval_every=0, report_to="jsonl", progress=False, num_threads=args.threads,
         prompts_per_step=args.prompts, group_size=args.group, micro_batch_size=args.micro_batch, mu=1,
         lr=args.lr, weight_decay=0.0, warmup_steps=0, lr_scheduler="constant", max_grad_norm=1.0, zero_stage=0,
         precision=args.precision, gradient_checkpointing=False, rollout=args.rollout,
-        async_rollouts=args.worker == "ours-async", max_new_tokens=args.max_new_tokens,
+        async_rollouts=async_rollouts, max_new_tokens=args.max_new_tokens,
         temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
         advantage="grpo",
     )
@@ -158,7 +163,8 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     shutil.rmtree(out_dir, ignore_errors=True)
     if shipped["math_equal_lru_cached"]:
         shipped["math_equal_cache_info"] = math_equal.cache_info()._asdict()
-    return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
+    timed, drain = (steps[args.warmup:-1], steps[-1:]) if config.async_rollouts else (steps[args.warmup:], [])
+    return {"steps": timed, "warmup_steps": steps[: args.warmup], "drain_steps": drain,
             "rss_after_setup_mb": rss_before, "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": _peak_gpu_mb(),
             "threads": torch.get_num_threads(), "shipped_code_paths": shipped}
 
@@ -218,6 +224,8 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
                 completion_len.append(float(logs.get("completions/mean_length", float("nan"))))
                 rewards.append(float(logs.get("reward", float("nan"))))
 
+    if trl_args.use_vllm and args.device == "cpu":
+        _give_trl_vllm_our_cpu_settings()
     trainer = GRPOTrainer(model=args.model_dir, reward_funcs=task.reward, args=trl_args, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=[Timer()])
     trainer.train()
@@ -231,6 +239,24 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
             "rss_after_setup_mb": rss.get("before"), "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": _peak_gpu_mb(),
             "threads": torch.get_num_threads(), "trl_args": {k: v for k, v in trl_args.to_dict().items()
                                                              if isinstance(v, (int, float, str, bool, type(None)))}}
+
+
+def _give_trl_vllm_our_cpu_settings() -> None:
+    """TRL's colocated ``vllm.LLM`` with the CPU settings our engine starts with (``engines/vllm.py``): eager
+    mode and ``cpu_scheduler_options`` (chunked prefill off, a step budget holding the longest sequence), and
+    (through the subprocess environment) a 1 GiB KV cache. TRL 1.16 has no option for eager mode, so its
+    ``LLM`` is wrapped to add these arguments; nothing else changes."""
+    import trl.generation.vllm_generation as trl_vllm
+
+    from posttrain.engines.vllm import cpu_scheduler_options
+
+    original = trl_vllm.LLM
+
+    def llm(**kwargs: Any) -> Any:
+        kwargs.update(cpu_scheduler_options(kwargs["model"], kwargs.get("max_model_len")), enforce_eager=True)
+        return original(**kwargs)
+
+    trl_vllm.LLM = llm
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -380,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     env.pop("WORLD_SIZE", None)
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # our trainer takes a GPU whenever it sees one
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # both sides' vLLM engines: 1 GiB of KV cache
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
+    load_at_start = os.getloadavg()
     failures: dict[str, str] = {}  # side -> the end of its stderr, when --keep_going let it fail
     with tempfile.TemporaryDirectory(prefix="bench-grpo-") as tmp:
         for r in range(args.repeats):
@@ -394,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                        "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout,
                        "--device", args.device]
                 start = time.perf_counter()
+                load_before = os.getloadavg()
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
                 if proc.returncode != 0:
                     if not args.keep_going:
@@ -405,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = json.loads(out.read_text())
                 result["wall_seconds"] = time.perf_counter() - start
                 result["started_at"] = time.strftime("%H:%M:%S")
+                result["load_average_before"], result["load_average_after"] = load_before, os.getloadavg()
                 runs[side].append(result)
                 gpu = f", peak GPU {result['peak_gpu_mb']:.0f} MiB" if result.get("peak_gpu_mb") else ""
                 print(f"repeat {r} {side}: median {(_median([s['seconds'] for s in result['steps']])):.3f} s/step "
@@ -420,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                      "deepspeed": deepspeed.__version__, "platform": platform.platform(),
                      "cpu": _cpu_name(), "cpu_count": os.cpu_count(),
                      "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None},
+        "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg(),
         "settings": {
             "model_dir": args.model_dir, "recipe": _recipe_json(args.model_dir), "params": n_params,
@@ -443,6 +474,11 @@ def main(argv: list[str] | None = None) -> int:
             "trl": "trl.GRPOTrainer(model=path, reward_funcs=task.reward, text prompts already templated), "
                    "use_cpu = (--device cpu), generation_batch_size = per_device x GA = prompts x group (one generation per step), "
                    "model.generate on the training model, loss_type dapo, save_strategy no, logging_steps 1",
+            "trl_vllm_cpu_settings": "on CPU TRL's colocated vllm.LLM gets our engine's CPU settings: "
+                                     "VLLM_CPU_KVCACHE_SPACE=1 (GiB), enforce_eager=True, "
+                                     "engines.vllm.cpu_scheduler_options (chunked prefill off)",
+            "async_drain_step": "ours-async runs one step more than timed: its last step has nothing left to "
+                                "generate ahead, so it is kept apart (drain_steps), not in the timed steps",
             "step_timing": "interval between consecutive optimizer-step ends (includes data, generation, reward, "
                            "fwd/bwd, optimizer, sync, per-step logging); TRL via TrainerCallback.on_step_end",
             "tokens": "prompt + completion tokens (non-pad) of the step's batch; ours from the experience "
@@ -454,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
     }
     report["ratios_seconds_per_step_vs"] = {  # peer median s/step / side median s/step: > 1 = side faster
-        peer: {side: summary[peer]["median_seconds_per_step"] / summary[side]["median_seconds_per_step"]
+        peer: {side: {"median": summary[peer]["median_seconds_per_step"] / summary[side]["median_seconds_per_step"],
+                      "per_repeat": [p / o for o, p in zip(summary[side]["per_run_median_seconds"],
+                                                            summary[peer]["per_run_median_seconds"])]}
                for side in summary if side.startswith("ours")}
         for peer in summary if peer.startswith("trl")}
     if "ours" in summary and "trl" in summary:

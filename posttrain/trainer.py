@@ -80,9 +80,6 @@ class Trainer:
         if config.gradient_checkpointing:
             policy.gradient_checkpointing_enable()
             policy.config.use_cache = False
-        rollout_model = copy.deepcopy(policy).eval().requires_grad_(False)
-        if config.lora_r:
-            policy = apply_lora(policy, config)
 
         self.timer = PhaseTimer()
         self.ctx = AlgoContext(tokenizer=self.tokenizer, reward_fn=reward_fn, is_correct=self.task.is_correct,
@@ -94,6 +91,17 @@ class Trainer:
                               "make_experience, so they cannot run ahead; use --algo grpo or rloo")
         roles = check_roles(self.algo.roles())
         self.policy_role = roles[POLICY]
+        engine_spec = (self.policy_role.engine or config.rollout
+                       if self.policy_role.engine is not None or config.eval_every else None)
+        # A frozen copy of the initial weights only where something runs one: an in-process engine without a
+        # checkpoint of its own (hf, diffusion) or a role copied from the initial policy. The vLLM engines
+        # need no copy: the colocated one reads only the policy's checkpoint name and dtype, the remote one
+        # pushes its weights once, when it is built.
+        needs_copy = ((engine_spec is not None and engine_spec.borrows_module)
+                      or any(role.source == INITIAL_POLICY for role in roles.values()))
+        initial_policy = copy.deepcopy(policy).eval().requires_grad_(False) if needs_copy else None
+        if config.lora_r:
+            policy = apply_lora(policy, config)
         self.role_deepspeed_models: dict[str, Any] = {}  # trained roles besides the policy (e.g. PPO's critic)
         self.refreshed_roles: dict[str, ModelRole] = {}  # frozen snapshots of the policy (e.g. DuPO's solver)
         self.refreshed_modules: dict[str, torch.nn.Module] = {}
@@ -101,11 +109,11 @@ class Trainer:
             if role.name == POLICY:
                 continue
             if role.trains:
-                self._build_trained_role(role, rollout_model, dtype)
+                self._build_trained_role(role, initial_policy, dtype)
             else:
-                self._build_frozen_role(role, rollout_model, dtype)
-        if self.policy_role.engine is not None or config.eval_every:
-            self.rollout = self._build_engine(self.policy_role.engine or config.rollout, rollout_model,
+                self._build_frozen_role(role, initial_policy, dtype)
+        if engine_spec is not None:  # a PEFT-wrapped policy serves as is: its adapters start at zero
+            self.rollout = self._build_engine(engine_spec, initial_policy if engine_spec.borrows_module else policy,
                                               self.tokenizer)
             self.ctx.engines[POLICY] = self.rollout
         self.deepspeed_model = initialize_deepspeed_model(policy, config, self.info.world_size)
@@ -124,8 +132,11 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------
     def _build_engine(self, spec: EngineSpec, model: torch.nn.Module, tokenizer: Any) -> Any:
+        """The engine ``spec`` names for ``model``: moved to this rank's device only when the engine runs it."""
         config = self.config
-        return build_engine(spec, model=model.to(self.info.device), tokenizer=tokenizer, device=self.info.device,
+        if spec.borrows_module:
+            model = model.to(self.info.device)
+        return build_engine(spec, model=model, tokenizer=tokenizer, device=self.info.device,
                             max_batch_size=config.rollout_batch_size or config.per_rank_samples(self.info.world_size),
                             seed=config.seed)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU tier on a machine with a CUDA GPU and the project installed: the `gpu`-marked tests, then the
 # CUDA benchmarks (our rollout engine vs HF generate, our GRPO step vs TRL's, our vLLM engine vs our HF
-# engine when vLLM is installed), and the vision commands with --device cuda when diffusers is installed. Each part runs even when an earlier one failed; the exit status is the
+# engine when vLLM is installed, then the colocated and remote-worker vLLM paths on CUDA: external_launcher with
+# weights loaded directly, NCCL sync to workers, group requests, a bf16 worker), and the vision commands with --device cuda when diffusers is installed. Each part runs even when an earlier one failed; the exit status is the
 # tests'. Results and logs go to RESULTS_DIR.
 #
 #   bash scripts/gpu_checks.sh [RESULTS_DIR] [MODEL_CONFIG_DIR]
@@ -67,6 +68,46 @@ EOF
 fi
 if "$python" -c "import vllm" 2>/dev/null; then
   part vllm_rollout "$python" benchmarks/bench_vllm_rollout.py --out "$out/vllm_rollout_cuda.json"
+  # Issue 27 on CUDA. Colocated --rollout vllm: vLLM under external_launcher in the trainer's process, each sync
+  # loading the gathered layers with load_weights (engines/vllm.py colocated_weight_path); the engine must end on
+  # the trainer's weights, 1 rank and 2 ZeRO-3 ranks (both on this GPU when it is the only one).
+  part vllm_colocated_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 900 tests/e2e/test_train_vllm.py \
+    -k "one_rank or two_ranks_zero3"
+  # Remote workers on this GPU (NCCL sync): greedy log-probs equal HF's after a sync, a worker's share in group
+  # requests (n > 1) gives the samples of one request per sample, the served dtype read through /collective_rpc.
+  part vllm_remote_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 900 tests/e2e/test_rollout_workers.py \
+    -k "greedy_equals_hf or group_requests or another_version"
+  # A worker serving bfloat16 (--dtype auto on a bf16 checkpoint does the same) and a float32 trainer: the first
+  # sync asks its dtype and sends bf16 (logged); the worker then holds the trainer's weights rounded to bf16.
+  part vllm_bf16_worker "$python" - "$out/bf16-worker.log" <<'EOF'
+import logging
+import sys
+
+import torch
+
+from posttrain.engines.base import SamplingParams
+from posttrain.engines.remote import RemoteVLLMEngine
+from posttrain.engines.weight_transfer import free_port
+from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
+from posttrain.models.loading import load_causal_lm, load_tokenizer
+from posttrain.models.tiny import build_tiny
+
+logging.basicConfig(level=logging.INFO)
+path = str(build_tiny("causal-arithmetic-vllm"))
+port = free_port()
+worker = spawn_rollout_worker(path, port, sys.argv[1], extra_args=["--dtype", "bfloat16", "--max-model-len", "256",
+                                                                   "--", "--gpu-memory-utilization", "0.25"])
+try:
+    url = f"http://127.0.0.1:{port}"
+    wait_until_ready(url, worker, 600, sys.argv[1])
+    model, tokenizer = load_causal_lm(path).cuda(), load_tokenizer(path)
+    engine = RemoteVLLMEngine([url], tokenizer, model, timeout_s=120)  # pushes version 0 in bf16
+    assert engine._served_dtype == torch.bfloat16, engine._served_dtype
+    out = engine.generate([tokenizer.encode("12+7=")] * 4, SamplingParams(max_new_tokens=6, temperature=1.0, seed=1))
+    print("bf16 worker synced and sampled:", out.completion_ids, "weight version", out.weight_version)
+finally:
+    stop_rollout_worker(worker)
+EOF
 else
   echo "== vllm_rollout: skipped, vllm is not installed (pip install -e '.[gpu]')"
 fi

@@ -153,6 +153,25 @@ def stop_token_ids(params: SamplingParams, eos_token_id: int | None) -> tuple[in
     return tuple(sorted(ids))
 
 
+def sample_seeds(seed: int, prompt_ids: list[list[int]]) -> list[int]:
+    """The seed of every sample of a call seeded ``seed``: a run of identical consecutive prompts (G copies of
+    one prompt) starting at index ``i`` is seeded ``sample_seed(seed, i) + j`` for its copy ``j``, the seeds
+    vLLM gives the ``n`` samples of one request seeded ``sample_seed(seed, i)`` (its parallel sampling seeds
+    child ``j`` with ``seed + j``). So a remote worker can draw a whole group in one request (``n`` > 1) and
+    get the samples the colocated engine draws one request each; a prompt unlike its predecessor gets
+    ``sample_seed(seed, i)``.
+
+    >>> a = sample_seed(5, 0)
+    >>> sample_seeds(5, [[1], [1], [2]]) == [a, a + 1, sample_seed(5, 2)]
+    True
+    """
+    seeds: list[int] = []
+    for i, prompt in enumerate(prompt_ids):
+        continues_run = i > 0 and list(prompt) == list(prompt_ids[i - 1])
+        seeds.append(seeds[-1] + 1 if continues_run else sample_seed(seed, i))
+    return seeds
+
+
 def check_prompts(prompt_ids: list[list[int]]) -> None:
     """Every prompt is a non-empty token-id list (text must be tokenised by the caller)."""
     for i, prompt in enumerate(prompt_ids):

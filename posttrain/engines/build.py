@@ -165,8 +165,8 @@ def _vllm(spec: VLLMSpec, ctx: EngineContext) -> Any:
 
 @ENGINE_BUILDERS.register("vllm-remote")
 def _vllm_remote(spec: VLLMRemoteSpec, ctx: EngineContext) -> Any:
-    """The workers serve ``ctx.model``'s weights once built (pushed as version 0); weights go over the wire
-    in ``ctx.dtype``, else the module's."""
+    """The workers serve ``ctx.model``'s weights once built (pushed as version 0, in the dtype the workers
+    serve; the trainer's is ``ctx.dtype``, else the module's)."""
     if ctx.tokenizer is None:
         raise ValueError("the vllm-remote engine needs the served model's tokenizer")
     dtype = ctx.dtype if isinstance(ctx.dtype, torch.dtype) else getattr(ctx.model, "dtype", torch.float32)

@@ -10,9 +10,8 @@ engine); ``vllm serve`` reports the raw model distribution unless started with
 
 Seeds: OpenAI-style servers seed each request on its own, so the same seed on G copies of one prompt
 would give G identical samples. With ``SamplingParams.seed = s`` prompt ``i`` is sent with the seed
-``base.sample_seed(s, i)`` (distinct per prompt, repeatable per call), or, when the caller says which samples of
-a larger call the prompts are (``sample_indices``, the remote engine's slices), ``sample_seed(s, sample_indices[i])``,
-the seed the colocated vLLM engine gives that sample; with no seed none is sent.
+``base.sample_seeds(s, prompts)[i]`` (distinct per sample, repeatable per call: the seed the vLLM engines give
+that sample); with no seed none is sent.
 
 Structured output: ``SamplingParams.json_schema`` goes out as OpenAI's ``response_format`` (``{"type":
 "json_schema", "json_schema": {"name": ..., "schema": ...}}``), which ``vllm serve`` (its structured
@@ -32,19 +31,21 @@ where there is one, the server's message.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
 import httpx
 
 from posttrain.common.http import RequestStats, RetryingPoster
-from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seed
+from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seeds
 from posttrain.engines.scores import TokenScores
 from posttrain.engines.topk import scores_from_topk
 
 T = TypeVar("T")
 R = TypeVar("R")
+Completion = tuple[list[int], str, list[float], str]
+"""One sample from a server: its token ids, text, per-token log-probs and finish reason."""
 
 
 def completions_url(base_url: str) -> str:
@@ -121,46 +122,56 @@ class OpenAIHTTPEngine:
             raise RuntimeError(f"{self.url}: the answer has no choices: {str(answer)[:300]}") from None
 
     # -- generation --------------------------------------------------------------------------------
-    def generate(self, prompt_ids: list[list[int]], params: SamplingParams,
-                 sample_indices: Sequence[int] | None = None) -> Rollouts:
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         """One completion per prompt, in input order (one request per prompt, ``concurrency`` at a time); prompt
-        ``i`` is sample ``sample_indices[i]`` of the call for its seed (default ``i``)."""
+        ``i`` is seeded ``base.sample_seeds(params.seed, prompts)[i]``, as in the vLLM engines."""
         check_prompts(prompt_ids)
         prompts = [list(p) for p in prompt_ids]
-        indices = list(range(len(prompts)) if sample_indices is None else sample_indices)
-        if len(indices) != len(prompts):
-            raise ValueError(f"sample_indices has {len(indices)} entries for {len(prompts)} prompts")
+        seeds = None if params.seed is None else sample_seeds(params.seed, prompts)
 
-        def one(index: int) -> tuple[list[int], str, list[float], str]:
-            body: dict[str, Any] = {
-                "model": self.model, "prompt": prompts[index], "max_tokens": params.max_new_tokens,
-                "temperature": params.temperature, "top_p": params.top_p, "n": 1, "logprobs": 1,
-                "return_token_ids": True,
-            }
-            if params.top_k:
-                body["top_k"] = params.top_k
-            if params.seed is not None:
-                body["seed"] = sample_seed(params.seed, indices[index])
-            if params.stop_token_ids:
-                body["stop_token_ids"] = list(params.stop_token_ids)
-            if params.json_schema is not None:
-                body["response_format"] = response_format(params.json_schema)
-            choice = self._choice(self._post(body))
-            ids = choice.get("token_ids")
-            if ids is None:
-                raise RuntimeError(f"{self.url}: the answer has no token_ids; the server must honour "
-                                   "return_token_ids (posttrain serve, vLLM >= 0.10)")
-            logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
-            if logprobs is None or len(logprobs) != len(ids):
-                raise RuntimeError(f"{self.url}: prompt {index}: expected {len(ids)} token log-probs, got "
-                                   f"{None if logprobs is None else len(logprobs)}")
-            reason = choice.get("finish_reason") or "length"
-            return list(ids), choice.get("text", ""), [float(lp) for lp in logprobs], reason
+        def one(index: int) -> Completion:
+            seed = None if seeds is None else seeds[index]
+            return self.complete(prompts[index], params, n=1, seed=seed, what=f"prompt {index}")[0]
 
         results = self._map(one, list(range(len(prompts))))
         return Rollouts(prompt_ids=prompts, completion_ids=[r[0] for r in results], texts=[r[1] for r in results],
                         logprobs=[r[2] for r in results], finish_reasons=[r[3] for r in results],
                         weight_version=self.weight_version)
+
+    def complete(self, prompt: list[int], params: SamplingParams, n: int, seed: int | None,
+                 what: str = "prompt") -> list[Completion]:
+        """``n`` completions of one token-id prompt in one request (``params.seed`` unused: the request is
+        seeded ``seed``; vLLM seeds its sample ``j`` with ``seed + j``), in the server's sample order:
+        ``(token ids, text, log-probs, finish reason)`` each."""
+        body: dict[str, Any] = {
+            "model": self.model, "prompt": list(prompt), "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature, "top_p": params.top_p, "n": n, "logprobs": 1, "return_token_ids": True,
+        }
+        if params.top_k:
+            body["top_k"] = params.top_k
+        if seed is not None:
+            body["seed"] = seed
+        if params.stop_token_ids:
+            body["stop_token_ids"] = list(params.stop_token_ids)
+        if params.json_schema is not None:
+            body["response_format"] = response_format(params.json_schema)
+        answer = self._post(body)
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or len(choices) != n:
+            raise RuntimeError(f"{self.url}: {what}: expected {n} choices, got {str(answer)[:300]}")
+        return [self._completion(choice, what) for choice in sorted(choices, key=lambda c: c.get("index", 0))]
+
+    def _completion(self, choice: dict[str, Any], what: str) -> Completion:
+        ids = choice.get("token_ids")
+        if ids is None:
+            raise RuntimeError(f"{self.url}: the answer has no token_ids; the server must honour "
+                               "return_token_ids (posttrain serve, vLLM >= 0.10)")
+        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+        if logprobs is None or len(logprobs) != len(ids):
+            raise RuntimeError(f"{self.url}: {what}: expected {len(ids)} token log-probs, got "
+                               f"{None if logprobs is None else len(logprobs)}")
+        reason = choice.get("finish_reason") or "length"
+        return list(ids), choice.get("text", ""), [float(lp) for lp in logprobs], reason
 
     # -- scoring -----------------------------------------------------------------------------------
     def score(self, sequences: list[list[int]], *, entropy: bool = True, mass_above: bool = False,

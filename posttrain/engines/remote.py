@@ -5,12 +5,14 @@ dev-mode RLHF routes on, our weight transport registered, processed (sampling) l
 is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and colocated vLLM engines:
 
 - ``generate`` spreads the prompts over the N workers in contiguous, balanced, order-preserving slices
-  (``balanced_slices``), sends them through the OpenAI-compatible client (``engines/http.py``), and
-  returns them in input order. Prompt ``i`` of a call seeded ``s`` is sampled with the seed
-  ``base.sample_seed(s, i)`` whichever worker serves it (derived once, by the HTTP client), and the request stops
-  at the tokenizer's eos and ``stop_token_ids`` (``base.stop_token_ids``), as the colocated engine: the samples
-  depend neither on the worker count nor on the placement (workers serve the model's eos ids too, and vLLM's
-  neutral sampling defaults, ``--generation-config vllm``, not the checkpoint's).
+  (``balanced_slices``) and sends each worker its whole slice at once through the OpenAI-compatible client
+  (``engines/http.py``): one request per group of identical prompts with ``n`` samples (``request_runs``),
+  all of them in flight together (at most ``concurrency`` requests per worker), so vLLM schedules the
+  share as one batch; the samples come back in input order. Sample ``i`` of a call seeded ``s`` gets the
+  seed ``base.sample_seeds(s, prompts)[i]`` (the colocated engine's) whichever worker and request serve it,
+  so the samples depend neither on the worker count nor on how the prompts are split into requests; the
+  request stops at the tokenizer's eos and ``stop_token_ids`` (``base.stop_token_ids``), as the colocated
+  engine (workers serve vLLM's neutral sampling defaults, ``--generation-config vllm``, not the checkpoint's).
 - Weights: ``sync_from`` / ``update_weights`` push the trainer's weights into every worker through
   vLLM's weight-transfer protocol, over our gloo transport on CPU (``engines/weight_transfer.py``) and
   vLLM's ``nccl`` on CUDA (``default_transport``; the NCCL path has not run here: this machine has no
@@ -18,7 +20,9 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   cached blocks hold keys and values computed by the old weights; vLLM keeps them across a weight update,
   and on CPU a block is 128 tokens, so only longer prompts are cached). The constructor pushes the trainer's
   initial weights (version 0), so workers serve exactly the trainer's model whatever checkpoint (or
-  ``--load-format dummy``) they were started with. Rank 0 hosts each group's rendezvous on its address
+  ``--load-format dummy``) they were started with. The weights travel in the dtype the workers serve,
+  asked at the first sync (``wire_dtype``; a worker on ``--dtype auto`` serves a bf16 checkpoint in bf16):
+  a trainer in another dtype is logged, workers serving different dtypes are refused. Rank 0 hosts each group's rendezvous on its address
   on the route to the worker (``local_address_towards``), so workers on other machines can join it;
   each group spans rank 0 and all of the worker engine's ranks (``GET /get_world_size``).
 - One transfer process group per worker, not one for all: vLLM's trainer-side engines address one server
@@ -38,6 +42,7 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
 from __future__ import annotations
 
 import dataclasses
+import logging
 import socket
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,9 +51,11 @@ from typing import Any
 import httpx
 import torch
 
-from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, stop_token_ids
-from posttrain.engines.http import OpenAIHTTPEngine
+from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seeds, stop_token_ids
+from posttrain.engines.http import Completion, OpenAIHTTPEngine
 from posttrain.engines.weights import TrainerWeights
+
+log = logging.getLogger(__name__)
 
 SERVED_MODEL_NAME = "default"
 """The model name ``posttrain rollout-worker`` serves under (``--served-model-name``)."""
@@ -134,6 +141,17 @@ class _ControlClient:
         except (httpx.HTTPError, KeyError, ValueError) as err:
             raise WorkerError(self.url, f"GET /get_world_size: {type(err).__name__}: {err}") from err
 
+    def served_dtype(self) -> str:
+        """The dtype the worker's engine holds its weights in, every rank asked (``/collective_rpc`` of
+        ``WorkerExtension.posttrain_served_dtype``), e.g. ``"bfloat16"``."""
+        try:
+            answers = self._post("/collective_rpc", {"method": "posttrain_served_dtype"}).json()["results"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise WorkerError(self.url, f"POST /collective_rpc: unexpected answer: {err}") from err
+        if not answers or len(set(answers)) != 1:
+            raise WorkerError(self.url, f"its engine's ranks report the dtypes {answers}; expected one")
+        return str(answers[0])
+
     def weight_version(self) -> str:
         """The version the worker reports (``"default"`` before any sync)."""
         try:
@@ -151,7 +169,7 @@ class RemoteVLLMEngine:
     """A ``RolloutEngine`` over N ``posttrain rollout-worker`` servers (see the module docstring)."""
 
     def __init__(self, urls: list[str], tokenizer: Any, model: torch.nn.Module | None = None, *,
-                 timeout_s: float = 120.0, retries: int = 1, concurrency: int = 16, dtype: torch.dtype = torch.float32,
+                 timeout_s: float = 120.0, retries: int = 1, concurrency: int = 256, dtype: torch.dtype = torch.float32,
                  rank: int | None = None, master_address: str | None = None, transport: str | None = None) -> None:
         if not urls:
             raise ValueError("RemoteVLLMEngine needs at least one worker URL")
@@ -171,35 +189,42 @@ class RemoteVLLMEngine:
                                           max_retries=retries, timeout_s=timeout_s) for url in self.urls]
         self._control = [_ControlClient(url, timeout_s) for url in self.urls]
         self._senders: list[Any] = [None] * len(self.urls)
+        self._served_dtype: torch.dtype | None = None
         self._version = 0
         if model is not None:
             self.update_weights(model.named_parameters(), version=0)
 
     # -- generation ----------------------------------------------------------------------------------
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
-        """One completion per prompt, in input order; worker ``w`` serves slice ``w`` of the prompts."""
+        """One completion per prompt, in input order. Worker ``w`` serves slice ``w`` of the prompts, all of
+        it at once: one request per run of identical prompts (a GRPO group) with ``n`` its length
+        (``request_runs``), every request in flight together, so vLLM schedules the whole share as one batch.
+        Sample ``i`` is seeded ``base.sample_seeds(seed)[i]`` however the prompts are split into requests."""
         check_prompts(prompt_ids)
+        seeds = None if params.seed is None else sample_seeds(params.seed, prompt_ids)
         slices = balanced_slices(len(prompt_ids), len(self.urls))
-        owner = [w for w, sl in enumerate(slices) for _ in range(sl.start, sl.stop)]
+        requests = [(w, start, count) for w, sl in enumerate(slices) for start, count in
+                    request_runs(prompt_ids, seeds, sl)]
 
-        # the colocated engine's stop ids (the tokenizer's eos added) and seeds (sample_seed(seed, index), derived
-        # once, by the client): the same seed gives the same samples on either placement
+        # the colocated engine's stop ids (the tokenizer's eos added) and seeds: the same seed gives the same
+        # samples on either placement
         sent = dataclasses.replace(params, stop_token_ids=stop_token_ids(params, self.tokenizer.eos_token_id))
 
-        def one(index: int) -> Rollouts:
-            worker = owner[index]
+        def one(request: tuple[int, int, int]) -> list[Completion]:
+            worker, start, count = request
             try:
-                return self._clients[worker].generate([prompt_ids[index]], sent, sample_indices=[index])
+                return self._clients[worker].complete(prompt_ids[start], sent, n=count,
+                                                      seed=None if seeds is None else seeds[start],
+                                                      what=f"prompts {start}..{start + count - 1}")
             except RuntimeError as err:
                 raise WorkerError(self.urls[worker], f"generation failed: {err}") from err
 
-        with ThreadPoolExecutor(max_workers=max(1, min(len(prompt_ids), self.concurrency * len(self.urls)))) as pool:
-            parts = list(pool.map(one, range(len(prompt_ids))))
+        with ThreadPoolExecutor(max_workers=max(1, min(len(requests), self.concurrency * len(self.urls)))) as pool:
+            samples = [c for part in pool.map(one, requests) for c in part]
         self.check_versions([w for w, sl in enumerate(slices) if sl.stop > sl.start])
-        return Rollouts(prompt_ids=[list(p) for p in prompt_ids],
-                        completion_ids=[r.completion_ids[0] for r in parts], texts=[r.texts[0] for r in parts],
-                        logprobs=[r.logprobs[0] for r in parts], finish_reasons=[r.finish_reasons[0] for r in parts],
-                        weight_version=self._version)
+        return Rollouts(prompt_ids=[list(p) for p in prompt_ids], completion_ids=[c[0] for c in samples],
+                        texts=[c[1] for c in samples], logprobs=[c[2] for c in samples],
+                        finish_reasons=[c[3] for c in samples], weight_version=self._version)
 
     def check_versions(self, workers: Iterable[int] | None = None) -> None:
         """Raise ``WorkerError`` for the first worker whose weight version is not the trainer's."""
@@ -215,6 +240,14 @@ class RemoteVLLMEngine:
     def weight_version(self) -> int:
         """The trainer step whose weights every worker holds (0 = the trainer's initial weights)."""
         return self._version
+
+    def _wire_dtype(self) -> torch.dtype:
+        """The workers' served dtype, asked at the first sync (``wire_dtype``: logged where it is not the
+        trainer's ``dtype``, refused where the workers disagree); sent in from then on."""
+        if self._served_dtype is None:
+            served = {url: control.served_dtype() for url, control in zip(self.urls, self._control)}
+            self._served_dtype = wire_dtype(self.dtype, served)
+        return self._served_dtype
 
     def _sender(self, worker: int, source: Any) -> Any:
         """This rank's trainer-side engine for ``worker``'s transfer group (opened on first use)."""
@@ -281,13 +314,13 @@ class RemoteVLLMEngine:
         trainer rank calls it together (``weights.gather`` runs the ZeRO-3 collectives), rank 0 sends."""
         from posttrain.engines.weight_transfer import TrainerWeightSource
 
-        self._send(TrainerWeightSource(weights, self.dtype), version)
+        self._send(TrainerWeightSource(weights, self._wire_dtype()), version)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Push named full tensors to every worker; ``version`` defaults to the current one plus 1."""
         from posttrain.engines.weight_transfer import NamedTensorSource
 
-        source = NamedTensorSource(named_tensors, self.dtype)
+        source = NamedTensorSource(named_tensors, self._wire_dtype())
         self._send(source, self._version + 1 if version is None else version)
 
     def close(self) -> None:
@@ -295,6 +328,51 @@ class RemoteVLLMEngine:
             client.close()
         for control in self._control:
             control.close()
+
+
+WIRE_DTYPES = ("float32", "bfloat16", "float16")
+"""The dtypes the trainer sends weights in (a worker serving another, e.g. a quantised one, is refused)."""
+
+
+def wire_dtype(trainer_dtype: torch.dtype, served: dict[str, str]) -> torch.dtype:
+    """The dtype the trainer sends its weights in: the one every worker serves (``served``: URL -> dtype
+    name), so each worker holds the trainer's weights rounded once, as its own dtype stores them. Workers
+    that disagree, or serve a dtype outside ``WIRE_DTYPES``, raise ``WorkerError`` naming them.
+
+    >>> wire_dtype(torch.float32, {"http://a:1": "bfloat16"})
+    torch.bfloat16
+    """
+    for url, name in served.items():
+        if name not in WIRE_DTYPES:
+            raise WorkerError(url, f"serves {name} weights; the trainer sends {', '.join(WIRE_DTYPES)} only: restart "
+                                   "it with `posttrain rollout-worker --dtype` set to one of them")
+    names = set(served.values())
+    if len(names) != 1:
+        raise WorkerError(", ".join(served), f"the workers serve different dtypes ({served}): start every worker "
+                                             "with the same --dtype")
+    dtype = getattr(torch, names.pop())
+    if dtype != trainer_dtype:
+        log.warning("rollout workers serve %s weights: the trainer's %s weights are sent as %s (cast before "
+                    "sending), so the workers hold them rounded to %s", dtype, trainer_dtype, dtype, dtype)
+    return dtype
+
+
+def request_runs(prompt_ids: list[list[int]], seeds: list[int] | None, part: slice) -> list[tuple[int, int]]:
+    """``part`` of the prompts cut into ``(start, count)`` requests of ``n = count`` samples: runs of identical
+    consecutive prompts whose seeds follow one another (vLLM seeds sample ``j`` of a request seeded ``s``
+    with ``s + j``; ``seeds`` None: unseeded).
+
+    >>> request_runs([[1], [1], [1], [2]], [7, 8, 20, 30], slice(0, 4))
+    [(0, 2), (2, 1), (3, 1)]
+    """
+    runs: list[tuple[int, int]] = []
+    for i in range(part.start, part.stop):
+        if runs and prompt_ids[i] == prompt_ids[i - 1] and (seeds is None or seeds[i] == seeds[i - 1] + 1):
+            start, count = runs[-1]
+            runs[-1] = (start, count + 1)
+        else:
+            runs.append((i, 1))
+    return runs
 
 
 def default_transport() -> str:

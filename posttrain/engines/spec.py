@@ -61,6 +61,15 @@ class EngineSpec:
 
     kind: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    runs_module: ClassVar[bool] = False
+    """Whether the engine runs a torch module in this process (hf, diffusion); the vLLM engines load their
+    own copy of the checkpoint."""
+
+    @property
+    def borrows_module(self) -> bool:
+        """Whether the engine runs its caller's module (an in-process engine whose spec names no checkpoint):
+        the caller must lend it a module of its own, e.g. the trainer a frozen copy of the policy."""
+        return self.runs_module and not getattr(self, "path", None)
 
     @property
     def location(self) -> str | None:
@@ -97,6 +106,7 @@ LOCATION_FIELDS = ("path", "urls", "url", "model")
 @dataclass(frozen=True)
 class HFSpec(EngineSpec):
     kind: ClassVar[str] = "hf"
+    runs_module: ClassVar[bool] = True
     summary: ClassVar[str] = "our KV-cached decoding loop over a Hugging Face causal LM (CPU or GPU; exact scores)"
 
     path: str | None = spec_option(None, "Checkpoint folder, hub id or alias; unset = the caller's model.")
@@ -108,6 +118,7 @@ class HFSpec(EngineSpec):
 @dataclass(frozen=True)
 class DiffusionSpec(EngineSpec):
     kind: ClassVar[str] = "diffusion"
+    runs_module: ClassVar[bool] = True
     summary: ClassVar[str] = "LLaDA's semi-autoregressive low-confidence sampler over a masked-diffusion LM"
 
     path: str | None = spec_option(None, "Masked-diffusion checkpoint; unset = the caller's model.")

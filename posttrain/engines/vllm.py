@@ -9,8 +9,9 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
   log-prob of each sampled token under the distribution it was drawn from: vLLM's
   ``logprobs_mode="processed_logprobs"`` (after temperature, top-k, top-p), like the HF engine records.
   Greedy (``temperature == 0``) records the unscaled model log-prob, as the HF engine does.
-- Seeds: sample ``i`` of a call gets its own vLLM seed ``base.sample_seed(params.seed, i)`` (the seed the
-  remote workers get too), so G copies of one prompt differ and the same seed repeats; ``seed=None`` leaves vLLM's sampling unseeded. vLLM's
+- Seeds: sample ``i`` of a call gets its own vLLM seed ``base.sample_seeds(params.seed, prompts)[i]`` (the
+  seed the remote workers give it too, where a group of copies is one request), so G copies of one prompt
+  differ and the same seed repeats; ``seed=None`` leaves vLLM's sampling unseeded. vLLM's
   random streams are not ours, so a vLLM sample never equals an HF sample with the same seed.
 - Stops: the tokenizer's eos and ``SamplingParams.stop_token_ids``; ``max_new_tokens``.
 - ``SamplingParams.json_schema``: vLLM's structured outputs (``StructuredOutputsParams(json=...)``),
@@ -21,8 +22,12 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
 - Scoring (``score``, the ``ScoringEngine`` protocol): vLLM's ``prompt_logprobs`` give the top
   ``score_top_k`` log-probs of each position (at most the engine's ``max_logprobs``, 20 by default), so
   entropies and mass-above are the top-k approximations of ``engines.topk`` (``TokenScores.exact`` False).
-- Weights: ``update_weights`` / ``sync_from`` go through vLLM's weight-transfer protocol
-  (``engines/weight_transfer.py``); ``weight_version`` is the trainer step the engine holds.
+- Weights (``update_weights`` / ``sync_from``), by ``colocated_weight_path``: on CUDA the engine runs under
+  vLLM's ``external_launcher`` executor in the trainer rank's process and each gathered bucket goes straight
+  into the model's ``load_weights`` (TRL's colocate mode; no NCCL, no copy through the CPU); on CPU through
+  vLLM's weight-transfer protocol over our gloo transport (``engines/weight_transfer.py``).
+  ``weight_version`` is the trainer step the engine holds. The CUDA path has not run on this machine (no
+  GPU); ``scripts/gpu_checks.sh`` runs it.
 - Sleep: ``sleep()`` / ``wake_up()`` free the engine's accelerator memory while the trainer trains
   (vLLM's sleep mode, level 1). vLLM supports it on CUDA only; on CPU both are no-ops, since the weights
   and KV cache already live in host RAM, which sleep mode would only copy around.
@@ -52,7 +57,7 @@ from posttrain.engines.base import (
     SamplingParamsError,
     check_prompts,
     check_score_inputs,
-    sample_seed,
+    sample_seeds,
     stop_token_ids,
 )
 from posttrain.engines.scores import TokenScores
@@ -159,6 +164,54 @@ def cpu_scheduler_options(model_path: str, max_model_len: int | None) -> dict[st
             "max_num_batched_tokens": max(model_max_length(model_path, max_model_len), DEFAULT_STEP_TOKENS)}
 
 
+DIRECT_LOAD = "direct-load"
+"""CUDA: vLLM in the trainer rank's process under its ``external_launcher`` executor (TRL's colocate mode);
+a sync hands the gathered tensors to the model's ``load_weights``, GPU memory to GPU memory."""
+GLOO_TRANSFER = "gloo-transfer"
+"""CPU: vLLM in process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``); a sync goes through vLLM's weight-transfer
+protocol over our gloo transport (``weight_transfer.py``)."""
+
+
+def colocated_weight_path(cuda: bool) -> str:
+    """How a colocated engine runs and takes the trainer's weights: ``DIRECT_LOAD`` on CUDA, ``GLOO_TRANSFER``
+    on CPU.
+
+    Why not one path: on CUDA vLLM's default executor runs the engine core in a spawned process, where our gloo
+    transport is not registered, and each sync would go GPU -> CPU -> gloo -> GPU. Under ``external_launcher``
+    the model lives in this process (vLLM then turns multiprocessing off itself), so the trainer's gathered
+    tensors load straight into it, which is what TRL does for an engine that shares the trainer's GPU. On CPU
+    the gloo transport runs vLLM's own reload protocol (``start_weight_update`` ... ``finish``), which also
+    re-packs the CPU GEMM kernels (``weight_transfer.repack_cpu_heads``); a direct ``load_weights`` would not."""
+    return DIRECT_LOAD if cuda else GLOO_TRANSFER
+
+
+def colocated_llm_options(weight_path: str, model_path: str, *, dtype: str, seed: int, max_model_len: int | None,
+                          max_num_seqs: int, trust_remote_code: bool, gpu_memory_utilization: float,
+                          sleep_mode: bool) -> dict[str, Any]:
+    """The ``vllm.LLM`` arguments of a colocated engine on ``weight_path`` (``colocated_weight_path``):
+    CUDA: ``external_launcher`` (one engine per trainer rank, tensor parallel 1), its share of GPU memory,
+    sleep mode and CUDA graphs; CPU: our gloo transport, eager mode and ``cpu_scheduler_options``."""
+    if weight_path not in (DIRECT_LOAD, GLOO_TRANSFER):
+        raise ValueError(f"weight_path {weight_path!r}: expected {DIRECT_LOAD!r} or {GLOO_TRANSFER!r}")
+    options: dict[str, Any] = {
+        "model": model_path, "skip_tokenizer_init": False, "dtype": dtype, "seed": seed, "max_model_len": max_model_len,
+        "max_num_seqs": max_num_seqs, "logprobs_mode": "processed_logprobs", "trust_remote_code": trust_remote_code,
+        "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
+    }
+    if weight_path == DIRECT_LOAD:
+        options.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1,
+                       gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_mode)
+        return options
+    from vllm.config import WeightTransferConfig
+
+    from posttrain.engines.weight_transfer import GLOO_BACKEND
+
+    options.update(weight_transfer_config=WeightTransferConfig(backend=GLOO_BACKEND),
+                   enforce_eager=True,  # no graph compilation on CPU (tens of seconds per start, no gain here)
+                   **cpu_scheduler_options(model_path, max_model_len))
+    return options
+
+
 class _LocalClient:
     """``VLLMWeightSyncClient`` over an in-process ``vllm.LLM`` (the colocated placement)."""
 
@@ -222,30 +275,21 @@ class VLLMRolloutEngine:
         if problem:
             raise ValueError(problem)
         vllm = import_vllm()
-        from vllm.config import WeightTransferConfig
-
-        from posttrain.engines.weight_transfer import GLOO_BACKEND  # imports vLLM, as this function does
-
         cuda = _on_cuda()
-        options: dict[str, Any] = {
-            "model": path, "skip_tokenizer_init": False, "dtype": dtype, "seed": seed, "max_model_len": max_model_len,
-            "max_num_seqs": max_num_seqs, "logprobs_mode": "processed_logprobs", "trust_remote_code": trust_remote_code,
-            "weight_transfer_config": WeightTransferConfig(backend=GLOO_BACKEND),
-            "enforce_eager": not cuda,  # CPU: no graph compilation (tens of seconds per start, no gain here)
-            "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
-        }
-        if cuda:
-            options.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_mode)
-        else:
-            options.update(cpu_scheduler_options(path, max_model_len))
+        options = colocated_llm_options(colocated_weight_path(cuda), path, dtype=dtype, seed=seed,
+                                        max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                                        trust_remote_code=trust_remote_code,
+                                        gpu_memory_utilization=gpu_memory_utilization, sleep_mode=sleep_mode)
         options.update(llm_kwargs)
         llm = vllm.LLM(**options)
         tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path, trust_remote_code=trust_remote_code)
-        return cls(llm, tokenizer, getattr(torch, dtype), sleep_mode=sleep_mode and cuda,
+        # the dtype the engine holds its weights in (what weight syncs send), asked of the engine itself
+        served = llm.model_config.dtype
+        return cls(llm, tokenizer, served, sleep_mode=sleep_mode and cuda,
                    sync_timeout_s=sync_timeout_s)
 
     # ------------------------------------------------------------------------------------------
-    def _vllm_params(self, params: SamplingParams, count: int) -> list[Any]:
+    def _vllm_params(self, params: SamplingParams, prompt_ids: list[list[int]]) -> list[Any]:
         from vllm import SamplingParams as VLLMSamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -257,8 +301,8 @@ class VLLMRolloutEngine:
         if params.json_schema is not None:
             common["structured_outputs"] = StructuredOutputsParams(json=params.json_schema)
         if params.seed is None or greedy:
-            return [VLLMSamplingParams(**common)] * count
-        return [VLLMSamplingParams(**common, seed=sample_seed(params.seed, i)) for i in range(count)]
+            return [VLLMSamplingParams(**common)] * len(prompt_ids)
+        return [VLLMSamplingParams(**common, seed=seed) for seed in sample_seeds(params.seed, prompt_ids)]
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
         """One completion per prompt, in input order (vLLM batches them as it sees fit)."""
@@ -271,7 +315,7 @@ class VLLMRolloutEngine:
 
         prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in prompt_ids]
         try:
-            outputs = self.llm.generate(prompts, self._vllm_params(params, len(prompts)), use_tqdm=False)
+            outputs = self.llm.generate(prompts, self._vllm_params(params, prompt_ids), use_tqdm=False)
         except VLLMValidationError as err:
             if params.json_schema is None:
                 raise
@@ -320,6 +364,22 @@ class VLLMRolloutEngine:
         return self._version
 
     def _send(self, source: Any, version: int) -> None:
+        if colocated_weight_path(_on_cuda()) == DIRECT_LOAD:
+            self._load_directly(source)
+        else:
+            self._send_over_gloo(source, version)
+        # Cached prefix blocks hold keys and values computed by the old weights (TRL resets them too).
+        self.llm.reset_prefix_cache()
+        self._version = version
+
+    def _load_directly(self, source: Any) -> None:
+        """``DIRECT_LOAD``: each gathered bucket (a decoder layer) into the in-process model's ``load_weights``;
+        every rank loads its own engine (under ZeRO-3 all ranks iterate the gathers together)."""
+        model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        for names, tensors in source.iter_groups():
+            model.load_weights(list(zip(names, tensors)))
+
+    def _send_over_gloo(self, source: Any, version: int) -> None:
         from posttrain.engines.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
 
         if self._sender is None:
@@ -329,9 +389,6 @@ class VLLMRolloutEngine:
                                                      peer="the colocated vLLM engine")
         self._sender.source = source
         self._sender.send_weights(weight_version=version)
-        # Cached prefix blocks hold keys and values computed by the old weights (TRL resets them too).
-        self.llm.reset_prefix_cache()
-        self._version = version
 
     def sync_from(self, weights: TrainerWeights, version: int) -> None:
         """Load the trainer's weights (``weights.gather``: ZeRO-3 gathered a layer at a time on every rank

@@ -222,8 +222,14 @@ def repack_cpu_heads(model: torch.nn.Module) -> None:
 
 class WorkerExtension:
     """``worker_extension_cls`` for vLLM engines in another process: importing it registers
-    ``posttrain-gloo`` in that process and asks for its AMX tile state (``_allow_amx``); the class itself
-    adds no methods."""
+    ``posttrain-gloo`` in that process and asks for its AMX tile state (``_allow_amx``); its one method
+    answers the trainer's dtype question (through vLLM's ``/collective_rpc``)."""
+
+    model_config: Any  # the vLLM worker's, which this class is mixed into
+
+    def posttrain_served_dtype(self) -> str:
+        """The dtype this worker's model weights are in, e.g. ``"bfloat16"``."""
+        return str(self.model_config.dtype).removeprefix("torch.")
 
 
 # ---------------------------------------------------------------------------------------------------

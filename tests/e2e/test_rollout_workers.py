@@ -53,7 +53,10 @@ def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     try:
         for i in range(2):  # both start at once: a start is most of this module's time
             port = free_port()
-            process = spawn_rollout_worker(str(vllm_tiny), port, logs / f"w{i}.log", extra_args=["--max-model-len", "256", "--dtype", "float32"],
+            # on CUDA (scripts/gpu_checks.sh) both workers share one GPU: a quarter of its memory each
+            gpu_share = ["--", "--gpu-memory-utilization", "0.25"] if torch.cuda.is_available() else []
+            process = spawn_rollout_worker(str(vllm_tiny), port, logs / f"w{i}.log",
+                                           extra_args=["--max-model-len", "256", "--dtype", "float32", *gpu_share],
                                            env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
             started.append((f"http://127.0.0.1:{port}", process, logs / f"w{i}.log"))
         for url, process, log in started:
@@ -151,6 +154,27 @@ def test_a_seed_gives_the_same_samples_colocated_and_remote(workers, vllm_tiny: 
         remote.close()
         del colocated
         gc.collect()
+
+
+def test_group_requests_give_the_samples_of_one_request_per_sample(workers, vllm_tiny: Path) -> None:
+    """A worker's share goes as one request per group of copies (n > 1); each sample (tokens, log-probs, seed)
+    is the one a request of its own with that sample's seed gives. The worker reports the dtype it serves."""
+    from posttrain.engines.base import SamplingParams, sample_seeds
+    from posttrain.engines.remote import RemoteVLLMEngine, request_runs
+
+    model, tokenizer, prompts = _hf(vllm_tiny)
+    engine = RemoteVLLMEngine([workers[0][0]], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    assert engine._control[0].served_dtype() == "float32"  # the fixture's --dtype, through /collective_rpc
+    group = [prompts[0]] * 4 + [prompts[1]] * 4
+    params = SamplingParams(max_new_tokens=6, temperature=1.0, seed=5)
+    seeds = sample_seeds(5, group)
+    assert request_runs(group, seeds, slice(0, len(group))) == [(0, 4), (4, 4)]  # two requests, n = 4 each
+    batched = engine.generate(group, params)
+    single = [engine._clients[0].complete(p, params, n=1, seed=seed)[0] for p, seed in zip(group, seeds)]
+    assert batched.completion_ids == [ids for ids, *_ in single]
+    for got, alone in zip(batched.logprobs, (lp for _, _, lp, _ in single)):
+        assert got == pytest.approx(alone, abs=1e-4)
+    assert len({tuple(ids) for ids in batched.completion_ids[:4]}) > 1  # the copies of a group differ
 
 
 def test_worker_on_another_version_is_named(workers, vllm_tiny: Path) -> None:

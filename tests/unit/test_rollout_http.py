@@ -11,7 +11,7 @@ import torch
 from fastapi import FastAPI, Request  # module level: the handler's string annotations must resolve here
 from fastapi.responses import JSONResponse
 
-from posttrain.engines.base import GenerationEngine, SamplingParams, ScoringEngine, sample_seed
+from posttrain.engines.base import GenerationEngine, SamplingParams, ScoringEngine, sample_seed, sample_seeds
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.engines.http import OpenAIHTTPEngine, completions_url
 from rewards.server.app import ServerSettings, create_app
@@ -76,8 +76,8 @@ def test_generation_through_our_server_equals_the_hf_engine(tiny, our_server):
         first, again = remote.generate(copies, sampled), remote.generate(copies, sampled)
         assert first.completion_ids == again.completion_ids  # repeatable with a seed
         assert len({tuple(c) for c in first.completion_ids}) > 1  # copies of one prompt get their own seeds
-        # prompt 2 was sent with seed sample_seed(3, 2); the server seeds a request's sample 0 from it in turn
-        seed = sample_seed(sample_seed(3, 2), 0)
+        # copy 2 was sent with seed sample_seeds(3, copies)[2]; the server seeds a request's sample 0 from it in turn
+        seed = sample_seed(sample_seeds(3, copies)[2], 0)
         one = local.generate([prompts[1]], dataclasses.replace(sampled, seed=seed))
         assert first.completion_ids[2] == one.completion_ids[0]
 
@@ -187,14 +187,10 @@ def test_topk_scores_retries_and_seeds(tiny):
         out = OpenAIHTTPEngine(url, tok, weight_version=4).generate([[1, 2]] * 3, params)
         assert out.completion_ids == [[5, 6]] * 3 and out.logprobs == [[-0.5, -0.25]] * 3
         assert out.weight_version == 4 and out.finish_reasons == ["length"] * 3
-        assert sorted(b["seed"] for b in app.state.bodies) == sorted(sample_seed(7, i) for i in range(3))
+        # three copies of one prompt: the seeds the vLLM engines give a group (sample_seed(7, 0) + j for copy j)
+        assert sorted(b["seed"] for b in app.state.bodies) == [sample_seed(7, 0) + j for j in range(3)]
         assert all(b["top_k"] == 3 and b["stop_token_ids"] == [9] and b["return_token_ids"]
                    and "response_format" not in b for b in app.state.bodies)
-        app.state.bodies.clear()  # samples 4 and 6 of a larger call (a remote worker's share) keep their seeds
-        OpenAIHTTPEngine(url, tok).generate([[1, 2]] * 2, params, sample_indices=[4, 6])
-        assert sorted(b["seed"] for b in app.state.bodies) == sorted(sample_seed(7, i) for i in (4, 6))
-        with pytest.raises(ValueError, match="sample_indices has 1 entries for 2 prompts"):
-            OpenAIHTTPEngine(url, tok).generate([[1, 2]] * 2, params, sample_indices=[4])
         OpenAIHTTPEngine(url, tok).generate([[1, 2]], dataclasses.replace(params, json_schema='{"type": "integer"}'))
         assert app.state.bodies[-1]["response_format"] == {  # OpenAI's form, which vLLM's server takes too
             "type": "json_schema", "json_schema": {"name": "output", "schema": {"type": "integer"}}}

@@ -112,8 +112,11 @@ def test_seeds_repeat_and_copies_differ(engine, prompt_ids) -> None:
     assert len({tuple(c) for c in first.completion_ids}) > 1  # G copies of one prompt differ
     other = engine.generate(group, dataclasses.replace(params, seed=12))
     assert other.completion_ids != first.completion_ids
-    # sample i is seeded base.sample_seed(seed, i), as on the remote workers and the reward server
-    assert [p.seed for p in engine._vllm_params(params, 3)] == [sample_seed(11, i) for i in range(3)]
+    # sample i is seeded base.sample_seeds(seed, prompts)[i], as on the remote workers: distinct prompts
+    # sample_seed(seed, i), copies of one prompt the seeds that follow their first's
+    assert [p.seed for p in engine._vllm_params(params, [[1], [2], [3]])] == [sample_seed(11, i) for i in range(3)]
+    assert [p.seed for p in engine._vllm_params(params, [[1], [1], [2]])] == [sample_seed(11, 0), sample_seed(11, 0) + 1,
+                                                                             sample_seed(11, 2)]
 
 
 def test_a_seeded_batch_larger_than_one_scheduler_step(engine, prompt_ids) -> None:

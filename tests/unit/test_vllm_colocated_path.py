@@ -1,0 +1,78 @@
+"""The colocated vLLM engine's two placements, checked on CPU: CUDA runs vLLM under ``external_launcher`` in the
+trainer's process and loads the gathered tensors with the model's ``load_weights`` (no transport); CPU keeps the
+gloo transport and its CPU settings. The CUDA run itself is in ``scripts/gpu_checks.sh``."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from posttrain.engines import vllm as vllm_engine
+from posttrain.engines.vllm import (
+    DIRECT_LOAD,
+    GLOO_TRANSFER,
+    VLLMRolloutEngine,
+    colocated_llm_options,
+    colocated_weight_path,
+)
+
+pytest.importorskip("vllm")
+
+OPTIONS = {"dtype": "bfloat16", "seed": 3, "max_model_len": 256, "max_num_seqs": 64, "trust_remote_code": False,
+           "gpu_memory_utilization": 0.3, "sleep_mode": True}
+
+
+def test_cuda_loads_directly_and_cpu_keeps_the_gloo_transport() -> None:
+    assert colocated_weight_path(cuda=True) == DIRECT_LOAD
+    assert colocated_weight_path(cuda=False) == GLOO_TRANSFER
+
+
+def test_cuda_options_run_vllm_in_process_under_the_external_launcher() -> None:
+    options = colocated_llm_options(DIRECT_LOAD, "/ckpt", **OPTIONS)
+    assert options["distributed_executor_backend"] == "external_launcher" and options["tensor_parallel_size"] == 1
+    assert options["gpu_memory_utilization"] == 0.3 and options["enable_sleep_mode"] is True
+    assert "weight_transfer_config" not in options and "enforce_eager" not in options  # CUDA graphs stay on
+    assert options["logprobs_mode"] == "processed_logprobs" and options["seed"] == 3
+
+
+def test_cpu_options_keep_the_gloo_transport_eager_mode_and_whole_prompts() -> None:
+    options = colocated_llm_options(GLOO_TRANSFER, "/ckpt", **OPTIONS)
+    assert options["weight_transfer_config"].backend == "posttrain-gloo"
+    assert options["enforce_eager"] is True and options["enable_chunked_prefill"] is False
+    assert options["max_num_batched_tokens"] == 4096  # the 256-token sequences fit vLLM's default budget
+    assert "distributed_executor_backend" not in options and "gpu_memory_utilization" not in options
+    with pytest.raises(ValueError, match="weight_path 'nccl'"):
+        colocated_llm_options("nccl", "/ckpt", **OPTIONS)
+
+
+class _RecordingModel:
+    def __init__(self) -> None:
+        self.loaded: list[list[tuple[str, torch.Tensor]]] = []
+
+    def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
+        self.loaded.append(weights)
+
+
+def test_a_cuda_sync_loads_each_layer_into_the_in_process_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct path's logic with a stand-in for vLLM's in-process model: one ``load_weights`` per decoder
+    layer, in the engine's dtype, then the prefix cache reset and the version recorded; no transport opened."""
+    model = _RecordingModel()
+    resets: list[Any] = []
+    llm = SimpleNamespace(llm_engine=SimpleNamespace(model_executor=SimpleNamespace(
+        driver_worker=SimpleNamespace(model_runner=SimpleNamespace(model=model)))),
+        reset_prefix_cache=lambda: resets.append(True))
+    monkeypatch.setattr(vllm_engine, "_on_cuda", lambda: True)
+    engine = VLLMRolloutEngine(llm, tokenizer=None, dtype=torch.bfloat16, sleep_mode=False, sync_timeout_s=5.0)
+    tensors = [("model.embed_tokens.weight", torch.ones(4, 2)), ("model.layers.0.mlp.up_proj.weight", torch.ones(2, 2)),
+               ("model.layers.0.mlp.down_proj.weight", torch.ones(2, 2)), ("model.layers.1.mlp.up_proj.weight",
+                                                                          torch.ones(2, 2))]
+    engine.update_weights(tensors, version=7)
+    names = [[name for name, _ in bucket] for bucket in model.loaded]
+    assert sorted(map(sorted, names)) == sorted([["model.embed_tokens.weight"], ["model.layers.1.mlp.up_proj.weight"],
+                                                 ["model.layers.0.mlp.down_proj.weight",
+                                                  "model.layers.0.mlp.up_proj.weight"]])
+    assert all(t.dtype == torch.bfloat16 for bucket in model.loaded for _, t in bucket)
+    assert resets == [True] and engine.weight_version == 7 and engine._sender is None
