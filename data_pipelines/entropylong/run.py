@@ -36,6 +36,7 @@ from pathlib import Path
 
 from data_pipelines.common.io import atomic_write_text
 from data_pipelines.common.representable import check_representable
+from data_pipelines.common.resources import actor_gpus
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, run_once, runner_options
 from data_pipelines.entropylong.evaluation import evaluate
 from data_pipelines.entropylong.pipeline import (
@@ -217,7 +218,7 @@ def run_entropylong(args) -> int:
     out = Path(args.output)
     stage_config = {**asdict(config), "model": args.model, "corpus": args.corpus, "retriever": args.retriever,
                     "embedder": args.embedder}
-    num_gpus = 1 if args.device.startswith("cuda") else 0
+    num_gpus = actor_gpus([args.model], args.device)
     verified = StageRunner(out / "verified", ActorStage(functools.partial(make_verify_stage, args, roots),
                                                         num_actors=args.num_workers, num_gpus=num_gpus),
                            chunk_size=args.chunk_size, **options, validate=validate, config=stage_config,
