@@ -1,5 +1,6 @@
 """Sci2Pol commands end to end on the embedded inputs with the tiny model (fast settings): ``bench``
-(uninterrupted, and SIGKILLed mid-run then rerun: identical results) and ``corpus`` (filters and rejects)."""
+(uninterrupted, and SIGKILLed mid-run then rerun: identical results) and ``corpus`` (filters and rejects;
+SIGKILLed mid-run then rerun: identical bytes)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
 from tests.unit.ray_session import (
@@ -58,10 +61,21 @@ def test_bench_killed_then_rerun_equals_uninterrupted(tmp_path, ray_session):
     assert _results(killed) == whole
 
 
-def test_corpus_filters_and_rejects(tmp_path, ray_session):
-    out = tmp_path / "corpus"
-    assert _run(["corpus", "--judge", "tiny", "--polish-tokens", "8", "--judge-retries", "0",
-                 "--output", str(out), "--no-progress", "--ray-address", ray_session]) == 0
+def _corpus_argv(out: Path, ray_address: str) -> list[str]:
+    return ["corpus", "--judge", "tiny", "--polish-tokens", "8", "--judge-retries", "0", "--chunk-size", "1",
+            "--output", str(out), "--no-progress", "--ray-address", ray_address]
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory, ray_session) -> Path:
+    """One uninterrupted ``corpus`` run (one pair per block)."""
+    out = tmp_path_factory.mktemp("sci2pol") / "corpus"
+    assert _run(_corpus_argv(out, ray_session)) == 0
+    return out
+
+
+def test_corpus_filters_and_rejects(corpus_run):
+    out = corpus_run
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
     reasons = {r.get("policy_id") or r["record"]["policy_id"]: r["reason"] for r in rejects}
     assert reasons["D2"] == "cites 4 papers > max 3"
@@ -73,3 +87,15 @@ def test_corpus_filters_and_rejects(tmp_path, ray_session):
     assert not any("unparsable" in r["reason"] for r in rejects)
     for pair in pairs:
         assert pair["prompt"].endswith(pair["paper_text"]) and pair["answer"] == pair["brief_polished"]
+
+
+def test_corpus_killed_then_rerun_writes_the_same_bytes(tmp_path, ray_session, corpus_run):
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-c", CLI, *_corpus_argv(killed, ray_session)]
+    done = kill_when_parts(cmd, killed / "coarse", 1, env, timeout=600)
+    assert done < len(list((corpus_run / "coarse").glob("part-*[0-9].jsonl")))  # stopped mid-stage
+    assert not (killed / "pairs.jsonl").exists()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for name in ("pairs.jsonl", "rejects.jsonl"):
+        assert (killed / name).read_bytes() == (corpus_run / name).read_bytes(), name
