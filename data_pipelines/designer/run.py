@@ -260,14 +260,9 @@ def run_pipeline(args, engine, embedder) -> dict:
     else:
         pool = [{"id": f"E-{r['id']}", "text": r["question"], "discipline": r["discipline"],
                  "question_type": r["question_type"], "difficulty": r["difficulty"]} for r in seeds]
-    segment_info: dict = {}
-
-    def make_segments() -> list[dict]:
-        segs, removed = steps.segments_step(sources, args.segment_chars, args.minhash_threshold, args.max_segments)
-        segment_info["near_duplicates_removed"] = removed
-        return segs
-    segments = run_once(out / "5-segments.jsonl", make_segments)
-    report["stages"]["segments"] = {"sources": len(sources), "out": len(segments), **segment_info}
+    segments = run_once(out / "5-segments.jsonl", lambda: _segments(out, args, sources))
+    report["stages"]["segments"] = {"sources": len(sources), "out": len(segments),
+                                    **json.loads((out / "5-segments.info.json").read_text())}
     retrieved = run_once(out / "6-retrieved.jsonl", lambda: steps.retrieve_step(segments, pool, embedder,
                                                                                   args.top_k))
     generated = _stage(args, out, "7-generate", partial(make_generate_stage, engines["generate"],
@@ -298,6 +293,14 @@ def _seeds(out: Path, args, annotated: list[dict], embedder) -> list[dict]:
     seeds, shortfalls = steps.seeds_step(annotated, embedder, args.per_cluster, args.k_max, args.seed)
     atomic_write_jsonl(out / "2-seeds.shortfalls.jsonl", shortfalls)
     return seeds
+
+
+def _segments(out: Path, args, sources: list[dict]) -> list[dict]:
+    """The segments; how many near-duplicates were removed goes to ``5-segments.info.json`` (written first,
+    so a resumed run reports it too)."""
+    segments, removed = steps.segments_step(sources, args.segment_chars, args.minhash_threshold, args.max_segments)
+    atomic_write_text(out / "5-segments.info.json", json.dumps({"near_duplicates_removed": removed}) + "\n")
+    return segments
 
 
 def _dedup(out: Path, extracted: list[dict], embedder, tau: float) -> list[dict]:

@@ -30,14 +30,16 @@ class ScriptedDesignerEngine:
     """A generation engine (protocol only) answering each DESIGNER prompt by rule. ``bad_first``: the
     first ``bad_first`` calls of every prompt get an unparsable reply (to exercise retries); ``pick``: the
     id every generation reply selects (default: the first candidate); ``delay``: seconds every call of the
-    generation stage sleeps (to be killed inside it). JSON replies are whole documents when the call asks
+    stage whose prompts hold ``delay_on`` sleeps (default: the generation stage; to be killed inside it). JSON replies are whole documents when the call asks
     for a schema, else what follows the prompt's prefilled ``{"<first key>": "``; ``schemas`` records the
     schema of every call."""
 
-    def __init__(self, bad_first: int = 0, delay: float = 0.0, pick: str | None = None) -> None:
+    def __init__(self, bad_first: int = 0, delay: float = 0.0, pick: str | None = None,
+                 delay_on: str = "Source text:") -> None:
         self.tokenizer = build_tokenizer()
         self.bad_first = bad_first
         self.delay = delay
+        self.delay_on = delay_on
         self.pick = pick
         self.seen: dict[str, int] = {}
         self.schemas: list[str | None] = []
@@ -69,7 +71,7 @@ class ScriptedDesignerEngine:
         self.schemas.append(params.json_schema)
         for ids in prompt_ids:
             prompt = self.tokenizer.decode(ids, skip_special_tokens=True)
-            if "Source text:" in prompt:
+            if self.delay_on in prompt:
                 time.sleep(self.delay)
             count = self.seen[prompt] = self.seen.get(prompt, 0) + 1
             reply = self.reply(prompt)
