@@ -111,6 +111,12 @@ EOF
 else
   echo "== vllm_rollout: skipped, vllm is not installed (pip install -e '.[gpu]')"
 fi
+# The data pipelines with --device cuda: their Ray actors reserve a GPU each (data_pipelines/common/resources.py).
+part data_sci2pol_cuda "$python" -m posttrain.cli data sci2pol bench --model tiny --judge tiny --device cuda \
+  --tasks task1,task7 --per_task 1 --open-tokens 8 --judge-tokens 8 --bootstrap 10 --no_progress \
+  --output "$out/data/sci2pol_cuda"
+part data_designer_cuda "$python" -m posttrain.cli data designer --device cuda --max-questions 6 --max-segments 2 \
+  --no_progress --output "$out/data/designer_cuda"
 if "$python" -c "import diffusers" 2>/dev/null; then
   # The vision commands on CUDA (pip install -e '.[vision]'): the embedded tiny models, then the --model paths
   # on tiny checkpoints saved to disk (from_pretrained, processors, tokenizers; --dtype auto is bf16 on CUDA).

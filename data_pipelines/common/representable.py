@@ -12,9 +12,10 @@ from typing import Any
 from data_pipelines.common.backends import tokenize
 
 
-def representation_problem(tokenizer: Any, text: str) -> str | None:
-    """Why ``tokenizer`` cannot give ``text`` back exactly (where the round trip first differs), or None."""
-    back = tokenizer.decode(tokenize(tokenizer, text))
+def representation_problem(tokenizer: Any, text: str, ids: list[int] | None = None) -> str | None:
+    """Why ``tokenizer`` cannot give ``text`` back exactly (where the round trip first differs), or None;
+    ``ids``: the text's token ids when the caller has them already (not tokenised again)."""
+    back = tokenizer.decode(tokenize(tokenizer, text) if ids is None else ids)
     if back == text:
         return None
     where = next((i for i, (x, y) in enumerate(zip(text, back)) if x != y), min(len(text), len(back)))
@@ -22,9 +23,10 @@ def representation_problem(tokenizer: Any, text: str) -> str | None:
             f"{text[where:where + 12]!r} comes back as {back[where:where + 12]!r})")
 
 
-def check_representable(tokenizer: Any, scorer: str, text: str, what: str) -> None:
-    """``ValueError`` naming ``what`` (the text) and ``scorer`` unless ``tokenizer`` represents ``text`` exactly."""
-    problem = representation_problem(tokenizer, text)
+def check_representable(tokenizer: Any, scorer: str, text: str, what: str, ids: list[int] | None = None) -> None:
+    """``ValueError`` naming ``what`` (the text) and ``scorer`` unless ``tokenizer`` represents ``text`` exactly
+    (``ids``: its token ids, when already computed)."""
+    problem = representation_problem(tokenizer, text, ids)
     if problem:
         raise ValueError(f"{what}: scorer {scorer!r}: {problem}; use a scorer whose tokenizer covers it "
                          "(e.g. --model smollm2-135m)")

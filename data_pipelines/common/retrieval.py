@@ -2,12 +2,14 @@
 
 Both return ``list[list[tuple[int, float]]]`` (chunk index, score), best first. ``FaissRetriever`` uses
 ``IndexFlatIP`` (exact cosine on normalised embeddings) and can ``save``/``load`` the index; swap in an
-IVF/HNSW index for very large corpora via ``index_factory``. ``chunk_text`` follows NExtLong's practice:
+IVF/HNSW index for very large corpora via ``index_factory``; ``BM25Retriever`` saves and loads its
+statistics the same way, so a corpus is indexed once and every worker loads the index. ``chunk_text`` follows NExtLong's practice:
 newline-separated segments grouped up to ``max_chars`` characters.
 """
 
 from __future__ import annotations
 
+import pickle
 import re
 from pathlib import Path
 
@@ -77,6 +79,19 @@ class BM25Retriever:
 
         self.bm25 = BM25Okapi([_WORD.findall(t.lower()) or ["<empty>"] for t in texts])
         self.n = len(texts)
+
+    def save(self, path: str | Path) -> None:
+        """The fitted statistics to ``path`` (a pickle: load only files this class wrote)."""
+        with open(path, "wb") as f:
+            pickle.dump(self.bm25, f)
+
+    @classmethod
+    def load(cls, path: str | Path) -> BM25Retriever:
+        retriever = cls.__new__(cls)
+        with open(path, "rb") as f:
+            retriever.bm25 = pickle.load(f)
+        retriever.n = retriever.bm25.corpus_size
+        return retriever
 
     def search(self, queries: list[str], k: int) -> list[list[tuple[int, float]]]:
         out = []

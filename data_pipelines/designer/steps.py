@@ -19,9 +19,11 @@ from data_pipelines.designer.logic_dedup import dedup_logics
 from data_pipelines.designer.sampling import sample_seeds
 
 
-def seeds_step(annotated: list[dict], embedder, per_cluster: int, k_max: int, seed: int) -> list[dict]:
+def seeds_step(annotated: list[dict], embedder, per_cluster: int, k_max: int,
+               seed: int) -> tuple[list[dict], list[dict]]:
+    """Seed questions and the clusters whose draw could not honour 3:2:1 (``sample_seeds``)."""
     if not annotated:
-        return []
+        return [], []
     vectors = embedder.encode([r["question"] for r in annotated])
     return sample_seeds(annotated, vectors, per_cluster, k_max, seed)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from data_pipelines.common.backends import encode_text, engine_label
+from data_pipelines.common.resources import actor_gpus
 from data_pipelines.common.runner import add_backbone_args
 from data_pipelines.dmap.core import (
     Chi2Result,
@@ -135,7 +136,7 @@ def _score_input(args, out_dir: Path) -> list[dict]:
 
     stage = ActorStage(functools.partial(make_dmap_stage, args.model, args.device, args.batch_size,
                                          args.top_logprobs, args.tokenizer, args.max_tokens, args.text_field),
-                       num_actors=args.num_workers, num_gpus=1 if args.device.startswith("cuda") else 0)
+                       num_actors=args.num_workers, num_gpus=actor_gpus([args.model], args.device))
     runner = StageRunner(out_dir / "parts", stage, chunk_size=args.chunk_size, batch_size=args.batch_size,
                          validate=functools.partial(_validate_text, args.text_field),
                          config={"model": model_identity(args.model, tokenizer=args.tokenizer),

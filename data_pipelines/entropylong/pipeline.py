@@ -6,9 +6,10 @@ Per root document D = x_1..x_n (scored after a BOS token):
    (alpha = 2.0). Position 0 (predicted from BOS alone) is never an anchor.
 2. **Retrieval**: the query of anchor t is the token window x_{t-w..t+w} (w = 16) decoded to text; its
    top-K (K = 32) chunks come from a FAISS index of the retrieval corpus (or BM25). Chunks of D's own
-   document are excluded (self-retrieval: same document id, or the same content hash, so a separate
-   ``--corpus`` holding D under another id does not hand D back as its own context) and each chunk is a
-   candidate once per document.
+   document are excluded (self-retrieval: same document id, the same content hash, or a corpus document
+   that nearly copies D: MinHash Jaccard of word 5-grams >= ``near_dup_threshold``, so a separate
+   ``--corpus`` holding D under another id, re-wrapped or lightly edited, does not hand D back as its own
+   context) and each chunk is a candidate once per document.
 3. **Verification**: for every *unique* candidate C one forward pass over [C ; sep ; D_{<=last anchor
    that retrieved C}] gives H'_t at all of D's anchors at once; dI_t = (H_t - H'_t) / H_t. The paper
    keeps C when dI > epsilon (0.4) at the anchor that retrieved it (``verify_rule="anchor"``: the max over
@@ -43,8 +44,9 @@ import torch
 from tqdm.auto import tqdm
 
 from data_pipelines.common.backends import engine_label, tokenize
-from data_pipelines.common.dedup import content_hash
+from data_pipelines.common.dedup import NearDuplicateIndex, content_hash
 from data_pipelines.common.representable import check_representable
+from data_pipelines.entropylong.index import near_duplicate_index, tokenize_chunks
 
 RULE_FIELDS = {"anchor": "max_delta", "mean": "mean_delta", "doc_mean": "doc_mean_delta"}
 """verify_rule -> the candidate statistic compared with epsilon."""
@@ -75,12 +77,17 @@ class EntropyLongConfig:
     """Text between contexts and before the root document."""
     seed: int = 0
     """Seed of the context shuffle (per document, resume-safe)."""
+    near_dup_threshold: float = 0.8
+    """A corpus document whose MinHash Jaccard estimate (word 5-grams) with D reaches this is D's copy: none
+    of its chunks is a context of D (1.0: exact copies of the shingle set only)."""
 
     def __post_init__(self) -> None:
         if self.verify_rule not in RULE_FIELDS:
             raise ValueError(f"verify_rule must be one of {sorted(RULE_FIELDS)}, got {self.verify_rule!r}")
         if self.window < 0 or self.top_k < 1 or self.target_length < 2:
             raise ValueError("window must be >= 0, top_k >= 1 and target_length >= 2")
+        if not 0 < self.near_dup_threshold <= 1:
+            raise ValueError(f"near_dup_threshold must be in (0, 1], got {self.near_dup_threshold}")
 
 
 def find_anchors(entropies: torch.Tensor, alpha: float, max_anchors: int = 0, skip_first: int = 1) -> list[int]:
@@ -141,28 +148,37 @@ class EntropyLong:
 
     ``chunks`` are dicts ``{"chunk_id", "doc_id", "doc_hash", "text"}`` (``build_chunks``);
     ``retriever.search(queries, k)`` returns (chunk index, score) lists (``None``: a pipeline that only
-    assembles). ``reuse_counts`` maps a chunk id to the number of sequences that ``process`` built with it
-    so far (the ``max_reuse`` state of in-process use). ``progress`` shows a bar over the forwards.
+    assembles). ``chunk_token_ids`` (the chunks' token ids, checked representable) and ``near_duplicates``
+    (the corpus documents' MinHash index) come from an index built once (``entropylong.index``); without
+    them they are computed here (``tokenize_chunks``, ``near_duplicate_index``). ``reuse_counts`` maps a
+    chunk id to the number of sequences that ``process`` built with it so far (the ``max_reuse`` state of
+    in-process use). ``progress`` shows a bar over the forwards.
     """
 
     def __init__(self, backend, retriever, chunks: list[dict], config: EntropyLongConfig | None = None,
-                 progress: bool = False) -> None:
+                 progress: bool = False, chunk_token_ids: list[list[int]] | None = None,
+                 near_duplicates: NearDuplicateIndex | None = None) -> None:
         self.backend = backend
         self.retriever = retriever
         self.chunks = chunks
         self.config = config or EntropyLongConfig()
         self.progress = progress
-        for c in chunks:
-            self.check_representable(c["text"], f"retrieval chunk {c['chunk_id']!r} of document {c['doc_id']!r}")
+        if chunk_token_ids is None:
+            chunk_token_ids = tokenize_chunks(backend.tokenizer, engine_label(backend), chunks)
+        if len(chunk_token_ids) != len(chunks):
+            raise ValueError(f"chunk_token_ids: {len(chunk_token_ids)} token lists for {len(chunks)} chunks")
         self.check_representable(self.config.separator, "the separator")
-        self._chunk_ids = [tokenize(backend.tokenizer, c["text"]) for c in chunks]
+        self._chunk_ids = chunk_token_ids
+        if near_duplicates is None:
+            near_duplicates = near_duplicate_index(chunks, self.config.near_dup_threshold)
+        self.near_duplicates = near_duplicates
         self._sep_ids = tokenize(backend.tokenizer, self.config.separator)
         self._bos = getattr(backend.tokenizer, "bos_token_id", None)
         self.reuse_counts: dict[str, int] = {}
 
-    def check_representable(self, text: str, what: str) -> None:
-        """``check_representable`` under this pipeline's scorer."""
-        check_representable(self.backend.tokenizer, engine_label(self.backend), text, what)
+    def check_representable(self, text: str, what: str, ids: list[int] | None = None) -> None:
+        """``check_representable`` under this pipeline's scorer (``ids``: the text's tokens, if known)."""
+        check_representable(self.backend.tokenizer, engine_label(self.backend), text, what, ids)
 
     # ------------------------------------------------------------------ stages
     def _root(self, text: str) -> list[int]:
@@ -183,9 +199,10 @@ class EntropyLong:
         return out
 
     def retrieve(self, doc_ids: list[str], docs: list[list[int]], anchors: list[list[int]],
-                 doc_hashes: list[str] | None = None) -> list[dict[int, list[int]]]:
+                 root_texts: list[str] | None = None) -> list[dict[int, list[int]]]:
         """Per doc: {chunk index: [anchor positions that retrieved it]}, self-retrieval removed: a chunk of
-        the same document id, or whose document or own text has the root's content hash."""
+        the same document id and, given the roots' whole ``root_texts``, a chunk whose document or own text
+        has the root's content hash or whose document nearly copies the root (``near_duplicates``)."""
         w = self.config.window
         queries, owners = [], []
         for d, (doc, pos) in enumerate(zip(docs, anchors)):
@@ -195,12 +212,15 @@ class EntropyLong:
         results: list[dict[int, list[int]]] = [{} for _ in docs]
         if not queries:
             return results
+        own = [{doc_id} for doc_id in doc_ids]
+        hashes: list[str | None] = [None] * len(docs)
+        if root_texts is not None:
+            hashes = [content_hash(text) for text in root_texts]
+            own = [ids | self.near_duplicates.query(text) for ids, text in zip(own, root_texts)]
         for (d, t), hits in zip(owners, self.retriever.search(queries, self.config.top_k)):
             for chunk_index, _score in hits:
                 chunk = self.chunks[chunk_index]
-                if chunk["doc_id"] == doc_ids[d]:
-                    continue
-                if doc_hashes is not None and doc_hashes[d] in (chunk["doc_hash"], content_hash(chunk["text"])):
+                if chunk["doc_id"] in own[d] or hashes[d] in (chunk["doc_hash"], content_hash(chunk["text"])):
                     continue
                 results[d].setdefault(chunk_index, []).append(t)
         return results
@@ -264,15 +284,16 @@ class EntropyLong:
             if not isinstance(r.get(text_field), str) or not r[text_field].strip():
                 raise ValueError(f"record {r.get(id_field)!r}: field {text_field!r} missing or empty")
         doc_ids = [str(r.get(id_field)) for r in records]
+        roots = []
         for r, doc_id in zip(records, doc_ids):
-            self.check_representable(r[text_field], f"record {doc_id!r} (field {text_field!r})")
-        roots = [self._truncate(tokenize(self.backend.tokenizer, r[text_field]), r[text_field], self.config.max_doc_tokens)
-                 for r in records]
+            ids = tokenize(self.backend.tokenizer, r[text_field])
+            self.check_representable(r[text_field], f"record {doc_id!r} (field {text_field!r})", ids)
+            roots.append(self._truncate(ids, r[text_field], self.config.max_doc_tokens))
         docs = [ids for ids, _ in roots]
         scored = self.anchors(docs)
         entropies = [e for e, _ in scored]
         anchors = [a for _, a in scored]
-        candidates = self.retrieve(doc_ids, docs, anchors, [content_hash(r[text_field]) for r in records])
+        candidates = self.retrieve(doc_ids, docs, anchors, [r[text_field] for r in records])
         verified = self.verify(docs, entropies, candidates, doc_anchors=anchors)
         budget = self.config.target_length - len(self._prefix())
         out = []
@@ -364,20 +385,3 @@ class EntropyLong:
         self.reuse_counts = counts
         return results
 
-
-def build_chunks(records: list[dict], text_field: str = "text", id_field: str = "id",
-                 max_chars: int = 2048) -> list[dict]:
-    """Chunk a retrieval corpus (NExtLong style) into ``{"chunk_id", "doc_id", "doc_hash", "text"}``
-    (``doc_hash``: ``content_hash`` of the whole source document, for self-retrieval checks)."""
-    from data_pipelines.common.retrieval import chunk_text
-
-    chunks = []
-    for n, r in enumerate(records):
-        text = r.get(text_field)
-        if not isinstance(text, str) or not text.strip():
-            continue
-        doc_id = str(r.get(id_field, n))
-        doc_hash = content_hash(text)
-        for j, piece in enumerate(chunk_text(text, max_chars)):
-            chunks.append({"chunk_id": f"{doc_id}#{j}", "doc_id": doc_id, "doc_hash": doc_hash, "text": piece})
-    return chunks

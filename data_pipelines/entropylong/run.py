@@ -11,8 +11,13 @@ slower than float32 on CPUs without bf16 instructions, and bf16 logits tie). Bas
 "verification" is string matching) and ``--model corpus-lm`` (the embedded tiny transformer, which does
 not copy across documents).
 
-The run is three steps on the resumable backbone, each resumable, in ``--output``:
+The run is an index and three steps on the resumable backbone, each resumable, in ``--output``:
 
+0. ``index/``: the retrieval corpus (``--corpus``, else the input documents) chunked, tokenised, embedded
+   (or BM25-fitted) and MinHashed once, in the driver (``entropylong.index``); the actors load it. Its
+   identity (the chunks' content, so ``--chunk_chars``, ``--text_field``, ``--id_field`` and the built-in
+   corpus flags, the scorer, retriever, embedder and ``--near-dup-threshold``) is part of both steps'
+   config: a rerun with one of them changed is refused, naming it.
 1. ``verified/``: anchors, retrieval and verification (``EntropyLong.verify_documents``), one Ray Data
    step over the root documents with the scorer held by ``--num_workers`` actors; malformed or invalid
    records land in ``verified/part-*.rejects.jsonl`` with the reason.
@@ -23,7 +28,8 @@ The run is three steps on the resumable backbone, each resumable, in ``--output`
 
 Ray hands blocks to workers in no guaranteed order, so nothing that carries state from one document to the
 next (the reuse counts) runs on a worker: a killed and resumed run, or one on several workers, writes what
-one uninterrupted worker writes. The scorer is loaded by the actors of steps 1 and 3 (once per actor).
+one uninterrupted worker writes. The scorer is loaded by the actors of steps 1 and 3 (once per actor);
+no actor gets the input documents (each reads its own blocks) or embeds the corpus.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from pathlib import Path
 
 from data_pipelines.common.backends import embedder_identity, files_sha256, model_identity
 from data_pipelines.common.representable import check_representable
+from data_pipelines.common.resources import actor_gpus
 from data_pipelines.common.runner import (
     ActorStage,
     StageRunner,
@@ -45,12 +52,14 @@ from data_pipelines.common.runner import (
     runner_options,
 )
 from data_pipelines.entropylong.evaluation import evaluate
-from data_pipelines.entropylong.pipeline import (
-    EntropyLong,
-    EntropyLongConfig,
+from data_pipelines.entropylong.index import (
     build_chunks,
-    select_contexts,
+    build_index,
+    chunks_digest,
+    ensure_index,
+    load_index,
 )
+from data_pipelines.entropylong.pipeline import EntropyLong, EntropyLongConfig, select_contexts
 from posttrain.common.files import atomic_write_text
 
 DEFAULT_SCORER = "smollm2-135m"
@@ -101,6 +110,8 @@ _FIELD_DOCS = {
     "max_reuse": "use one chunk in at most this many sequences (0 = unlimited)",
     "separator": "text between contexts and the document",
     "seed": "seed of the per-document context shuffle",
+    "near_dup_threshold": "MinHash Jaccard (word 5-grams) at which a corpus document counts as a copy of the "
+                          "root and gives it no context (1.0: exact shingle sets only)",
 }
 
 
@@ -121,45 +132,66 @@ def _chunks(args, roots: list[dict]) -> list[dict]:
     return build_chunks(corpus_records, args.text_field, args.id_field, args.chunk_chars)
 
 
-def check_inputs(args, roots: list[dict]) -> None:
-    """Refuse, naming the record, any input text, retrieval chunk or separator the scorer's tokenizer cannot
-    represent exactly: in the driver, with the tokenizer alone, before any actor loads the scorer."""
+def _scorer_tokenizer(args):
+    """The scorer's tokenizer (no model loaded) and how errors name the scorer."""
     from data_pipelines.common.backends import load_backend_tokenizer
     from posttrain.models.pretrained import resolve_model_name
 
     tokenizer = load_backend_tokenizer(resolve_model_name(args.model), tokenizer=args.tokenizer)
-    scorer = f"{args.model} ({getattr(tokenizer, 'name_or_path', '') or 'in-memory'} tokenizer)"
+    return tokenizer, f"{args.model} ({getattr(tokenizer, 'name_or_path', '') or 'in-memory'} tokenizer)"
+
+
+def check_inputs(args, roots: list[dict]) -> None:
+    """Refuse, naming the record, any input text or separator the scorer's tokenizer cannot represent
+    exactly: in the driver, with the tokenizer alone, before any actor loads the scorer (the retrieval
+    chunks are checked when the index is built)."""
+    tokenizer, scorer = _scorer_tokenizer(args)
     for n, r in enumerate(roots):
         if isinstance(r.get(args.text_field), str):
             check_representable(tokenizer, scorer, r[args.text_field],
                                 f"record {r.get(args.id_field, n)!r} (field {args.text_field!r})")
-    for c in _chunks(args, roots):
-        check_representable(tokenizer, scorer, c["text"], f"retrieval chunk {c['chunk_id']!r} of document {c['doc_id']!r}")
     check_representable(tokenizer, scorer, args.separator, "the separator")
 
 
-def build_pipeline(args, roots: list[dict], with_retriever: bool = True) -> EntropyLong:
-    """The pipeline (scorer, chunks, and the retriever unless ``with_retriever`` is off: assembly needs none)."""
+def prepare_index(args, roots: list[dict], folder: Path) -> dict:
+    """Build the retrieval index in ``folder`` once (``ensure_index``); its identity."""
+    from data_pipelines.common.embed import load_embedder
+
+    chunks = _chunks(args, roots)
+    identity = {"chunks_sha256": chunks_digest(chunks), "scorer": args.model, "tokenizer": args.tokenizer,
+                "retriever": args.retriever, "embedder": args.embedder if args.retriever == "faiss" else None,
+                "near_dup_threshold": args.near_dup_threshold}
+
+    def build() -> None:
+        tokenizer, scorer = _scorer_tokenizer(args)
+        embedder = load_embedder(args.embedder) if args.retriever == "faiss" else None
+        build_index(folder, chunks, tokenizer, scorer, args.retriever, embedder, args.near_dup_threshold, identity)
+
+    built = ensure_index(folder, identity, build)
+    print(f"index: {len(chunks)} chunks {'indexed' if built else 'already indexed'} in {folder}")
+    return identity
+
+
+def build_pipeline(args, index_dir: str, with_retriever: bool = True) -> EntropyLong:
+    """The pipeline on the scorer and the index in ``index_dir`` (its retriever unless ``with_retriever``
+    is off: assembly needs none; only the query embedder is loaded, the corpus is not embedded again)."""
     from data_pipelines.common.backends import load_backend
     from data_pipelines.common.embed import load_embedder
-    from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever
     from posttrain.models.pretrained import resolve_model_name
 
     backend = load_backend(resolve_model_name(args.model), device=args.device, batch_size=args.batch_size,
                            tokenizer=args.tokenizer)
-    chunks = _chunks(args, roots)
-    texts = [c["text"] for c in chunks]
-    retriever = None
-    if with_retriever:
-        retriever = BM25Retriever(texts) if args.retriever == "bm25" else FaissRetriever(load_embedder(args.embedder), texts)
-    return EntropyLong(backend, retriever, chunks, _config(args), progress=not args.no_progress)
+    kind = args.retriever if with_retriever else None
+    index = load_index(index_dir, kind, load_embedder(args.embedder) if kind == "faiss" else None)
+    return EntropyLong(backend, index.retriever, index.chunks, _config(args), progress=not args.no_progress,
+                       chunk_token_ids=index.token_ids, near_duplicates=index.near_duplicates)
 
 
-def make_verify_stage(args, roots: list[dict]):
+def make_verify_stage(args, index_dir: str):
     """Step 1, built once per Ray actor: root records -> verified records."""
     from data_pipelines.common.runner import Reject
 
-    pipeline = build_pipeline(args, roots)
+    pipeline = build_pipeline(args, index_dir)
 
     def process(batch: list[dict]):
         try:
@@ -172,10 +204,10 @@ def make_verify_stage(args, roots: list[dict]):
     return process
 
 
-def make_assemble_stage(args, roots: list[dict]):
+def make_assemble_stage(args, index_dir: str):
     """Step 3, built once per Ray actor: selected records -> output sequences, each keeping the ``_index``
     and ``_id`` of its root record."""
-    pipeline = build_pipeline(args, roots, with_retriever=False)
+    pipeline = build_pipeline(args, index_dir, with_retriever=False)
 
     def process(batch: list[dict]):
         return [{"_index": rec["_index"], "_id": rec["_id"], **out}
@@ -215,35 +247,32 @@ def run_entropylong(args) -> int:
     else:
         roots = _records(args.input)
     started = time.perf_counter()
+    out = Path(args.output)
     try:
         check_inputs(args, roots)
+        config = _config(args)
+        index = prepare_index(args, roots, out / "index")
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
-    config = _config(args)
-
     validate = functools.partial(_validate, args.text_field)
-    out = Path(args.output)
-    # every flag that shapes the stages' outputs, the models they call, and the root documents the contexts are
-    # looked up in (by chunk index: --chunk_chars, --text_field and the built-in corpus's flags decide them)
+    index_dir = str(out / "index")
+    # every flag that shapes the stages' outputs, the models they call, the root documents and the index the
+    # contexts are looked up in (its identity covers the chunks: --chunk_chars, --text_field, the built-in corpus)
     stage_config = {**asdict(config), "model": model_identity(args.model, tokenizer=args.tokenizer),
                     "corpus": args.corpus and {"spec": args.corpus, **({"sha256": files_sha256(args.corpus)}
                                                                     if Path(args.corpus).exists() else {})},
                     "retriever": args.retriever,
                     "embedder": embedder_identity(args.embedder) if args.retriever == "faiss" else None,
-                    "chunk_chars": args.chunk_chars, "text_field": args.text_field, "id_field": args.id_field,
-                    "roots_sha256": records_digest(roots)}
-    if builtin:
-        stage_config["builtin_corpus"] = {"num_entities": args.num_entities, "num_misc": args.num_misc,
-                                          "seed": args.corpus_seed, "style": args.corpus_style}
-    num_gpus = 1 if args.device.startswith("cuda") else 0
-    verified = StageRunner(out / "verified", ActorStage(functools.partial(make_verify_stage, args, roots),
+                    "index": index, "roots_sha256": records_digest(roots)}
+    num_gpus = actor_gpus([args.model], args.device)
+    verified = StageRunner(out / "verified", ActorStage(functools.partial(make_verify_stage, args, index_dir),
                                                         num_actors=args.num_workers, num_gpus=num_gpus),
                            chunk_size=args.chunk_size, **options, validate=validate, config=stage_config,
                            desc="entropylong verify", progress=not args.no_progress)
     _print_step("verify", verified.run(roots if builtin else args.input), "documents verified", out / "verified")
     selected = run_once(out / "selected.jsonl", functools.partial(select_all, verified, config),
                         config=stage_config, inputs=verified.iter_outputs(), overwrite=args.overwrite)
-    runner = StageRunner(out / "parts", ActorStage(functools.partial(make_assemble_stage, args, roots),
+    runner = StageRunner(out / "parts", ActorStage(functools.partial(make_assemble_stage, args, index_dir),
                                                    num_actors=args.num_workers, num_gpus=num_gpus),
                          chunk_size=args.chunk_size, **options, config=stage_config, desc="entropylong assemble",
                          progress=not args.no_progress)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from data_pipelines.common.backends import model_identity
+from data_pipelines.common.resources import actor_gpus
 from data_pipelines.common.runner import ActorStage, StageRunner, add_backbone_args, runner_options
 from posttrain.common.files import atomic_write_jsonl, atomic_write_text
 
@@ -91,9 +92,11 @@ def _cache_name(identity: dict) -> str:
     return identity["spec"] + (f"@{identity['sha256'][:16]}" if "sha256" in identity else "")
 
 
-def _stage(out: Path, name: str, factory, records: list[dict], args, config: dict) -> list[dict]:
-    """Run the stage ``factory()`` builds (once per actor) over ``records``; its outputs, in input order."""
-    runner = StageRunner(out / name, ActorStage(factory), chunk_size=args.chunk_size, config=config, desc=name,
+def _stage(out: Path, name: str, factory, records: list[dict], args, config: dict, engine: str) -> list[dict]:
+    """Run the stage ``factory()`` builds (once per actor, each actor reserving a GPU when ``engine`` is
+    loaded on a CUDA ``--device``: ``actor_gpus``) over ``records``; its outputs, in input order."""
+    stage = ActorStage(factory, num_gpus=actor_gpus([engine], args.device))
+    runner = StageRunner(out / name, stage, chunk_size=args.chunk_size, config=config, desc=name,
                          progress=not args.no_progress, **runner_options(args))
     summary = runner.run(records)
     print(f"{name}: {summary.records_out} out, {summary.records_rejected} rejected "
@@ -144,7 +147,7 @@ def run_bench(args) -> int:
                             str(cache / "generations.jsonl"), args.max_new_tokens, args.open_tokens)
     config = {"model": model, "bench": args.bench_dir, "tasks": sorted(bench), "per_task": args.per_task,
               "limit": args.limit, "max_new_tokens": args.max_new_tokens, "open_tokens": args.open_tokens}
-    generated = _stage(out, "generate", gen, rows, args, config)
+    generated = _stage(out, "generate", gen, rows, args, config, args.model)
     structured = not args.no_structured_output
     judge = functools.partial(make_judge_stage, engine_factory(args.judge, args.device, args.batch_size,
                                                                args.tokenizer), _cache_name(judge_model),
@@ -152,7 +155,7 @@ def run_bench(args) -> int:
                               papers)
     judged = _stage(out, "judge", judge, generated, args,
                     {**config, "judge": judge_model, "judge_tokens": args.judge_tokens,
-                     "retries": args.judge_retries, "structured": structured})
+                     "retries": args.judge_retries, "structured": structured}, args.judge)
     rejected = [r["record"] for name in ("generate", "judge") for r in StageRunner(out / name, None).iter_rejects()
                 if isinstance(r.get("record"), dict) and "task" in r["record"]]
     report = {"model": args.model, "judge": args.judge, "structured_output": structured,
@@ -200,16 +203,17 @@ def run_corpus(args) -> int:
             "structured": structured}
     coarse = _stage(out, "coarse", functools.partial(make_judge_stage, judge, args.judge, "coarse",
                                                         args.judge_retries, structured=structured),
-                    pairs, args, base)
+                    pairs, args, base, args.judge)
     fine = _stage(out, "fine", functools.partial(make_judge_stage, judge, args.judge, "fine", args.judge_retries,
                                                  args.long_chars, args.max_split_similarity, structured), coarse,
-                  args, {**base, "long_chars": args.long_chars, "max_split_similarity": args.max_split_similarity})
+                  args, {**base, "long_chars": args.long_chars, "max_split_similarity": args.max_split_similarity},
+                  args.judge)
     polisher = args.polisher or args.judge
     polish = functools.partial(make_polish_stage, engine_factory(polisher, args.device, args.batch_size,
                                                                  args.tokenizer), polisher,
                                STYLE_EXAMPLES[:args.shots], args.polish_tokens)
     final = _stage(out, "polish", polish, fine, args, {"polisher": model_identity(polisher, tokenizer=args.tokenizer),
-                                                         "shots": args.shots, "tokens": args.polish_tokens})
+                                                         "shots": args.shots, "tokens": args.polish_tokens}, polisher)
     for name in ("coarse", "fine", "polish"):
         rejects += [{"stage": name, **r} for r in StageRunner(out / name, None).iter_rejects()]
     atomic_write_jsonl(out / "pairs.jsonl", final)

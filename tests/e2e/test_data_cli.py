@@ -1,5 +1,5 @@
 """The CLI end to end (``data_main``): EntropyLong on the built-in corpus (resumable: a second run reuses
-every part; ``--max-reuse`` binds, and two Ray workers write what one writes), its default scorer
+every part and the retrieval index, a rerun with other chunks is refused; ``--max-reuse`` binds, and two Ray workers write what one writes), its default scorer
 (SmolLM2), byte-exact output text and the refusal of text a scorer cannot represent, and the DMAP demo,
 on a tiny corpus LM built by the project's factory."""
 
@@ -40,9 +40,13 @@ def test_entropylong_cli_builtin_corpus(tiny_lm, tmp_path, capsys):
     assert all(r["num_tokens"] <= 600 and r["params"]["top_k"] == 4 for r in rows)
     report = json.loads((out / "eval.json").read_text())
     assert report["rule_anchor"]["true_pairs"] == 8
-    assert data_main(argv) == 0  # resume: every chunk already done
+    assert data_main(argv) == 0  # resume: every chunk already done, the index reused
     text = capsys.readouterr().out
     assert "verify: 0 blocks run, 2 already done" in text and "assemble: 0 blocks run, 2 already done" in text
+    assert "already indexed" in text
+    # the contexts are looked up by chunk index: a rerun with other chunks is refused, naming the change
+    with pytest.raises(SystemExit, match="built with other chunks_sha256"):
+        data_main(argv + ["--chunk_chars", "64"])
 
 
 def test_dmap_cli_demo_and_input(tiny_lm, tmp_path, capsys):

@@ -1,12 +1,16 @@
-"""DESIGNER killed mid-run (SIGKILL inside the generation stage) and rerun writes exactly what an
-uninterrupted run writes."""
+"""DESIGNER killed mid-run (SIGKILL inside the generation stage, or inside the long-CoT answer stage after
+every whole-dataset step is stored) and rerun writes exactly what an uninterrupted run writes, rejects,
+the seed-ratio report and the run report included."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.designer.run import run_pipeline
@@ -25,22 +29,39 @@ from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.designer.run import run_pipeline
 from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_args
 SMALL = {SMALL!r}
-out, delay, address = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+out, delay, delay_on, address = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
 args = designer_args(out, *SMALL.split(), "--ray_address", address)
-run_pipeline(args, ScriptedDesignerEngine(bad_first=1, delay=delay), HashingEmbedder())
+run_pipeline(args, ScriptedDesignerEngine(bad_first=1, delay=delay, delay_on=delay_on), HashingEmbedder())
 """
+SAME = ("designer.jsonl", "8-filtered.jsonl", "8-filter.rejects.jsonl", "4-logics.jsonl", "2-seeds.jsonl",
+        "2-seeds.shortfalls.jsonl", "5-segments.info.json")
+"""Files a resumed run must write byte for byte as the uninterrupted one."""
 
 
-def test_kill_and_resume_equals_a_clean_run(tmp_path, ray_session) -> None:
-    clean = tmp_path / "clean"
-    run_pipeline(designer_args(clean, *SMALL.split()), ScriptedDesignerEngine(bad_first=1), HashingEmbedder())
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory, ray_session) -> Path:
+    out = tmp_path_factory.mktemp("designer") / "clean"
+    run_pipeline(designer_args(out, *SMALL.split()), ScriptedDesignerEngine(bad_first=1), HashingEmbedder())
+    assert (out / "designer.jsonl").read_text().count("\n") > 0
+    return out
+
+
+def _report(out: Path) -> dict:
+    report = json.loads((out / "report.json").read_text())
+    report.pop("seconds")
+    return report
+
+
+@pytest.mark.parametrize(("stage", "delay_on"), [("7-generate", "Source text:"),
+                                                 ("9-respond", "Think step by step")])
+def test_kill_and_resume_equals_a_clean_run(tmp_path, ray_session, clean, stage, delay_on) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     killed = tmp_path / "killed"
     cmd = [sys.executable, "-c", _RUN, str(killed)]
-    done = kill_when_parts(cmd + ["0.5", ray_session], killed / "7-generate", 1, env, timeout=120)
-    assert done < len(list((clean / "7-generate").glob("part-*[0-9].jsonl")))  # really stopped mid-stage
+    done = kill_when_parts(cmd + ["0.5", delay_on, ray_session], killed / stage, 1, env, timeout=600)
+    assert done < len(list((clean / stage).glob("part-*[0-9].jsonl")))  # really stopped mid-stage
     assert not (killed / "designer.jsonl").exists()
-    subprocess.run(cmd + ["0", ray_session], check=True, env=env)
-    for name in ("designer.jsonl", "8-filtered.jsonl", "4-logics.jsonl", "2-seeds.jsonl"):
+    subprocess.run(cmd + ["0", delay_on, ray_session], check=True, env=env)
+    for name in SAME:
         assert (killed / name).read_bytes() == (clean / name).read_bytes(), name
-    assert (clean / "designer.jsonl").read_text().count("\n") > 0
+    assert _report(killed) == _report(clean)

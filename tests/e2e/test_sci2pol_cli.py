@@ -1,6 +1,7 @@
 """Sci2Pol commands end to end on the embedded inputs with the tiny model (fast settings): ``bench``
-(uninterrupted, and SIGKILLed mid-run then rerun: identical results) and ``corpus`` (filters and rejects); a rerun with other tasks refused, and a server that is not there failing
-the run with its cause."""
+(uninterrupted, and SIGKILLed mid-run then rerun: identical results) and ``corpus`` (filters and rejects;
+SIGKILLed mid-run then rerun: identical bytes); a rerun with other tasks refused, and a server that is not there
+failing the run with its cause."""
 
 from __future__ import annotations
 
@@ -62,10 +63,21 @@ def test_bench_killed_then_rerun_equals_uninterrupted(tmp_path, ray_session):
     assert _results(killed) == whole
 
 
-def test_corpus_filters_and_rejects(tmp_path, ray_session):
-    out = tmp_path / "corpus"
-    assert _run(["corpus", "--judge", "tiny", "--polish_tokens", "8", "--judge_retries", "0",
-                 "--output", str(out), "--no_progress", "--ray_address", ray_session]) == 0
+def _corpus_argv(out: Path, ray_address: str) -> list[str]:
+    return ["corpus", "--judge", "tiny", "--polish_tokens", "8", "--judge_retries", "0", "--chunk_size", "1",
+            "--output", str(out), "--no_progress", "--ray_address", ray_address]
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory, ray_session) -> Path:
+    """One uninterrupted ``corpus`` run (one pair per block)."""
+    out = tmp_path_factory.mktemp("sci2pol") / "corpus"
+    assert _run(_corpus_argv(out, ray_session)) == 0
+    return out
+
+
+def test_corpus_filters_and_rejects(corpus_run):
+    out = corpus_run
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
     reasons = {r.get("policy_id") or r["record"]["policy_id"]: r["reason"] for r in rejects}
     assert reasons["D2"] == "cites 4 papers > max 3"
@@ -102,3 +114,15 @@ def test_bench_against_a_server_that_is_not_there_fails_naming_the_cause(tmp_pat
     error = capsys.readouterr().err
     assert "generate: block 0 failed after 1 attempts" in error and "127.0.0.1:9" in error, error
     assert not list((tmp_path / "generate").glob("part-*")) and not (tmp_path / "results.json").exists()
+
+
+def test_corpus_killed_then_rerun_writes_the_same_bytes(tmp_path, ray_session, corpus_run):
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-c", CLI, *_corpus_argv(killed, ray_session)]
+    done = kill_when_parts(cmd, killed / "coarse", 1, env, timeout=600)
+    assert done < len(list((corpus_run / "coarse").glob("part-*[0-9].jsonl")))  # stopped mid-stage
+    assert not (killed / "pairs.jsonl").exists()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for name in ("pairs.jsonl", "rejects.jsonl"):
+        assert (killed / name).read_bytes() == (corpus_run / name).read_bytes(), name

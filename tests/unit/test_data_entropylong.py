@@ -14,10 +14,10 @@ from data_pipelines.common.dedup import minhash_dedup
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.common.retrieval import BM25Retriever, FaissRetriever, chunk_text
 from data_pipelines.entropylong.evaluation import evaluate
+from data_pipelines.entropylong.index import build_chunks
 from data_pipelines.entropylong.pipeline import (
     EntropyLong,
     EntropyLongConfig,
-    build_chunks,
     find_anchors,
     relative_reduction,
     select_contexts,
@@ -223,18 +223,60 @@ def test_unrepresentable_text_is_refused_naming_the_record(copying):
         EntropyLong(el.backend, el.retriever, [{"chunk_id": "x#0", "doc_id": "x", "doc_hash": "", "text": "naïve"}])
 
 
-def test_self_retrieval_is_caught_by_content_hash(copying):
-    """A separate retrieval corpus holding the roots under other ids (and re-wrapped whitespace) must not
-    hand a root back as its own context."""
+@pytest.mark.parametrize("edit", ["rewrapped", "edited"])
+def test_self_retrieval_is_caught_by_content_hash_and_minhash(copying, edit):
+    """A separate retrieval corpus holding the roots under other ids, re-wrapped (same content hash) or
+    lightly edited (a word appended: another hash, a MinHash near-duplicate), must not hand a root back as
+    its own context; without the near-duplicate index the edited copies come back."""
+    from data_pipelines.common.dedup import NearDuplicateIndex
+
     el, corpus = copying
     docs = corpus.documents[:4]
-    copies = [{"id": f"copy-of-{d['id']}", "text": d["text"].replace(" ", "  ", 1)} for d in docs]
+    change = (lambda t: t.replace(" ", "  ", 1)) if edit == "rewrapped" else (lambda t: t + " again")
+    copies = [{"id": f"copy-of-{d['id']}", "text": change(d["text"])} for d in docs]
     chunks = build_chunks(copies + corpus.documents[4:])
-    other = EntropyLong(el.backend, BM25Retriever([c["text"] for c in chunks]), chunks, el.config)
-    out = other.process(docs)
+    retriever = BM25Retriever([c["text"] for c in chunks])
+    out = EntropyLong(el.backend, retriever, chunks, el.config).process(docs)
     assert sum(len(o["candidates"]) for o in out) > 0
     for o in out:
         assert all(c["doc_id"] != f"copy-of-{o['id']}" for c in o["candidates"]), o["id"]
+    if edit == "edited":
+        blind = EntropyLong(el.backend, retriever, chunks, el.config, near_duplicates=NearDuplicateIndex())
+        assert any(c["doc_id"] == f"copy-of-{o['id']}" for o in blind.process(docs) for c in o["candidates"])
+
+
+def test_index_built_once_loads_into_the_same_pipeline(copying, tmp_path):
+    """``build_index`` tokenises, indexes and MinHashes the corpus once; a pipeline on ``load_index`` (what
+    every actor does) embeds no corpus text and processes exactly as one built in process; an index of
+    another identity is refused naming what changed."""
+    from data_pipelines.entropylong.index import build_index, ensure_index, load_index
+
+    el, corpus = copying
+    calls: list[int] = []
+
+    class CountingEmbedder(HashingEmbedder):
+        def encode(self, texts):
+            calls.append(len(texts))
+            return super().encode(texts)
+
+    identity = {"chunks": "abc", "retriever": "faiss"}
+    folder = tmp_path / "index"
+    build = lambda: build_index(folder, el.chunks, el.backend.tokenizer, "cachelm", "faiss",
+                                CountingEmbedder(), el.config.near_dup_threshold, identity)
+    assert ensure_index(folder, identity, build) and calls == [len(el.chunks)]
+    assert not ensure_index(folder, identity, build) and calls == [len(el.chunks)]  # reused, not rebuilt
+    with pytest.raises(ValueError, match=r"retriever \(was 'faiss', now 'bm25'\)"):
+        ensure_index(folder, {**identity, "retriever": "bm25"}, build)
+    index = load_index(folder, "faiss", CountingEmbedder())
+    assert calls == [len(el.chunks)] and index.chunks == el.chunks and index.token_ids == el._chunk_ids
+    loaded = EntropyLong(el.backend, index.retriever, index.chunks, el.config, chunk_token_ids=index.token_ids,
+                         near_duplicates=index.near_duplicates)
+    in_process = EntropyLong(el.backend, FaissRetriever(HashingEmbedder(), [c["text"] for c in el.chunks]),
+                             el.chunks, el.config)
+    docs = corpus.documents[:3]
+    out = loaded.process(docs)
+    assert out == in_process.process(docs)
+    assert calls[1:] == [sum(len(o["anchors"]) for o in out)]  # one query per anchor, no corpus text
 
 
 def _verified(doc_id: str, budget: int, *cands: tuple[int, float, float, int]) -> dict:

@@ -1,5 +1,5 @@
-"""DESIGNER's pure parts: 3:2:1 sampling, the Mermaid validator, logic dedup, 13-gram decontamination,
-structured-output parsing."""
+"""DESIGNER's pure parts: 3:2:1 sampling and its shortfall report, the demo caps and per-stage models, the
+Mermaid validator, logic dedup, 13-gram decontamination, structured-output parsing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from data_pipelines.designer.filtering import Decontaminator, word_ngrams
 from data_pipelines.designer.logic_dedup import UnionFind, dedup_logics, medoid, threshold_edges
 from data_pipelines.designer.mermaid import MermaidError, extract_flowchart, parse_flowchart
-from data_pipelines.designer.sampling import ratio_quota, sample_cluster
+from data_pipelines.designer.sampling import ratio_quota, ratio_shortfall, sample_cluster, sample_seeds
 from data_pipelines.designer.structured import InvalidOutput, check_multiple_choice, parse_json_object
 
 
@@ -34,6 +34,64 @@ def test_sample_cluster_draws_at_the_ratio_and_fills_shortfalls_with_easier() ->
     assert sorted(only_easy[i] for i in sample_cluster(only_easy, 6, random.Random(0))) == ["Easy", "Easy", "Medium"]
     with pytest.raises(ValueError, match="difficulty 'Tricky'"):
         sample_cluster(["Tricky"], 1, random.Random(0))
+
+
+def test_ratio_shortfall_by_hand() -> None:
+    full = ["Very Hard"] * 3 + ["Hard"] * 2 + ["Medium"]
+    assert ratio_shortfall(full, 6) == {}
+    # quota of 6 is 3:2:1; no Very Hard at all, one Hard: short 3 and 1
+    assert ratio_shortfall(["Hard"] + ["Medium"] * 5, 6) == {"Very Hard": 3, "Hard": 1}
+    # 2 questions: quota Very Hard 1, Hard 1 (largest remainders), Medium 0; Easy never has a quota
+    assert ratio_shortfall(["Easy", "Medium"], 6) == {"Very Hard": 1, "Hard": 1}
+    assert ratio_shortfall([], 6) == {}
+
+
+def test_sample_seeds_lists_the_clusters_that_miss_the_ratio() -> None:
+    records = ([{"discipline": "Physics", "difficulty": lv} for lv in ["Very Hard"] * 3 + ["Hard"] * 2 + ["Medium"]]
+               + [{"discipline": "Biology", "difficulty": lv} for lv in ["Medium"] * 3 + ["Easy"] * 3])
+    vectors = np.zeros((len(records), 2), dtype=np.float32)
+    seeds, shortfalls = sample_seeds(records, vectors, per_cluster=6, k_max=1)
+    assert len(seeds) == 12 and {s["cluster"] for s in seeds} == {"Physics/0", "Biology/0"}
+    assert shortfalls == [{"cluster": "Biology/0", "size": 6, "quota": {"Very Hard": 3, "Hard": 2, "Medium": 1},
+                           "short": {"Very Hard": 3, "Hard": 2}}]
+
+
+def _designer_args(*argv: str):
+    import argparse
+
+    from data_pipelines.designer.run import add_designer_args
+
+    parser = argparse.ArgumentParser()
+    add_designer_args(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_demo_caps_apply_to_the_built_in_inputs_only() -> None:
+    from data_pipelines.designer.run import DEMO_CAPS, INPUT_DEFAULTS, resolve_sizes
+
+    demo = _designer_args()
+    assert resolve_sizes(demo) == ["--max-questions 24", "--k-max 3", "--max-segments 12"]
+    assert {k: getattr(demo, k) for k in DEMO_CAPS} == DEMO_CAPS
+    user = _designer_args("--input", "bank.jsonl", "--sources", "src.jsonl")
+    assert resolve_sizes(user) == []
+    assert {k: getattr(user, k) for k in DEMO_CAPS} == INPUT_DEFAULTS == {"max_questions": 0, "max_segments": 0,
+                                                                          "k_max": 8}
+    mixed = _designer_args("--input", "bank.jsonl", "--max-questions", "5")  # built-in sources: segments capped
+    assert resolve_sizes(mixed) == ["--max-segments 12"] and (mixed.max_questions, mixed.k_max) == (5, 8)
+    with pytest.raises(ValueError, match="--k-max must be >= 0"):
+        resolve_sizes(_designer_args("--k-max", "-1"))
+
+
+def test_each_stage_takes_its_own_model_defaulting_to_model() -> None:
+    from data_pipelines.designer.run import stage_engines
+
+    args = _designer_args("--model", "m", "--answer-model", "long-cot", "--annotate-model", "small")
+    assert stage_engines(args, args.model) == {"annotate": "small", "extract": "m", "generate": "m",
+                                               "answer": "long-cot"}
+    given = {"annotate": "a", "extract": "e", "generate": "g", "answer": "r"}
+    assert stage_engines(args, given) == given
+    with pytest.raises(ValueError, match=r"no engine for \['answer'\]"):
+        stage_engines(args, {k: v for k, v in given.items() if k != "answer"})
 
 
 GOOD = """flowchart TD

@@ -31,14 +31,16 @@ class ScriptedDesignerEngine:
     """A generation engine (protocol only) answering each DESIGNER prompt by rule. ``bad_first``: the
     first ``bad_first`` calls of every prompt get an unparsable reply (to exercise retries); ``pick``: the
     id every generation reply selects (default: the first candidate); ``delay``: seconds every call of the
-    generation stage sleeps (to be killed inside it). JSON replies are whole documents when the call asks
+    stage whose prompts hold ``delay_on`` sleeps (default: the generation stage; to be killed inside it). JSON replies are whole documents when the call asks
     for a schema, else what follows the prompt's prefilled ``{"<first key>": "``; ``schemas`` records the
     schema of every call."""
 
-    def __init__(self, bad_first: int = 0, delay: float = 0.0, pick: str | None = None) -> None:
+    def __init__(self, bad_first: int = 0, delay: float = 0.0, pick: str | None = None,
+                 delay_on: str = "Source text:") -> None:
         self.tokenizer = build_tokenizer()
         self.bad_first = bad_first
         self.delay = delay
+        self.delay_on = delay_on
         self.pick = pick
         self.seen: dict[str, int] = {}
         self.schemas: list[str | None] = []
@@ -70,7 +72,7 @@ class ScriptedDesignerEngine:
         self.schemas.append(params.json_schema)
         for ids in prompt_ids:
             prompt = self.tokenizer.decode(ids, skip_special_tokens=True)
-            if "Source text:" in prompt:
+            if self.delay_on in prompt:
                 time.sleep(self.delay)
             count = self.seen[prompt] = self.seen.get(prompt, 0) + 1
             reply = self.reply(prompt)
@@ -80,6 +82,13 @@ class ScriptedDesignerEngine:
         ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         return Rollouts(prompt_ids=prompt_ids, completion_ids=ids, texts=texts,
                         logprobs=[[0.0] * len(i) for i in ids], finish_reasons=["stop"] * len(ids))
+
+
+class ScriptedAnswerEngine(ScriptedDesignerEngine):
+    """A separate long-CoT answer model: the scripted replies, but every response ends with 5."""
+
+    def reply(self, prompt: str) -> str:
+        return super().reply(prompt).replace("Final answer: 4", "Final answer: 5")
 
 
 def designer_args(out, *extra: str) -> argparse.Namespace:
@@ -149,20 +158,31 @@ def test_retrieval_returns_top5_of_the_segment_discipline() -> None:
     assert hit["candidates"][0]["score"] >= hit["candidates"][-1]["score"]
 
 
-def test_pipeline_output_loads_in_the_dataset_task(tmp_path, ray_session) -> None:
+def test_pipeline_output_loads_in_the_dataset_task(tmp_path, ray_session, caplog) -> None:
+    """Also: the long-CoT answers come from their own model, and clusters that miss 3:2:1 are reported."""
     from posttrain.tasks.dataset import DatasetTask
 
-    report = run_pipeline(designer_args(tmp_path / "out", "--max-questions", "12", "--chunk_size", "6"),
-                          ScriptedDesignerEngine(), HashingEmbedder())
+    generator = ScriptedDesignerEngine()
+    engines = {"annotate": generator, "extract": generator, "generate": generator, "answer": ScriptedAnswerEngine()}
+    report = run_pipeline(designer_args(tmp_path / "out", "--max-questions", "12", "--chunk_size", "6",
+                                        "--per-cluster", "6"), engines, HashingEmbedder())
     assert report["records"] > 0
     assert report["stages"]["annotate"]["out"] == 12
+    assert report["models"] == {"annotate": "ScriptedDesignerEngine", "extract": "ScriptedDesignerEngine",
+                                "generate": "ScriptedDesignerEngine", "answer": "ScriptedAnswerEngine"}
     seeds = [json.loads(line) for line in (tmp_path / "out" / "2-seeds.jsonl").read_text().splitlines()]
     assert seeds and all(s["difficulty"] != "Easy" for s in seeds)
+    # 12 questions in clusters of at most 6: no cluster holds the 3 Very Hard a draw of 6 asks for
+    shortfalls = report["stages"]["seeds"]["ratio_shortfalls"]
+    assert shortfalls and all(sum(s["short"].values()) > 0 for s in shortfalls)
+    assert any("cannot honour 3:2:1" in r.getMessage() for r in caplog.records)
     task = DatasetTask(str(tmp_path / "out" / "designer.jsonl"), prompt_column="question",
                        answer_column="reference_answer")
     examples = task.split("train") + task.split("test")
     assert len(examples) == report["records"]
-    assert examples[0].columns["target"].endswith("Final answer: 4")
+    assert all(e.columns["target"].endswith("Final answer: 5") for e in examples)
+    assert {(e.columns["generator_model"], e.columns["answer_model"]) for e in examples} == {
+        ("ScriptedDesignerEngine", "ScriptedAnswerEngine")}
     assert all(e.columns["logic_mermaid"].startswith("flowchart TD") for e in examples)
 
 
