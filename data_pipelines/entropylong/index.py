@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.jsonl import read_jsonl
-
 from data_pipelines.common.backends import tokenize
 from data_pipelines.common.dedup import NearDuplicateIndex, content_hash
 from data_pipelines.common.representable import check_representable
 from posttrain.common.files import atomic_write_jsonl, atomic_write_text
+from posttrain.common.jsonl import read_jsonl
 
 RETRIEVER_FILES = {"faiss": "retriever.faiss", "bm25": "retriever.bm25"}
 
