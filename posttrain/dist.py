@@ -37,8 +37,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_distributed() -> DistInfo:
-    """Join (or create) the process group; idempotent."""
+def init_distributed(timeout_s: float | None = None) -> DistInfo:
+    """Join (or create) the process group; idempotent. ``timeout_s`` bounds every collective of the group
+    (None: DeepSpeed's default), so the other ranks fail within it when one rank fails."""
+    from datetime import timedelta
+
     import deepspeed
 
     os.environ.setdefault("RANK", "0")
@@ -49,7 +52,8 @@ def init_distributed() -> DistInfo:
         os.environ["MASTER_PORT"] = str(_free_port())
     cuda = torch.cuda.is_available()
     if not torch_dist.is_initialized():
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", verbose=False)
+        timeout = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", verbose=False, **timeout)
     local_rank = int(os.environ["LOCAL_RANK"])
     if cuda:
         torch.cuda.set_device(local_rank)

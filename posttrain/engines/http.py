@@ -61,12 +61,12 @@ class OpenAIHTTPEngine:
     ``tokenizer`` must be the served model's (prompts and completions are token ids); ``model`` is the
     name the server serves (``"default"`` is accepted by ``posttrain serve``). ``weight_version`` is
     reported on every ``Rollouts``; whoever updates the server's weights (a remote-worker trainer) keeps it
-    current.
+    current. ``headers`` go with every request (e.g. a rollout worker's shared secret).
     """
 
     def __init__(self, base_url: str, tokenizer: Any, *, model: str = "default", api_key: str | None = None,
                  top_k: int = 5, concurrency: int = 8, max_retries: int = 4, backoff_s: float = 0.5,
-                 timeout_s: float = 60.0, weight_version: int = 0) -> None:
+                 timeout_s: float = 60.0, weight_version: int = 0, headers: dict[str, str] | None = None) -> None:
         if tokenizer is None:
             raise ValueError(f"OpenAIHTTPEngine({base_url!r}) needs the served model's tokenizer")
         for name, value, low in (("top_k", top_k, 1), ("concurrency", concurrency, 1), ("max_retries", max_retries, 0)):
@@ -82,7 +82,7 @@ class OpenAIHTTPEngine:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.weight_version = weight_version
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        headers = {**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
         self._client = httpx.Client(headers=headers, timeout=timeout_s,
                                     limits=httpx.Limits(max_connections=concurrency))
 
