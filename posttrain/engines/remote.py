@@ -33,7 +33,7 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   After each ``generate`` every worker that served it is asked for its weight version (``GET
   /weight_info``); a worker not on the version the call started with (restarted, synced by someone else,
   or synced while the call ran) raises ``WorkerError`` naming it and both versions.
-- A failed sync cleans up, best effort (``_abandon_sync``): the transfer group is aborted (which frees a
+- A failed sync cleans up, best effort (``_abandon_sync``, ``worker_control.ControlClient.abandon_update``): the transfer group is aborted (which frees a
   worker blocked in the broadcast), the worker's update is closed (``finish_weight_update``, or ``start`` +
   ``finish`` when vLLM already closed it: either puts the old weights back on every layer not sent, where
   vLLM's layerwise reload had left them on the meta device) and its version is set to
@@ -62,25 +62,14 @@ import torch
 from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seed
 from posttrain.engines.http import OpenAIHTTPEngine
 from posttrain.engines.weights import TrainerWeights
-from posttrain.engines.worker_auth import SECRET_ENV, secret_headers
+from posttrain.engines.worker_auth import secret_headers
+from posttrain.engines.worker_control import ControlClient, WorkerError
 
 log = logging.getLogger("posttrain")
 T = TypeVar("T")
 
 SERVED_MODEL_NAME = "default"
 """The model name ``posttrain rollout-worker`` serves under (``--served-model-name``)."""
-CLEANUP_TIMEOUT_S = 10.0
-"""The most a failed sync's clean-up calls may wait for a worker's answer (each)."""
-FAILED_SYNC_VERSION = "failed-sync-{version}"
-"""The weight version a worker is set to after a failed sync to ``version``, which no trainer step matches."""
-
-
-class WorkerError(RuntimeError):
-    """A rollout worker failed, did not answer in time, or holds the wrong weights; names its URL."""
-
-    def __init__(self, url: str, message: str) -> None:
-        super().__init__(f"rollout worker {url}: {message}")
-        self.url = url
 
 
 def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
@@ -99,106 +88,6 @@ def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
         slices.append(slice(start, start + size))
         start += size
     return slices
-
-
-class _ControlClient:
-    """vLLM's ``VLLMWeightSyncClient`` over one worker's dev-mode RLHF routes (``/start_weight_update``,
-    ...), plus ``/weight_info``; every call bounded by ``timeout_s``, errors naming the worker."""
-
-    def __init__(self, url: str, timeout_s: float, headers: dict[str, str] | None = None) -> None:
-        self.url = url
-        self._http = httpx.Client(base_url=url, timeout=timeout_s, headers=headers)
-
-    def _post(self, path: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> httpx.Response:
-        try:
-            if timeout_s is None:
-                response = self._http.post(path, json=body)
-            else:
-                response = self._http.post(path, json=body, timeout=timeout_s)
-        except httpx.HTTPError as err:
-            raise WorkerError(self.url, f"POST {path}: {type(err).__name__}: {err}") from err
-        _refuse_unauthorised(self.url, f"POST {path}", response)
-        if response.status_code == 404:
-            raise WorkerError(self.url, f"POST {path}: not found; start the worker with `posttrain rollout-worker` "
-                                        "(it turns on vLLM's dev-mode weight-sync routes, VLLM_SERVER_DEV_MODE=1)")
-        if response.status_code >= 400:
-            raise WorkerError(self.url, f"POST {path}: HTTP {response.status_code}: {response.text[:300]}")
-        return response
-
-    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
-        self._post("/init_weight_transfer_engine", {"init_info": init_info})
-
-    def start_weight_update(self) -> None:
-        self._post("/start_weight_update")
-
-    def update_weights(self, update_info: dict[str, Any] | list[dict[str, Any]]) -> None:
-        self._post("/update_weights", {"update_info": update_info})
-
-    def finish_weight_update(self, weight_version: str | None = None, timeout_s: float | None = None) -> None:
-        self._post("/finish_weight_update", None if weight_version is None else {"weight_version": weight_version},
-                   timeout_s)
-
-    def update_weight_version(self, version: str, timeout_s: float | None = None) -> None:
-        self._post("/update_weight_version", {"new_version": version}, timeout_s)
-
-    def abandon_update(self, version: str) -> None:
-        """Close an update that failed (best effort, each call bounded by ``CLEANUP_TIMEOUT_S``): finish it
-        (vLLM's layerwise reload then puts the old weights back on every layer it was not sent), or, when
-        vLLM already closed it (a failed ``/update_weights`` does, leaving layers on the meta device), open
-        and finish an empty one, which does the same; then mark the worker ``FAILED_SYNC_VERSION``. A worker
-        that does not answer is left as it is (a dead or silent one needs a restart anyway)."""
-        try:
-            try:
-                self.finish_weight_update(timeout_s=CLEANUP_TIMEOUT_S)
-            except WorkerError as err:
-                if isinstance(err.__cause__, httpx.TransportError):
-                    raise
-                self._post("/start_weight_update", timeout_s=CLEANUP_TIMEOUT_S)
-                self.finish_weight_update(timeout_s=CLEANUP_TIMEOUT_S)
-            self.update_weight_version(FAILED_SYNC_VERSION.format(version=version), timeout_s=CLEANUP_TIMEOUT_S)
-        except WorkerError as err:
-            log.warning("could not clean up the failed weight sync: %s", err)
-
-    def reset_prefix_cache(self) -> None:
-        """Drop the worker's cached prefix blocks (their keys and values were computed by the old weights)."""
-        try:
-            success = self._post("/reset_prefix_cache").json()["success"]
-        except (ValueError, KeyError) as err:
-            raise WorkerError(self.url, f"POST /reset_prefix_cache: unexpected answer: {err}") from err
-        if not success:
-            raise WorkerError(self.url, "POST /reset_prefix_cache: refused (requests still running during a "
-                                        "weight sync); its cache would keep keys and values of the old weights")
-
-    def _get(self, path: str) -> httpx.Response:
-        response = self._http.get(path)
-        _refuse_unauthorised(self.url, f"GET {path}", response)
-        response.raise_for_status()
-        return response
-
-    def world_size(self) -> int:
-        """How many ranks the worker's engine has (tensor x pipeline x data parallel)."""
-        try:
-            response = self._get("/get_world_size")
-            return int(response.json()["world_size"])
-        except (httpx.HTTPError, KeyError, ValueError) as err:
-            raise WorkerError(self.url, f"GET /get_world_size: {type(err).__name__}: {err}") from err
-
-    def weight_version(self) -> str:
-        """The version the worker reports (``"default"`` before any sync)."""
-        try:
-            response = self._get("/weight_info")
-            return str(response.json()["weight_version"])
-        except (httpx.HTTPError, KeyError, ValueError) as err:
-            raise WorkerError(self.url, f"GET /weight_info: {type(err).__name__}: {err}") from err
-
-    def close(self) -> None:
-        self._http.close()
-
-
-def _refuse_unauthorised(url: str, what: str, response: httpx.Response) -> None:
-    if response.status_code == 401:
-        raise WorkerError(url, f"{what}: refused (401): the worker wants the shared secret; set {SECRET_ENV} (or "
-                               "POSTTRAIN_WORKER_SECRET_FILE) in the trainer's environment to the worker's")
 
 
 class RemoteVLLMEngine:
@@ -230,7 +119,7 @@ class RemoteVLLMEngine:
         self._clients = [OpenAIHTTPEngine(url, tokenizer, model=SERVED_MODEL_NAME, concurrency=concurrency,
                                           max_retries=retries, timeout_s=generation_timeout_s, headers=headers)
                          for url in self.urls]
-        self._control = [_ControlClient(url, sync_timeout_s, headers) for url in self.urls]
+        self._control = [ControlClient(url, sync_timeout_s, headers) for url in self.urls]
         self._senders: list[Any] = [None] * len(self.urls)
         self._version = 0
         if model is not None:
@@ -260,20 +149,19 @@ class RemoteVLLMEngine:
                         weight_version=version)
 
     def _run_requests(self, requests: list[Callable[[], T]], owner: list[int]) -> list[T]:
-        """Run ``requests`` (request ``i`` goes to worker ``owner[i]``) ``concurrency`` per worker at a time;
+        """Run ``requests`` (request ``i`` goes to worker ``owner[i]``), ``concurrency`` at a time per worker;
         their results in order. The first failure, or a worker with requests in flight that answers none for
         ``generation_timeout_s``, cancels every queued request and raises ``WorkerError`` naming the worker;
         requests already sent are not waited for (their threads end within their own HTTP timeout)."""
         results: list[Any] = [None] * len(requests)
-        pool = ThreadPoolExecutor(max_workers=max(1, min(len(requests), self.concurrency * len(self.urls))),
-                                  thread_name_prefix="posttrain-remote-generate")
+        pools = {w: ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="posttrain-remote-generate")
+                 for w in sorted(set(owner))}
         try:
-            futures: dict[Future[T], int] = {pool.submit(request): i for i, request in enumerate(requests)}
+            futures: dict[Future[T], int] = {pools[owner[i]].submit(request): i for i, request in enumerate(requests)}
             pending = set(futures)
-            last_answer = {w: time.monotonic() for w in set(owner)}
+            last_answer = dict.fromkeys(pools, time.monotonic())
             while pending:
-                waiting = {owner[futures[f]] for f in pending}
-                deadline = min(last_answer[w] for w in waiting) + self.generation_timeout_s
+                deadline = min(last_answer[owner[futures[f]]] for f in pending) + self.generation_timeout_s
                 done, pending = wait(pending, timeout=max(0.0, deadline - time.monotonic()),
                                      return_when=FIRST_COMPLETED)
                 now = time.monotonic()
@@ -288,7 +176,8 @@ class RemoteVLLMEngine:
                                                         f"requests within {self.generation_timeout_s:.0f} s "
                                                         "(generation_timeout_s); its queued requests were cancelled")
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            for pool in pools.values():
+                pool.shutdown(wait=False, cancel_futures=True)
         return results
 
     def check_versions(self, workers: Iterable[int] | None = None, expected: int | None = None) -> None:
@@ -398,7 +287,7 @@ class RemoteVLLMEngine:
     def _abandon_sync(self, worker: int, version: int) -> None:
         """Clean up after a failed sync to ``worker`` (best effort): abort this rank's side of the transfer
         group, which frees a worker blocked in the broadcast (a retry opens a new group), then on rank 0 close
-        the worker's update (``_ControlClient.abandon_update``)."""
+        the worker's update (``ControlClient.abandon_update``)."""
         sender, self._senders[worker] = self._senders[worker], None
         group = getattr(sender, "group", None) or getattr(sender, "model_update_group", None)
         abort = getattr(group, "abort", None) or getattr(group, "destroy", None)

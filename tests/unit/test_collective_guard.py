@@ -61,3 +61,36 @@ def test_the_collectives_own_error_is_raised_and_a_good_one_returns() -> None:
     assert sorted(ran) == ["call", "collective"]
     with pytest.raises(ValueError, match="timeout_s must be > 0"):
         run_guarded_collective(lambda: None, None, 0, "the broadcast")
+
+
+CUDA_SCRIPT = """
+import sys, threading, time, torch
+from posttrain.engines.collective_guard import CollectiveTimeout, run_guarded_collective
+device = torch.cuda.device_count() - 1  # the last device: a new thread starts on device 0
+seen = []
+def stuck_kernel():  # a collective whose peer never comes: a kernel that spins for minutes
+    seen.append(torch.cuda.current_device())
+    torch.cuda._sleep(1 << 40)
+    torch.cuda.synchronize()
+start = time.monotonic()
+try:
+    run_guarded_collective(stuck_kernel, None, 3.0, "a stuck CUDA kernel", device_index=device)
+except CollectiveTimeout as err:
+    print(f"raised after {time.monotonic() - start:.1f} s: {err}; thread device {seen} (asked {device})", flush=True)
+    assert seen == [device]
+    sys.exit(3)
+"""
+
+
+@pytest.mark.gpu
+def test_a_stuck_cuda_kernel_on_the_guarded_thread_raises_on_its_device_and_the_process_ends() -> None:
+    """On CUDA (scripts/gpu_checks.sh): the guarded thread runs on the device it was given, and a kernel
+    that never finishes (a stand-in for a broadcast whose peer died) neither blocks the error nor keeps the
+    process alive at exit."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    done = subprocess.run([sys.executable, "-c", CUDA_SCRIPT], check=False, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr[-3000:]
+    assert "thread device" in done.stdout

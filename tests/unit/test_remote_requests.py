@@ -21,7 +21,7 @@ def _engine(generation_timeout_s: float) -> RemoteVLLMEngine:
 def test_a_silent_worker_fails_the_call_within_one_timeout_and_its_queue_is_cancelled() -> None:
     engine = _engine(generation_timeout_s=1.0)
     silent, started = threading.Event(), []
-    owner = [0] * 4 + [1] * 40  # worker 1 never answers; 40 requests at 2 x 2 threads would take 10 rounds
+    owner = [0] * 4 + [1] * 40  # worker 1 never answers; its 40 requests, 2 at a time, would take 20 rounds
 
     def request(index: int) -> int:
         started.append(index)
@@ -33,7 +33,7 @@ def test_a_silent_worker_fails_the_call_within_one_timeout_and_its_queue_is_canc
         engine._run_requests([lambda i=i: request(i) for i in range(len(owner))], owner)
     silent.set()
     time.sleep(0.2)
-    assert len([i for i in started if owner[i] == 1]) <= 4  # the pool's threads; the rest were cancelled
+    assert len([i for i in started if owner[i] == 1]) <= 2  # its concurrency; the rest were cancelled
     engine.close()
 
 
