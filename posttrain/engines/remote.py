@@ -33,6 +33,10 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   After each ``generate`` every worker that served it is asked for its weight version (``GET
   /weight_info``); a worker not on the version the call started with (restarted, synced by someone else,
   or synced while the call ran) raises ``WorkerError`` naming it and both versions.
+- Each worker is paused for its sync (``/pause?mode=abort``, then ``/resume``): every trainer rank has
+  drained its own requests before a sync (the trainer's barrier), but a request its client gave up on (a
+  timeout, a retry) may still run on the worker, and would run on the layers vLLM's layerwise reload puts on
+  the meta device.
 - A failed sync cleans up, best effort (``_abandon_sync``, ``worker_control.ControlClient.abandon_update``): the transfer group is aborted (which frees a
   worker blocked in the broadcast), the worker's update is closed (``finish_weight_update``, or ``start`` +
   ``finish`` when vLLM already closed it: either puts the old weights back on every layer not sent, where
@@ -270,12 +274,15 @@ class RemoteVLLMEngine:
             try:
                 sender = self._sender(worker, source)
                 sender.source = source
+                if self.rank == 0:
+                    self._control[worker].pause()
                 if self.transport == "nccl":
                     self._send_nccl(worker, sender, version)
                 else:
                     sender.send_weights(weight_version=version)
                 if self.rank == 0:
                     self._control[worker].reset_prefix_cache()
+                    self._control[worker].resume()
             except Exception as err:
                 self._abandon_sync(worker, version)
                 if isinstance(err, (WeightSyncError, WorkerError, CollectiveTimeout)):

@@ -51,6 +51,16 @@ class ControlClient:
     def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
         self._post("/init_weight_transfer_engine", {"init_info": init_info})
 
+    def pause(self) -> None:
+        """Stop the worker's generation, aborting what still runs (``/pause?mode=abort``): a request a client
+        gave up on (a timeout, a retry) may still run there, and must not run on the layers a weight update
+        puts on the meta device."""
+        self._post("/pause?mode=abort")
+
+    def resume(self) -> None:
+        """Let the worker generate again after ``pause``."""
+        self._post("/resume")
+
     def start_weight_update(self) -> None:
         self._post("/start_weight_update")
 
@@ -67,7 +77,8 @@ class ControlClient:
         """Close an update that failed (best effort, each call bounded by the timeout): finish it (vLLM's
         layerwise reload then puts the old weights back on every layer it was not sent), or, when vLLM
         already closed it (a failed ``/update_weights`` does, leaving layers on the meta device), open and
-        finish an empty one, which does the same; then mark the worker ``FAILED_SYNC_VERSION``. A worker that
+        finish an empty one, which does the same; then mark the worker ``FAILED_SYNC_VERSION`` and resume its
+        generation (``pause``), which the version check refuses until a sync succeeds. A worker that
         does not answer is left as it is (a dead or silent one needs a restart anyway). The worker answers
         once its side of the broadcast has failed, which the aborted group or its own timeout brings about."""
         try:
@@ -79,6 +90,7 @@ class ControlClient:
                 self.start_weight_update()
                 self.finish_weight_update()
             self.update_weight_version(FAILED_SYNC_VERSION.format(version=version))
+            self.resume()
         except WorkerError as err:
             log.warning("could not clean up the failed weight sync: %s", err)
 

@@ -62,7 +62,10 @@ def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         for i in range(2):  # both start at once: a start is most of this module's time
             port = free_port()
             process = spawn_rollout_worker(str(vllm_tiny), port, logs / f"w{i}.log", extra_args=["--max-model-len", "256", "--dtype", "float32"],
-                                           env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+                                           env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+                                                # its own compile cache: a cache shared with other jobs on the
+                                                # machine once gave a worker a broken header
+                                                "TORCHINDUCTOR_CACHE_DIR": str(logs / f"inductor{i}")})
             started.append((f"http://127.0.0.1:{port}", process, logs / f"w{i}.log"))
         for url, process, log in started:
             wait_until_ready(url, process, STARTUP_TIMEOUT_S, log)
@@ -295,11 +298,11 @@ def test_worker_killed_mid_broadcast_silent_worker_and_dead_workers_are_named(wo
 
     monkeypatch.setattr(NamedTensorSource, "iter_groups", kills_after_one_bucket)
     with pytest.raises(WorkerError, match=f"{first}: weight sync to version 5 failed"):
-        _remote([first], tokenizer, timeout_s=3.0).update_weights(model.named_parameters(), version=5)
+        _remote([first], tokenizer).update_weights(model.named_parameters(), version=5)
     monkeypatch.setattr(NamedTensorSource, "iter_groups", intact)
     first_process.wait(timeout=30)
 
-    engine = _remote([bad], tokenizer, model, timeout_s=3.0, retries=0, concurrency=2)
+    engine = _remote([bad], tokenizer, timeout_s=3.0, retries=0, concurrency=2)  # no initial push
     os.killpg(process.pid, signal.SIGSTOP)  # alive but silent
     try:
         start = time.monotonic()
