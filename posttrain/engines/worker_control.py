@@ -33,11 +33,12 @@ class ControlClient:
 
     def __init__(self, url: str, timeout_s: float, headers: dict[str, str] | None = None) -> None:
         self.url = url
+        self.timeout_s = timeout_s
         self._http = httpx.Client(base_url=url, timeout=timeout_s, headers=headers)
 
-    def _post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+    def _post(self, path: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> httpx.Response:
         try:
-            response = self._http.post(path, json=body)
+            response = self._http.post(path, json=body, timeout=timeout_s or self.timeout_s)
         except httpx.HTTPError as err:
             raise WorkerError(self.url, f"POST {path}: {type(err).__name__}: {err}") from err
         refuse_unauthorised(self.url, f"POST {path}", response)
@@ -79,11 +80,12 @@ class ControlClient:
         already closed it (a failed ``/update_weights`` does, leaving layers on the meta device), open and
         finish an empty one, which does the same; then mark the worker ``FAILED_SYNC_VERSION`` and resume its
         generation (``pause``), which the version check refuses until a sync succeeds. A worker that
-        does not answer is left as it is (a dead or silent one needs a restart anyway). The worker answers
-        once its side of the broadcast has failed, which the aborted group or its own timeout brings about."""
+        does not answer within twice the timeout is left as it is (a dead or silent one needs a restart anyway)."""
         try:
             try:
-                self.finish_weight_update()
+                # the worker answers once its side of the broadcast failed: at the latest after its own
+                # collective timeout (the sync timeout), which started before this call
+                self._post("/finish_weight_update", timeout_s=2 * self.timeout_s)
             except WorkerError as err:
                 if isinstance(err.__cause__, httpx.TransportError):
                     raise

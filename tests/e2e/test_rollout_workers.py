@@ -36,7 +36,7 @@ pytest.importorskip("vllm")
 
 PROMPTS = ["12+7=", "3-1=", "45+45=", "9-3=", "1+1=", "20-5="]
 STARTUP_TIMEOUT_S = 420.0
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 120.0
 SECRET = "e2e-worker-secret"
 """The workers' shared secret; the module's trainers (and train.py children) read it from the environment."""
 
