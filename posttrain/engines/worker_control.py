@@ -34,7 +34,10 @@ class ControlClient:
     def __init__(self, url: str, timeout_s: float, headers: dict[str, str] | None = None) -> None:
         self.url = url
         self.timeout_s = timeout_s
-        self._http = httpx.Client(base_url=url, timeout=timeout_s, headers=headers)
+        # a connection per call: control calls are few, and one reused after the server closed it idle was
+        # reset in the middle of a failed sync's clean-up
+        self._http = httpx.Client(base_url=url, timeout=timeout_s, headers=headers,
+                                  limits=httpx.Limits(max_keepalive_connections=0))
 
     def _post(self, path: str, body: dict[str, Any] | None = None, timeout_s: float | None = None) -> httpx.Response:
         try:
