@@ -227,7 +227,9 @@ def test_resume_against_the_same_worker_after_a_failed_sync(workers, vllm_tiny: 
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     urls = [url for url, _ in workers]
-    engine = _remote(urls, tokenizer, model)
+    # the worker gives up on the broken broadcast after its own collective timeout (this sync timeout),
+    # which the clean-up waits for: keep it short
+    engine = _remote(urls, tokenizer, model, timeout_s=20.0)
     other = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic-vllm"), seed=2), tokenizer).eval()
     intact = NamedTensorSource.iter_groups
 
