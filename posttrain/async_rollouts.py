@@ -4,9 +4,10 @@ The trainer asks the algorithm for a step's generation request (``Algorithm.gene
 time and hands it to ``AsyncRollouts``, which runs ``engine.generate`` on one background thread; the
 step later takes the finished ``Rollouts`` and builds its experience from them
 (``Algorithm.experience_from_rollouts``). Weight syncs run on the trainer's thread (under ZeRO-3 they are
-collectives over the training ranks) and only after every launched generation has finished, so an
-engine never changes weights in the middle of a batch and every rollout carries the one version that
-produced it.
+collectives over the training ranks) and only after every launched generation of every rank has finished
+(the trainer waits for its own, then meets the other ranks at a barrier: ranks may share remote workers),
+so an engine never changes weights in the middle of a batch and every rollout carries the one version that
+produced it; ``take`` checks it (the result's ``weight_version`` must be the engine's at launch).
 
 With ``depth = max_staleness = k`` the generation for step s is launched at the start of step s - k,
 right after the sync of the weights of step s - k - 1, so step s trains the policy of step s - 1 on
@@ -37,13 +38,15 @@ from posttrain.engines.base import RolloutEngine, Rollouts, SamplingParams
 @dataclass
 class PendingRollouts:
     """A launched generation: its step, where its examples start in the data order, the trainer's weight
-    version the engine held when it started (the last synced step), and its result."""
+    version the engine held when it started (the last synced step), its result, and the engine's own
+    ``weight_version`` at launch (None for an engine without one), which the result must carry."""
 
     step: int
     data_position: int
     weight_version: int
     request: GenerationRequest
     future: Future[Rollouts]
+    engine_version: int | None = None
 
 
 def staleness(policy_version: int, rollout_version: int) -> int:
@@ -88,8 +91,9 @@ class AsyncRollouts:
 
     def launch(self, step: int, data_position: int, weight_version: int, request: GenerationRequest) -> None:
         """Start generating step ``step``'s rollouts with the engine's current weights (``weight_version``)."""
+        engine_version = getattr(self.engine, "weight_version", None)
         future = self._pool.submit(self.engine.generate, request.prompt_ids, request.params)
-        self._pending.append(PendingRollouts(step, data_position, weight_version, request, future))
+        self._pending.append(PendingRollouts(step, data_position, weight_version, request, future, engine_version))
 
     def take(self, step: int, policy_version: int) -> tuple[PendingRollouts, Rollouts]:
         """The oldest launched generation, which must be ``step``'s, once finished; raises when its weight
@@ -98,7 +102,12 @@ class AsyncRollouts:
             raise RuntimeError(f"async rollouts: step {step} was not launched (launched: {self.launched_steps})")
         pending = self._pending.pop(0)
         check_staleness(step, policy_version, pending.weight_version, self.depth)
-        return pending, pending.future.result()
+        rollouts = pending.future.result()
+        if pending.engine_version is not None and rollouts.weight_version != pending.engine_version:
+            raise RuntimeError(f"step {step}: rollouts launched on the engine's weight version "
+                               f"{pending.engine_version} came back from version {rollouts.weight_version}: "
+                               "the weights changed while they were generated")
+        return pending, rollouts
 
     def wait(self) -> None:
         """Block until every launched generation has finished (before a weight sync, an eval or a save);

@@ -120,6 +120,10 @@ class TrainConfig:
     report_to: str = opt("jsonl,tensorboard", "Comma list of metric sinks: jsonl, tensorboard, wandb.")
     progress: bool = opt(True, "Show a progress bar on rank 0.")
     num_threads: int = opt(0, "torch CPU threads per rank; 0 = $OMP_NUM_THREADS if set, else cores / local ranks.")
+    dist_timeout_s: float = opt(600.0, "Seconds a collective of the training ranks (barrier, ZeRO-3 gather, gradient "
+                                       "all-reduce) may wait before the ranks fail: when one rank fails (e.g. rank 0 "
+                                       "in a weight sync), the others fail within this. It must exceed the longest "
+                                       "wait of one rank for another (a checkpoint save, an evaluation).")
     # --- batch shape ---------------------------------------------------------------------------
     prompts_per_step: int = opt(16, "Prompts per optimizer step across all ranks.")
     group_size: int = opt(8, "Completions sampled per prompt (G).")
@@ -212,6 +216,8 @@ class TrainConfig:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
         if self.lr <= 0:
             raise ConfigError("lr", self.lr, "must be > 0")
+        if self.dist_timeout_s <= 0:
+            raise ConfigError("dist_timeout_s", self.dist_timeout_s, "must be > 0 seconds")
         _check_async_rollouts(self)
         _check_weight_sync(self)
         if self.temperature <= 0:
@@ -346,7 +352,7 @@ def _coerce(name: str, raw: Any, annotation: Any) -> Any:
         raise ConfigError(name, raw, str(err)) from None
 
 
-ROLLOUT_ALIASES = {"rollout_workers": "urls", "worker_timeout_s": "timeout_s", "vllm_sleep": "sleep",
+ROLLOUT_ALIASES = {"rollout_workers": "urls", "worker_timeout_s": "sync_timeout_s", "vllm_sleep": "sleep",
                    "vllm_gpu_memory_utilization": "gpu_memory_utilization", "block_length": "block_length",
                    "diffusion_steps": "steps", "remasking": "remasking"}
 """Older flat spellings of the ``rollout`` engine's options: ``--block_length 8`` = ``--rollout.block_length 8``."""

@@ -38,8 +38,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_distributed() -> DistInfo:
-    """Join (or create) the process group; idempotent."""
+def init_distributed(timeout_s: float | None = None) -> DistInfo:
+    """Join (or create) the process group; idempotent. ``timeout_s`` bounds every collective of the group
+    (None: DeepSpeed's default), so the other ranks fail within it when one rank fails."""
+    from datetime import timedelta
+
     import deepspeed
 
     os.environ.setdefault("RANK", "0")
@@ -50,7 +53,8 @@ def init_distributed() -> DistInfo:
         os.environ["MASTER_PORT"] = str(_free_port())
     cuda = torch.cuda.is_available()
     if not torch_dist.is_initialized():
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", verbose=False)
+        timeout = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", verbose=False, **timeout)
         if not cuda:
             _unlink_shm_allreduce_buffer(torch_dist.get_rank())
     local_rank = int(os.environ["LOCAL_RANK"])

@@ -21,6 +21,7 @@ from posttrain.config import ConfigError, TrainConfig, resolve_model_path
 from posttrain.dist import (
     DistInfo,
     all_reduce_mean,
+    barrier,
     init_distributed,
     initialize_deepspeed_model,
     set_cpu_threads,
@@ -60,7 +61,7 @@ class Trainer:
     """Builds everything from a validated config and runs ``fit``."""
 
     def __init__(self, config: TrainConfig, info: DistInfo | None = None) -> None:
-        self.info = info or init_distributed()
+        self.info = info or init_distributed(config.dist_timeout_s)
         config.validate(self.info.world_size)
         self.config = config
         set_cpu_threads(config.num_threads)
@@ -187,6 +188,9 @@ class Trainer:
     def _sync_weights(self, step: int) -> None:
         if self.async_driver is not None:
             self.async_driver.wait()  # never change an engine's weights in the middle of a batch
+            # ...of any rank: ranks share remote workers, and rank 0 starts the update (vLLM's layerwise reload
+            # puts the layers on the meta device until it finishes) as soon as it enters the sync
+            barrier(self.info.world_size)
         wake_rollout(self.rollout)
         push_weights(self.rollout, self.deepspeed_model.module, self.config.zero_stage, step)
         self._synced_step = step
@@ -200,8 +204,10 @@ class Trainer:
             with self.timer.phase("sync"):
                 self._sync_weights(step)
         with self.timer.phase("eval"):
-            return evaluate(self.algo.evaluation_engine(), self.tokenizer, self.task, self.eval_examples, self.config,
-                            self.info, step)
+            metrics = evaluate(self.algo.evaluation_engine(), self.tokenizer, self.task, self.eval_examples,
+                               self.config, self.info, step)
+        barrier(self.info.world_size)  # every rank's evaluation requests are done before any rank syncs again
+        return metrics
 
     def _resume(self) -> int:
         path = resolve_resume(self.config.resume, self.config.output_dir)

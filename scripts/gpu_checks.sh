@@ -43,6 +43,11 @@ part() {  # part NAME COMMAND...: run one part, log it to $out/NAME.log, say how
 part pytest_gpu "$python" -m pytest -m gpu -v -rA --timeout 600 -p no:cacheprovider ${GPU_PYTEST_ARGS:-tests}
 tests_rc=$?
 
+# The NCCL weight sync's guard (posttrain/engines/collective_guard.py): on the guarded thread's own device, a
+# kernel that never finishes must neither block the error nor keep the process alive. (Also collected by
+# pytest_gpu above; its own log here. A real stuck NCCL broadcast needs two GPUs and vLLM's CUDA build.)
+part sync_guard "$python" -m pytest -m gpu -v -rA -p no:cacheprovider tests/unit/test_collective_guard.py
+
 part rollout_tiny "$python" benchmarks/bench_rollout.py --device cuda --dtype fp32 --batch_size 64 --new_tokens 16 \
   --out "$out/rollout_hf_cuda_tiny.json"
 if [ -n "$config" ]; then

@@ -31,12 +31,14 @@ class RequestStats:
 
 class RetryingPoster:
     """JSON POSTs to one server with the module's retry policy, counting ``requests`` and ``retries`` into
-    ``stats``: ``send`` raises when a request fails for good, ``post`` logs it and returns None."""
+    ``stats``: ``send`` raises when a request fails for good, ``post`` logs it and returns None. ``headers`` go
+    with every request (e.g. a rollout worker's shared secret)."""
 
     def __init__(self, url: str, api_key: str | None, timeout: float, max_retries: int, backoff: float,
-                 max_backoff: float, max_concurrency: int, seed: int | None, stats: RequestStats) -> None:
+                 max_backoff: float, max_concurrency: int, seed: int | None, stats: RequestStats,
+                 headers: dict[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        headers = {**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
         self._client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
                                     limits=httpx.Limits(max_connections=max_concurrency))
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff

@@ -158,7 +158,7 @@ def _vllm(spec: VLLMSpec, ctx: EngineContext) -> Any:
                                                max_num_seqs=ctx.max_batch_size,
                                                gpu_memory_utilization=spec.gpu_memory_utilization,
                                                sleep_mode=spec.sleep, trust_remote_code=ctx.trust_remote_code,
-                                               sync_timeout_s=spec.timeout_s, max_logprobs=max(ctx.top_k, 20))
+                                               sync_timeout_s=spec.sync_timeout_s, max_logprobs=max(ctx.top_k, 20))
     engine.score_top_k = ctx.top_k
     return engine
 
@@ -167,10 +167,13 @@ def _vllm(spec: VLLMSpec, ctx: EngineContext) -> Any:
 def _vllm_remote(spec: VLLMRemoteSpec, ctx: EngineContext) -> Any:
     """The workers serve ``ctx.model``'s weights once built (pushed as version 0, in the dtype the workers
     serve; the trainer's is ``ctx.dtype``, else the module's)."""
+    from posttrain.engines.worker_auth import worker_secret
+
     if ctx.tokenizer is None:
         raise ValueError("the vllm-remote engine needs the served model's tokenizer")
     dtype = ctx.dtype if isinstance(ctx.dtype, torch.dtype) else getattr(ctx.model, "dtype", torch.float32)
-    return RemoteVLLMEngine(list(spec.urls), ctx.tokenizer, ctx.model, timeout_s=spec.timeout_s, dtype=dtype)
+    return RemoteVLLMEngine(list(spec.urls), ctx.tokenizer, ctx.model, sync_timeout_s=spec.sync_timeout_s,
+                            generation_timeout_s=spec.generation_timeout_s, dtype=dtype, secret=worker_secret())
 
 
 @ENGINE_BUILDERS.register("http")

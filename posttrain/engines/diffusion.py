@@ -173,6 +173,7 @@ class DiffusionRolloutEngine:
             texts=self.tokenizer.batch_decode(ids_out, skip_special_tokens=True),
             logprobs=logps_out,
             finish_reasons=reasons,
+            weight_version=self.weight_version,
         )
 
     def _sample(

@@ -65,12 +65,12 @@ class OpenAIHTTPEngine:
     ``tokenizer`` must be the served model's (prompts and completions are token ids); ``model`` is the
     name the server serves (``"default"`` is accepted by ``posttrain serve``). ``weight_version`` is
     reported on every ``Rollouts``; whoever updates the server's weights (a remote-worker trainer) keeps it
-    current.
+    current. ``headers`` go with every request (e.g. a rollout worker's shared secret).
     """
 
     def __init__(self, base_url: str, tokenizer: Any, *, model: str = "default", api_key: str | None = None,
                  top_k: int = 5, concurrency: int = 8, max_retries: int = 4, backoff_s: float = 0.5,
-                 timeout_s: float = 60.0, weight_version: int = 0) -> None:
+                 timeout_s: float = 60.0, weight_version: int = 0, headers: dict[str, str] | None = None) -> None:
         if tokenizer is None:
             raise ValueError(f"OpenAIHTTPEngine({base_url!r}) needs the served model's tokenizer")
         for name, value, low in (("top_k", top_k, 1), ("concurrency", concurrency, 1), ("max_retries", max_retries, 0)):
@@ -89,7 +89,8 @@ class OpenAIHTTPEngine:
         parsed = httpx.URL(self.url)
         self._path = parsed.raw_path.decode()
         self._http = RetryingPoster(f"{parsed.scheme}://{parsed.netloc.decode()}", api_key, timeout_s, max_retries,
-                                    backoff_s, backoff_s * 2 ** max_retries, concurrency, None, RequestStats())
+                                    backoff_s, backoff_s * 2 ** max_retries, concurrency, None, RequestStats(),
+                                    headers)
 
     def close(self) -> None:
         """Close the connection pool."""

@@ -32,21 +32,40 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   per trainer affords; one group for many workers would broadcast once instead.
 - Multi-rank trainers: rank 0 is the only sender; the other ranks join each sync's ZeRO-3 gathers
   (``TrainerWeightSource``) and generate their own share of prompts on the same workers.
-- Failures: every HTTP call has ``timeout_s`` (generation requests are retried ``retries`` times) and every
-  collective has ``timeout_s``; a dead or silent worker raises ``WorkerError`` naming its URL. After each
-  ``generate`` every worker that served it is asked for its weight version (``GET /weight_info``); a
-  worker on a different version than the trainer synced (restarted, or synced by someone else) raises
-  ``WorkerError`` naming it and both versions.
+- Failures and timeouts: two bounds. ``sync_timeout_s`` bounds one worker's weight sync (the transfer
+  group's rendezvous, every collective, every control call); ``generation_timeout_s`` bounds each
+  generation request, and a worker with requests in flight that answers none of them for that long fails
+  the call: its queued requests (and every other worker's) are cancelled and ``WorkerError`` names it, so
+  a silent worker fails the step within one timeout, not after each queued request has timed out in turn.
+  After each ``generate`` every worker that served it is asked for its weight version (``GET
+  /weight_info``); a worker not on the version the call started with (restarted, synced by someone else,
+  or synced while the call ran) raises ``WorkerError`` naming it and both versions.
+- Each worker is paused for its sync (``/pause?mode=abort``, then ``/resume``): every trainer rank has
+  drained its own requests before a sync (the trainer's barrier), but a request its client gave up on (a
+  timeout, a retry) may still run on the worker, and would run on the layers vLLM's layerwise reload puts on
+  the meta device.
+- A failed sync cleans up, best effort (``_abandon_sync``, ``worker_control.ControlClient.abandon_update``): the transfer group is aborted (which frees a
+  worker blocked in the broadcast), the worker's update is closed (``finish_weight_update``, or ``start`` +
+  ``finish`` when vLLM already closed it: either puts the old weights back on every layer not sent, where
+  vLLM's layerwise reload had left them on the meta device) and its version is set to
+  ``failed-sync-<step>`` so that no generation trusts it. A resumed run then syncs that same worker (a new
+  transfer group, every weight re-sent) as it syncs a fresh one.
+- NCCL (CUDA): the broadcast runs guarded (``collective_guard``): the collective on a daemon thread on this
+  rank's device, the worker's ``/update_weights`` call here, the communicator aborted on a timeout.
+- Security: with a shared secret (``worker_auth``) every request carries it; workers started with one refuse
+  requests without it (401).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import socket
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, TypeVar
 
 import httpx
 import torch
@@ -54,19 +73,16 @@ import torch
 from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seeds, stop_token_ids
 from posttrain.engines.http import Completion, OpenAIHTTPEngine
 from posttrain.engines.weights import TrainerWeights
+from posttrain.engines.worker_auth import secret_headers
+from posttrain.engines.worker_control import ControlClient, WorkerError
+
+log = logging.getLogger("posttrain")
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
 SERVED_MODEL_NAME = "default"
 """The model name ``posttrain rollout-worker`` serves under (``--served-model-name``)."""
-
-
-class WorkerError(RuntimeError):
-    """A rollout worker failed, did not answer in time, or holds the wrong weights; names its URL."""
-
-    def __init__(self, url: str, message: str) -> None:
-        super().__init__(f"rollout worker {url}: {message}")
-        self.url = url
 
 
 def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
@@ -87,97 +103,24 @@ def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
     return slices
 
 
-class _ControlClient:
-    """vLLM's ``VLLMWeightSyncClient`` over one worker's dev-mode RLHF routes (``/start_weight_update``,
-    ...), plus ``/weight_info``; every call bounded by ``timeout_s``, errors naming the worker."""
-
-    def __init__(self, url: str, timeout_s: float) -> None:
-        self.url = url
-        self._http = httpx.Client(base_url=url, timeout=timeout_s)
-
-    def _post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
-        try:
-            response = self._http.post(path, json=body)
-        except httpx.HTTPError as err:
-            raise WorkerError(self.url, f"POST {path}: {type(err).__name__}: {err}") from err
-        if response.status_code == 404:
-            raise WorkerError(self.url, f"POST {path}: not found; start the worker with `posttrain rollout-worker` "
-                                        "(it turns on vLLM's dev-mode weight-sync routes, VLLM_SERVER_DEV_MODE=1)")
-        if response.status_code >= 400:
-            raise WorkerError(self.url, f"POST {path}: HTTP {response.status_code}: {response.text[:300]}")
-        return response
-
-    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
-        self._post("/init_weight_transfer_engine", {"init_info": init_info})
-
-    def start_weight_update(self) -> None:
-        self._post("/start_weight_update")
-
-    def update_weights(self, update_info: dict[str, Any] | list[dict[str, Any]]) -> None:
-        self._post("/update_weights", {"update_info": update_info})
-
-    def finish_weight_update(self, weight_version: str | None = None) -> None:
-        self._post("/finish_weight_update", None if weight_version is None else {"weight_version": weight_version})
-
-    def update_weight_version(self, version: str) -> None:
-        self._post("/update_weight_version", {"new_version": version})
-
-    def reset_prefix_cache(self) -> None:
-        """Drop the worker's cached prefix blocks (their keys and values were computed by the old weights)."""
-        try:
-            success = self._post("/reset_prefix_cache").json()["success"]
-        except (ValueError, KeyError) as err:
-            raise WorkerError(self.url, f"POST /reset_prefix_cache: unexpected answer: {err}") from err
-        if not success:
-            raise WorkerError(self.url, "POST /reset_prefix_cache: refused (requests still running during a "
-                                        "weight sync); its cache would keep keys and values of the old weights")
-
-    def world_size(self) -> int:
-        """How many ranks the worker's engine has (tensor x pipeline x data parallel)."""
-        try:
-            response = self._http.get("/get_world_size")
-            response.raise_for_status()
-            return int(response.json()["world_size"])
-        except (httpx.HTTPError, KeyError, ValueError) as err:
-            raise WorkerError(self.url, f"GET /get_world_size: {type(err).__name__}: {err}") from err
-
-    def served_dtype(self) -> str:
-        """The dtype the worker's engine holds its weights in, every rank asked (``/collective_rpc`` of
-        ``WorkerExtension.posttrain_served_dtype``), e.g. ``"bfloat16"``."""
-        try:
-            answers = self._post("/collective_rpc", {"method": "posttrain_served_dtype"}).json()["results"]
-        except (ValueError, KeyError, TypeError) as err:
-            raise WorkerError(self.url, f"POST /collective_rpc: unexpected answer: {err}") from err
-        if not answers or len(set(answers)) != 1:
-            raise WorkerError(self.url, f"its engine's ranks report the dtypes {answers}; expected one")
-        return str(answers[0])
-
-    def weight_version(self) -> str:
-        """The version the worker reports (``"default"`` before any sync)."""
-        try:
-            response = self._http.get("/weight_info")
-            response.raise_for_status()
-            return str(response.json()["weight_version"])
-        except (httpx.HTTPError, KeyError, ValueError) as err:
-            raise WorkerError(self.url, f"GET /weight_info: {type(err).__name__}: {err}") from err
-
-    def close(self) -> None:
-        self._http.close()
-
-
 class RemoteVLLMEngine:
-    """A ``RolloutEngine`` over N ``posttrain rollout-worker`` servers (see the module docstring)."""
+    """A ``RolloutEngine`` over N ``posttrain rollout-worker`` servers (see the module docstring).
+
+    ``secret``: the workers' shared secret (``worker_auth``), sent on every request; None sends none."""
 
     def __init__(self, urls: list[str], tokenizer: Any, model: torch.nn.Module | None = None, *,
-                 timeout_s: float = 120.0, retries: int = 1, concurrency: int = 256, dtype: torch.dtype = torch.float32,
-                 rank: int | None = None, master_address: str | None = None, transport: str | None = None) -> None:
+                 sync_timeout_s: float = 120.0, generation_timeout_s: float = 120.0, retries: int = 1,
+                 concurrency: int = 256, dtype: torch.dtype = torch.float32, rank: int | None = None,
+                 master_address: str | None = None, transport: str | None = None, secret: str | None = None) -> None:
         if not urls:
             raise ValueError("RemoteVLLMEngine needs at least one worker URL")
-        if timeout_s <= 0:
-            raise ValueError(f"RemoteVLLMEngine: timeout_s must be > 0, got {timeout_s}")
+        for name, value in (("sync_timeout_s", sync_timeout_s), ("generation_timeout_s", generation_timeout_s)):
+            if value <= 0:
+                raise ValueError(f"RemoteVLLMEngine: {name} must be > 0, got {value}")
         self.urls = list(urls)
         self.tokenizer = tokenizer
-        self.timeout_s = timeout_s
+        self.sync_timeout_s = sync_timeout_s
+        self.generation_timeout_s = generation_timeout_s
         self.dtype = dtype
         self.rank = _trainer_rank() if rank is None else rank
         self.master_address = master_address
@@ -185,9 +128,11 @@ class RemoteVLLMEngine:
         if self.transport not in ("gloo", "nccl"):
             raise ValueError(f"RemoteVLLMEngine: transport {self.transport!r} must be 'gloo' or 'nccl'")
         self.concurrency = concurrency
+        headers = secret_headers(secret)
         self._clients = [OpenAIHTTPEngine(url, tokenizer, model=SERVED_MODEL_NAME, concurrency=concurrency,
-                                          max_retries=retries, timeout_s=timeout_s) for url in self.urls]
-        self._control = [_ControlClient(url, timeout_s) for url in self.urls]
+                                          max_retries=retries, timeout_s=generation_timeout_s, headers=headers)
+                         for url in self.urls]
+        self._control = [ControlClient(url, sync_timeout_s, headers) for url in self.urls]
         self._senders: list[Any] = [None] * len(self.urls)
         self._served_dtype: torch.dtype | None = None
         self._version = 0
@@ -201,6 +146,7 @@ class RemoteVLLMEngine:
         (``request_runs``), every request in flight together, so vLLM schedules the whole share as one batch.
         Sample ``i`` is seeded ``base.sample_seeds(seed)[i]`` however the prompts are split into requests."""
         check_prompts(prompt_ids)
+        version = self._version  # a sync while this call runs fails its version check
         seeds = None if params.seed is None else sample_seeds(params.seed, prompt_ids)
         slices = balanced_slices(len(prompt_ids), len(self.urls))
         requests = [(w, start, count) for w, sl in enumerate(slices) for start, count in
@@ -219,21 +165,57 @@ class RemoteVLLMEngine:
             except RuntimeError as err:
                 raise WorkerError(self.urls[worker], f"generation failed: {err}") from err
 
-        with ThreadPoolExecutor(max_workers=max(1, min(len(requests), self.concurrency * len(self.urls)))) as pool:
-            samples = [c for part in pool.map(one, requests) for c in part]
-        self.check_versions([w for w, sl in enumerate(slices) if sl.stop > sl.start])
+        parts = self._run_requests([lambda request=request: one(request) for request in requests],
+                                   [worker for worker, _, _ in requests])
+        samples = [c for part in parts for c in part]
+        self.check_versions([w for w, sl in enumerate(slices) if sl.stop > sl.start], expected=version)
         return Rollouts(prompt_ids=[list(p) for p in prompt_ids], completion_ids=[c[0] for c in samples],
                         texts=[c[1] for c in samples], logprobs=[c[2] for c in samples],
-                        finish_reasons=[c[3] for c in samples], weight_version=self._version)
+                        finish_reasons=[c[3] for c in samples], weight_version=version)
 
-    def check_versions(self, workers: Iterable[int] | None = None) -> None:
-        """Raise ``WorkerError`` for the first worker whose weight version is not the trainer's."""
+    def _run_requests(self, requests: list[Callable[[], T]], owner: list[int]) -> list[T]:
+        """Run ``requests`` (request ``i`` goes to worker ``owner[i]``), ``concurrency`` at a time per worker;
+        their results in order. The first failure, or a worker with requests in flight that answers none for
+        ``generation_timeout_s``, cancels every queued request and raises ``WorkerError`` naming the worker;
+        requests already sent are not waited for (their threads end within their own HTTP timeout)."""
+        results: list[Any] = [None] * len(requests)
+        pools = {w: ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="posttrain-remote-generate")
+                 for w in sorted(set(owner))}
+        try:
+            futures: dict[Future[T], int] = {pools[owner[i]].submit(request): i for i, request in enumerate(requests)}
+            pending = set(futures)
+            last_answer = dict.fromkeys(pools, time.monotonic())
+            while pending:
+                deadline = min(last_answer[owner[futures[f]]] for f in pending) + self.generation_timeout_s
+                done, pending = wait(pending, timeout=max(0.0, deadline - time.monotonic()),
+                                     return_when=FIRST_COMPLETED)
+                now = time.monotonic()
+                for future in done:
+                    index = futures[future]
+                    results[index] = future.result()  # a failed request raises here, naming its worker
+                    last_answer[owner[index]] = now
+                for w in sorted({owner[futures[f]] for f in pending}):
+                    if now - last_answer[w] >= self.generation_timeout_s:
+                        stuck = sum(owner[futures[f]] == w for f in pending)
+                        raise WorkerError(self.urls[w], f"answered none of its {stuck} outstanding generation "
+                                                        f"requests within {self.generation_timeout_s:.0f} s "
+                                                        "(generation_timeout_s); its queued requests were cancelled")
+        finally:
+            for pool in pools.values():
+                pool.shutdown(wait=False, cancel_futures=True)
+        return results
+
+    def check_versions(self, workers: Iterable[int] | None = None, expected: int | None = None) -> None:
+        """Raise ``WorkerError`` for the first worker whose weight version is not ``expected`` (default: the
+        version the trainer synced last)."""
+        expected = self._version if expected is None else expected
         for w in range(len(self.urls)) if workers is None else workers:
             held = self._control[w].weight_version()
-            if held != str(self._version):
-                raise WorkerError(self.urls[w], f"holds weight version {held!r} but the trainer synced version "
-                                                f"{self._version}: the worker was restarted or synced by another "
-                                                "trainer; restart the run with --resume auto to sync it again")
+            if held != str(expected):
+                raise WorkerError(self.urls[w], f"holds weight version {held!r} but the trainer expected version "
+                                                f"{expected} (synced {self._version}): the worker was restarted, "
+                                                "synced by another trainer or synced while generating; restart "
+                                                "the run with --resume auto to sync it again")
 
     # -- weights -------------------------------------------------------------------------------------
     @property
@@ -262,52 +244,96 @@ class RemoteVLLMEngine:
             from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
             from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
 
-            from posttrain.engines.weight_transfer import free_port  # imports vLLM: only when a sync opens
+            from posttrain.engines.collective_guard import run_guarded_collective
+            from posttrain.engines.weight_transfer import free_port
 
             info = NCCLTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
                                        world_size=world_size, rank=self.rank)
-            sender = self._bounded(url, "opening the NCCL transfer group", lambda: WeightTransferTrainerFactory
-                                   .trainer_init(info, client=control, source=source))
+            opened: list[Any] = []
+            try:
+                run_guarded_collective(lambda: opened.append(WeightTransferTrainerFactory.trainer_init(
+                    info, client=control, source=source)), None, self.sync_timeout_s,
+                    "opening the NCCL transfer group", device_index=_local_rank())
+            except Exception as err:
+                raise WorkerError(url, f"opening the NCCL transfer group failed: {err}") from err
+            sender = opened[0]
         else:
             from posttrain.engines.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
 
             info = GlooTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
-                                       world_size=world_size, timeout_s=self.timeout_s, rank=self.rank)
+                                       world_size=world_size, timeout_s=self.sync_timeout_s, rank=self.rank)
             sender = WeightSender.trainer_init(info, client=control, source=source, peer=f"rollout worker {url}")
         self._senders[worker] = sender
         return sender
 
-    def _bounded(self, url: str, what: str, call: Any) -> Any:
-        """``call()`` on a side thread, waited for at most ``timeout_s`` (NCCL collectives have no timeout
-        of their own: a dead peer would block them forever)."""
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="posttrain-remote-sync")
-        try:
-            return pool.submit(call).result(timeout=self.timeout_s)
-        except TimeoutError as err:
-            raise WorkerError(url, f"{what} did not finish within {self.timeout_s:.0f} s") from err
-        finally:
-            pool.shutdown(wait=False)  # a hung collective's thread must not turn the error into a hang
+    def _send_nccl(self, worker: int, sender: Any, version: int) -> None:
+        """vLLM's NCCL ``send_weights``, guarded (``collective_guard``): the ZeRO-3 gathers and the broadcast
+        on a daemon thread on this rank's device, each gathered bucket synchronised before it is sent
+        (``TrainerWeightSource``), the worker's ``/update_weights`` here, the communicator aborted on a
+        timeout. It drives vLLM's own ``_broadcast`` / ``_post_send_sync`` (vLLM 0.30)."""
+        from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferUpdateInfo
+
+        from posttrain.engines.collective_guard import run_guarded_collective
+
+        source, control = sender.source, self._control[worker]
+        meta = source.metadata()
+
+        def collective() -> None:
+            sender._broadcast(source, meta)
+            sender._post_send_sync()
+
+        what = f"the NCCL weight broadcast to version {version}"
+        if not sender.is_sender:  # other ranks only join the gathers
+            run_guarded_collective(collective, None, self.sync_timeout_s, what, device_index=_local_rank())
+            return
+        info = NCCLWeightTransferUpdateInfo(names=[m.name for m in meta],
+                                            dtype_names=[str(m.dtype).removeprefix("torch.") for m in meta],
+                                            shapes=[list(m.shape) for m in meta])
+        control.start_weight_update()
+        run_guarded_collective(collective, lambda: control.update_weights(dataclasses.asdict(info)),
+                               self.sync_timeout_s, what, device_index=_local_rank(),
+                               abort=sender.model_update_group.destroy)
+        control.finish_weight_update(str(version))
 
     def _send(self, source: Any, version: int) -> None:
+        from posttrain.engines.collective_guard import CollectiveTimeout
         from posttrain.engines.weight_transfer import WeightSyncError
 
         for worker, url in enumerate(self.urls):
             try:
                 sender = self._sender(worker, source)
                 sender.source = source
+                if self.rank == 0:
+                    self._control[worker].pause()
                 if self.transport == "nccl":
-                    self._bounded(url, "the NCCL weight broadcast", sender.send_weights)
-                    if self.rank == 0:
-                        self._control[worker].update_weight_version(str(version))
+                    self._send_nccl(worker, sender, version)
                 else:
                     sender.send_weights(weight_version=version)
                 if self.rank == 0:
                     self._control[worker].reset_prefix_cache()
-            except (WeightSyncError, WorkerError) as err:
-                self._senders[worker] = None  # the group is unusable after a failure; a retry opens a new one
-                raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err
+                    self._control[worker].resume()
+            except Exception as err:
+                self._abandon_sync(worker, version)
+                if isinstance(err, (WeightSyncError, WorkerError, CollectiveTimeout)):
+                    raise WorkerError(url, f"weight sync to version {version} failed: {err}") from err
+                raise
         _trainer_barrier()  # no rank generates before rank 0 has finished every worker's update and cache reset
         self._version = version
+
+    def _abandon_sync(self, worker: int, version: int) -> None:
+        """Clean up after a failed sync to ``worker`` (best effort): abort this rank's side of the transfer
+        group, which frees a worker blocked in the broadcast (a retry opens a new group), then on rank 0 close
+        the worker's update (``ControlClient.abandon_update``)."""
+        sender, self._senders[worker] = self._senders[worker], None
+        group = getattr(sender, "group", None) or getattr(sender, "model_update_group", None)
+        abort = getattr(group, "abort", None) or getattr(group, "destroy", None)
+        if abort is not None:
+            try:
+                abort()
+            except (RuntimeError, OSError) as err:  # the sync's error is the one raised; this one is logged
+                log.warning("aborting the weight-transfer group of %s failed: %s", self.urls[worker], err)
+        if self.rank == 0:
+            self._control[worker].abandon_update(str(version))
 
     def sync_from(self, weights: TrainerWeights, version: int) -> None:
         """Push the trainer's weights (PEFT adapters already merged) to every worker as ``version``; every
@@ -407,3 +433,8 @@ def _trainer_rank() -> int:
     import torch.distributed as torch_dist
 
     return torch_dist.get_rank() if torch_dist.is_initialized() else 0
+
+
+def _local_rank() -> int | None:
+    """This rank's CUDA device index (the launcher's ``LOCAL_RANK``); None without CUDA."""
+    return int(os.environ.get("LOCAL_RANK", "0")) if torch.cuda.is_available() else None

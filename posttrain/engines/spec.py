@@ -147,15 +147,15 @@ class VLLMSpec(EngineSpec):
                                     "on CPU, where vLLM has no sleep mode).")
     gpu_memory_utilization: float = spec_option(0.3, "Share of GPU memory the engine may take (the trainer "
                                                      "shares the GPU).")
-    timeout_s: float = spec_option(120.0, "Seconds a weight-sync collective may take before it fails naming "
-                                          "the engine.")
+    sync_timeout_s: float = spec_option(120.0, "Seconds a weight-sync collective may take before it fails "
+                                               "naming the engine (also --worker_timeout_s).")
     max_model_len: int | None = spec_option(None, "Prompt + completion tokens per sequence; unset = the model's "
                                                   "own limit.")
 
     def __post_init__(self) -> None:
         _check_path(self)
         self._check("gpu_memory_utilization", 0 < self.gpu_memory_utilization <= 1, "must be in (0, 1]")
-        self._check("timeout_s", self.timeout_s > 0, "must be > 0 seconds")
+        self._check("sync_timeout_s", self.sync_timeout_s > 0, "must be > 0 seconds")
         self._check("max_model_len", self.max_model_len is None or self.max_model_len >= 1, "must be >= 1")
 
     def config_problem(self, config: Any) -> str | None:
@@ -170,8 +170,12 @@ class VLLMRemoteSpec(EngineSpec):
 
     urls: tuple[str, ...] = spec_option((), "The workers (http://HOST:PORT, comma-separated in the string form); "
                                             "prompts are spread evenly over them, all synced.")
-    timeout_s: float = spec_option(120.0, "Seconds a weight-sync collective or a worker HTTP call may take before "
-                                          "the run fails naming the worker.")
+    sync_timeout_s: float = spec_option(120.0, "Seconds one worker's weight sync may take (the transfer group's "
+                                               "rendezvous, each collective, each control call) before the run fails "
+                                               "naming the worker (also --worker_timeout_s).")
+    generation_timeout_s: float = spec_option(120.0, "Seconds a worker with requests in flight may go without "
+                                                     "answering one before the step fails naming it (its queued "
+                                                     "requests are cancelled); bounds each generation request too.")
 
     @property
     def location(self) -> str | None:
@@ -182,7 +186,8 @@ class VLLMRemoteSpec(EngineSpec):
             object.__setattr__(self, "urls", tuple(parse_worker_urls(",".join(self.urls))))
         except ValueError as err:
             raise EngineSpecError("urls", ",".join(self.urls), str(err), self.kind) from None
-        self._check("timeout_s", self.timeout_s > 0, "must be > 0 seconds")
+        self._check("sync_timeout_s", self.sync_timeout_s > 0, "must be > 0 seconds")
+        self._check("generation_timeout_s", self.generation_timeout_s > 0, "must be > 0 seconds")
 
 
 @dataclass(frozen=True)

@@ -74,14 +74,28 @@ def open_gloo_group(address: str, port: int, rank: int, world_size: int,
                     timeout_s: float) -> torch_dist.ProcessGroupGloo:
     """A gloo process group outside ``torch.distributed``'s global state (rank 0 hosts the store).
 
-    Both the store rendezvous and every later collective time out after ``timeout_s``.
+    Rank 0 listens on ``address`` only, the interface facing the workers, for the store and for gloo's own
+    connections (a plain ``TCPStore`` master would listen on every interface). Both the store rendezvous and
+    every later collective time out after ``timeout_s``.
     """
     timeout = timedelta(seconds=timeout_s)
     try:
-        store = torch_dist.TCPStore(address, port, world_size, is_master=rank == 0, timeout=timeout)
+        if rank == 0:
+            with socket.socket() as listener:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                listener.bind((address, port))
+                listener.listen()
+                store = torch_dist.TCPStore(address, port, world_size, is_master=True, timeout=timeout,
+                                            master_listen_fd=listener.detach())
+            options = torch_dist.ProcessGroupGloo._Options()
+            options._timeout = timeout
+            options._devices = [torch_dist.ProcessGroupGloo.create_device(hostname=address)]
+            return torch_dist.ProcessGroupGloo(torch_dist.PrefixStore("posttrain-weights", store), rank, world_size,
+                                               options)
+        store = torch_dist.TCPStore(address, port, world_size, is_master=False, timeout=timeout)
         return torch_dist.ProcessGroupGloo(torch_dist.PrefixStore("posttrain-weights", store), rank, world_size,
                                            timeout)
-    except (RuntimeError, torch_dist.DistStoreError) as err:
+    except (OSError, RuntimeError, torch_dist.DistStoreError) as err:
         raise WeightSyncError(f"weight-transfer group at {address}:{port} (rank {rank} of {world_size}): "
                               f"rendezvous failed or timed out after {timeout_s:.0f} s: {err}") from err
 
@@ -263,7 +277,10 @@ class TrainerWeightSource(WeightSource):
         by_canonical = {self._canonical[n]: n for n, _ in self._params}
         buckets = [[by_canonical[c] for c in group] for group in self.groups()]
         for bucket in self.weights.gather(buckets):
-            yield [self._canonical[n] for n, _ in bucket], [t.to(self.dtype) for _, t in bucket]
+            tensors = [t.to(self.dtype) for _, t in bucket]
+            if any(t.is_cuda for t in tensors):  # the gather and cast may run on other streams: land them first
+                torch.cuda.synchronize(tensors[0].device)
+            yield [self._canonical[n] for n, _ in bucket], tensors
 
     def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
         for names, tensors in self.iter_groups():

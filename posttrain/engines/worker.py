@@ -7,8 +7,11 @@ command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind
 
 - ``VLLM_SERVER_DEV_MODE=1``: vLLM's dev-mode RLHF routes (``/init_weight_transfer_engine``,
   ``/start_weight_update``, ``/update_weights``, ``/finish_weight_update``, ``/weight_info``), which the
-  trainer's ``RemoteVLLMEngine`` drives. They accept new weights from anyone who can reach the port:
-  bind ``--host`` to a private network only.
+  trainer's ``RemoteVLLMEngine`` drives. They accept new weights (and ``/collective_rpc`` runs code) for
+  anyone who can reach the port, so with a shared secret in the environment (``worker_auth``:
+  ``POSTTRAIN_WORKER_SECRET`` or ``POSTTRAIN_WORKER_SECRET_FILE``) every route but ``/health`` answers 401
+  without it (``--middleware`` = ``worker_auth.SharedSecretMiddleware``), and a non-loopback ``--host``
+  without a secret is refused.
 - ``--worker-extension-cls`` = ``weight_transfer.WORKER_EXTENSION``: vLLM imports it in its worker
   process, which registers our gloo weight transport there; ``--weight-transfer-config`` selects it on
   CPU and vLLM's own ``nccl`` on CUDA (``remote.default_transport``: the trainer decides the same way).
@@ -41,12 +44,21 @@ import time
 from posttrain.common.cli_help import CommandParser
 from posttrain.engines.remote import SERVED_MODEL_NAME
 from posttrain.engines.vllm import INSTALL_HINT, cpu_scheduler_options, vllm_servable_problem
+from posttrain.engines.worker_auth import (
+    SECRET_ENV,
+    SECRET_FILE_ENV,
+    SharedSecretMiddleware,
+    is_loopback,
+    worker_secret,
+)
 from posttrain.models.pretrained import resolve_model_name
 
 
 def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = "auto", max_model_len: int = 0,
-                   seed: int = 0, cuda: bool | None = None, extra: list[str] | None = None) -> list[str]:
-    """The vLLM server command line of a rollout worker (``model`` already resolved to a path)."""
+                   seed: int = 0, cuda: bool | None = None, extra: list[str] | None = None,
+                   secret: bool = False) -> list[str]:
+    """The vLLM server command line of a rollout worker (``model`` already resolved to a path); ``secret``:
+    put its routes behind the shared secret of its environment (the secret itself is not on the line)."""
     from posttrain.engines.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION  # imports vLLM
 
     if cuda is None:
@@ -59,6 +71,8 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
                "--worker-extension-cls", WORKER_EXTENSION,
                "--weight-transfer-config", json.dumps({"backend": "nccl" if cuda else GLOO_BACKEND}),
                "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
+    if secret:
+        command += ["--middleware", f"{SharedSecretMiddleware.__module__}.{SharedSecretMiddleware.__name__}"]
     if max_model_len:
         command += ["--max-model-len", str(max_model_len)]
     if not cuda:
@@ -91,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True, help="checkpoint folder, hub id or alias (e.g. smollm2-135m)")
     parser.add_argument("--port", type=int, default=8100, help="port to serve on (default 8100)")
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to bind (default 127.0.0.1; use a private interface for other machines)")
+                        help=f"address to bind (default 127.0.0.1; a private interface for other machines, which "
+                             f"needs the shared secret in ${SECRET_ENV} or a file named by ${SECRET_FILE_ENV})")
     parser.add_argument("--dtype", default="auto", help="weight dtype: auto, float32, bfloat16, float16")
     parser.add_argument("--max_model_len", type=int, default=0, help="prompt + completion tokens; 0 = the model's")
     parser.add_argument("--seed", type=int, default=0, help="the server's base seed (requests carry their own)")
@@ -108,6 +123,16 @@ def rollout_worker_main(argv: list[str]) -> int:
     if not 0 < args.port < 65536:
         print(f"error: --port {args.port} must be in 1..65535", file=sys.stderr)
         return 2
+    try:
+        secret = worker_secret()
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if secret is None and not is_loopback(args.host):
+        print(f"error: --host {args.host} is not a loopback address: set the shared secret (${SECRET_ENV}, or "
+              f"${SECRET_FILE_ENV} naming a file) here and in the trainer's environment, or the worker's weight-sync "
+              "routes are open to the network", file=sys.stderr)
+        return 2
 
     if importlib.util.find_spec("vllm") is None:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)
@@ -117,7 +142,8 @@ def rollout_worker_main(argv: list[str]) -> int:
     if problem:
         print(f"error: --model {args.model}: {problem}", file=sys.stderr)
         return 2
-    command = worker_command(model, args.port, args.host, args.dtype, args.max_model_len, args.seed, extra=extra)
+    command = worker_command(model, args.port, args.host, args.dtype, args.max_model_len, args.seed, extra=extra,
+                             secret=secret is not None)
     os.execve(command[0], command, worker_environment())
 
 

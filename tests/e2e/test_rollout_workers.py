@@ -2,9 +2,12 @@
 the module and always torn down, driven by ``RemoteVLLMEngine`` and by `posttrain/train.py --rollout
 vllm-remote`: the workers' greedy log-probs equal the HF model's scores of the same tokens (greedy tokens
 under a JSON schema equal the HF engine's), both workers are synced after a training step, a sync resets their
-prefix caches, two ZeRO-3 ranks leave them on the trainer's weights, a worker on another weight version, a
-silent worker and a killed worker each give an error naming it. Weights are compared through log-probs, not
-greedy tokens, which two kernels may decide differently on a near-tie.
+prefix caches, two ZeRO-3 ranks leave them on the trainer's weights (synchronous and async GRPO, every rollout's
+weight version checked), a request without the workers' shared secret is refused and changes no weight, a
+failed sync is cleaned up and a new trainer syncs the same workers again, a worker on another weight version, a
+silent worker, a worker killed in the middle of a broadcast and a dead worker each give an error naming it.
+Weights are compared through log-probs, not greedy tokens, which two kernels may decide differently on a
+near-tie.
 
 The model is ``causal-arithmetic-vllm``, the registered twin of the embedded arithmetic policy that vLLM's
 CPU attention serves (3 heads of 32; the embedded recipe's head size 24 it does not).
@@ -33,7 +36,9 @@ pytest.importorskip("vllm")
 
 PROMPTS = ["12+7=", "3-1=", "45+45=", "9-3=", "1+1=", "20-5="]
 STARTUP_TIMEOUT_S = 420.0
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 120.0
+SECRET = "e2e-worker-secret"
+"""The workers' shared secret; the module's trainers (and train.py children) read it from the environment."""
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +52,12 @@ def vllm_tiny() -> Path:
 def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen]]]:
     from posttrain.engines.weight_transfer import free_port
     from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
+    from posttrain.engines.worker_auth import SECRET_ENV
 
     logs = tmp_path_factory.mktemp("worker-logs")
     started = []
+    saved_secret = os.environ.get(SECRET_ENV)
+    os.environ[SECRET_ENV] = SECRET  # the workers' and every trainer's of this module (train.py children too)
     try:
         for i in range(2):  # both start at once: a start is most of this module's time
             port = free_port()
@@ -57,7 +65,10 @@ def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             gpu_share = ["--", "--gpu-memory-utilization", "0.25"] if torch.cuda.is_available() else []
             process = spawn_rollout_worker(str(vllm_tiny), port, logs / f"w{i}.log",
                                            extra_args=["--max-model-len", "256", "--dtype", "float32", *gpu_share],
-                                           env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+                                           env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+                                                # its own compile cache: a cache shared with other jobs on the
+                                                # machine once gave a worker a broken header
+                                                "TORCHINDUCTOR_CACHE_DIR": str(logs / f"inductor{i}")})
             started.append((f"http://127.0.0.1:{port}", process, logs / f"w{i}.log"))
         for url, process, log in started:
             wait_until_ready(url, process, STARTUP_TIMEOUT_S, log)
@@ -65,6 +76,25 @@ def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     finally:
         for _, process, _ in started:
             stop_rollout_worker(process)
+        if saved_secret is None:
+            os.environ.pop(SECRET_ENV, None)
+        else:
+            os.environ[SECRET_ENV] = saved_secret
+
+
+def _remote(urls: list[str], tokenizer: object, model: torch.nn.Module | None = None,
+            timeout_s: float = REQUEST_TIMEOUT_S, **options: object) -> object:
+    """A ``RemoteVLLMEngine`` over ``urls`` with the module's secret, both timeouts ``timeout_s``."""
+    from posttrain.engines.remote import RemoteVLLMEngine
+
+    options.setdefault("secret", SECRET)
+    return RemoteVLLMEngine(urls, tokenizer, model, sync_timeout_s=timeout_s, generation_timeout_s=timeout_s,
+                            **options)
+
+
+def _version(url: str) -> str:
+    return httpx.get(f"{url}/weight_info", headers={"X-Posttrain-Worker-Secret": SECRET},
+                     timeout=5).json()["weight_version"]
 
 
 def _hf(model_path: Path) -> tuple[torch.nn.Module, object, list[list[int]]]:
@@ -95,12 +125,11 @@ def _assert_holds(engine: object, model: torch.nn.Module, prompts: list[list[int
 def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vllm_tiny: Path) -> None:
     from posttrain.engines.base import SamplingParams
     from posttrain.engines.hf import HFRolloutEngine
-    from posttrain.engines.remote import RemoteVLLMEngine
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     hf = HFRolloutEngine(model=model, tokenizer=tokenizer, device=torch.device("cpu"))
     urls = [url for url, _ in workers]
-    engine = RemoteVLLMEngine(urls, tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    engine = _remote(urls, tokenizer, model)
     _assert_holds(engine, model, prompts)
     # a JSON schema travels as response_format; the workers decode under the HF engine's grammar
     constrained = SamplingParams(max_new_tokens=8, temperature=0.0, json_schema='{"type": "integer", "maximum": 999}')
@@ -114,13 +143,13 @@ def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vll
     optimizer.step()
     engine.sync_from(trainer_weights(model, 0), version=1)
     for url in urls:  # prompts 0-2 went to worker 0, 3-5 to worker 1: both hold the stepped weights
-        assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "1"
+        assert _version(url) == "1"
     _assert_holds(engine, model, prompts)
     assert engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0)).weight_version == 1
     # sampled: in input order, seeded per prompt (not per worker), with the sampling log-probs
     params = SamplingParams(max_new_tokens=6, temperature=1.0, seed=11)
     spread = engine.generate(prompts, params)
-    alone = RemoteVLLMEngine(urls[:1], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)  # same weights, one worker
+    alone = _remote(urls[:1], tokenizer, model)  # same weights, one worker
     assert alone.generate(prompts, params).completion_ids == spread.completion_ids
     assert all(len(lp) == len(ids) and all(v <= 0 for v in lp) for lp, ids in zip(spread.logprobs, spread.completion_ids))
 
@@ -132,11 +161,10 @@ def test_a_seed_gives_the_same_samples_colocated_and_remote(workers, vllm_tiny: 
     import gc
 
     from posttrain.engines.base import SamplingParams
-    from posttrain.engines.remote import RemoteVLLMEngine
     from posttrain.engines.vllm import VLLMRolloutEngine
 
     model, tokenizer, prompts = _hf(vllm_tiny)
-    remote = RemoteVLLMEngine([url for url, _ in workers], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    remote = _remote([url for url, _ in workers], tokenizer, model)
     colocated = VLLMRolloutEngine.from_pretrained(str(vllm_tiny), tokenizer, dtype="float32", max_model_len=256)
     try:
         group = [p for p in prompts[:3] for _ in range(4)]  # G = 4 copies of three prompts, over both workers
@@ -160,10 +188,10 @@ def test_group_requests_give_the_samples_of_one_request_per_sample(workers, vllm
     """A worker's share goes as one request per group of copies (n > 1); each sample (tokens, log-probs, seed)
     is the one a request of its own with that sample's seed gives. The worker reports the dtype it serves."""
     from posttrain.engines.base import SamplingParams, sample_seeds
-    from posttrain.engines.remote import RemoteVLLMEngine, request_runs
+    from posttrain.engines.remote import request_runs
 
     model, tokenizer, prompts = _hf(vllm_tiny)
-    engine = RemoteVLLMEngine([workers[0][0]], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    engine = _remote([workers[0][0]], tokenizer, model)
     assert engine._control[0].served_dtype() == "float32"  # the fixture's --dtype, through /collective_rpc
     group = [prompts[0]] * 4 + [prompts[1]] * 4
     params = SamplingParams(max_new_tokens=6, temperature=1.0, seed=5)
@@ -178,43 +206,113 @@ def test_group_requests_give_the_samples_of_one_request_per_sample(workers, vllm
 
 
 def test_worker_on_another_version_is_named(workers, vllm_tiny: Path) -> None:
-    from posttrain.engines.remote import RemoteVLLMEngine, WorkerError
+    from posttrain.engines.remote import WorkerError
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     urls = [url for url, _ in workers]
-    engine = RemoteVLLMEngine(urls, tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
-    httpx.post(f"{urls[1]}/update_weight_version", json={"new_version": "999"}, timeout=5).raise_for_status()
-    with pytest.raises(WorkerError, match=rf"{urls[1]}.*'999'.*version 0"):
+    engine = _remote(urls, tokenizer, model)
+    httpx.post(f"{urls[1]}/update_weight_version", json={"new_version": "999"},
+               headers={"X-Posttrain-Worker-Secret": SECRET}, timeout=5).raise_for_status()
+    with pytest.raises(WorkerError, match=rf"{urls[1]}.*'999'.*expected version 0"):
         _greedy(engine, prompts)
     engine.update_weights(model.named_parameters(), version=3)  # a sync puts it back in line
     assert len(_greedy(engine, prompts)) == len(prompts)
 
 
-def test_async_grpo_through_train_py_with_remote_workers(workers, vllm_tiny: Path, tmp_path: Path) -> None:
+@pytest.mark.distributed
+def test_async_grpo_on_two_zero3_ranks_through_train_py_with_remote_workers(workers, vllm_tiny: Path,
+                                                                            tmp_path: Path) -> None:
+    """Both ranks generate on the shared workers ahead of training; no rank's sync may start while another
+    rank's requests run (issue 27 item 1: the worker died on layers the reload had put on the meta device).
+    Every rollout's weight version is checked twice by the run itself: the workers must report the version
+    a ``generate`` started with, and ``AsyncRollouts.take`` the version a generation was launched on; the
+    evaluation at step 2 is followed by a sync at step 3."""
     urls = ",".join(url for url, _ in workers)
     out = tmp_path / "run"
     result = run_entry(["--algo", "grpo", "--model", str(vllm_tiny), "--rollout", "vllm-remote",
                         "--rollout_workers", urls, "--async_rollouts", "true", "--max_staleness", "1",
-                        "--steps", "3", "--prompts_per_step", "2", "--group_size", "4", "--micro_batch_size", "8",
-                        "--max_new_tokens", "6", "--eval_every", "0", "--save_every", "0", "--progress", "false",
-                        "--report_to", "jsonl", "--output_dir", str(out), "--num_threads", "1"])
+                        "--zero_stage", "3", "--steps", "3", "--prompts_per_step", "4", "--group_size", "4",
+                        "--micro_batch_size", "8", "--max_new_tokens", "6", "--eval_every", "2", "--eval_examples",
+                        "4", "--pass_k", "1", "--save_every", "0", "--progress", "false", "--report_to", "jsonl",
+                        "--output_dir", str(out), "--num_threads", "1"],
+                       launcher=deepspeed_launcher(2), env={"OMP_NUM_THREADS": "1"}, timeout=1200)
     assert result.returncode == 0, result.stderr[-4000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2, 3]
-    assert [r["async/staleness"] for r in rows] == [0.0, 1.0, 1.0]
+    assert [r["step"] for r in rows if "async/staleness" in r] == [1, 2, 3]
+    assert [r["async/staleness"] for r in rows if "async/staleness" in r] == [0.0, 1.0, 1.0]
     for url, _ in workers:  # every worker ends on the trainer's last step
-        assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "3"
+        assert _version(url) == "3"
+
+
+def test_a_request_without_the_secret_is_refused_and_changes_no_weight(workers, vllm_tiny: Path) -> None:
+    from posttrain.engines.remote import WorkerError
+    from posttrain.models.tiny import RECIPES, build_model
+
+    model, tokenizer, prompts = _hf(vllm_tiny)
+    url, process = workers[0]
+    engine = _remote([url], tokenizer, model)
+    held = _version(url)
+    for path, body in (("/start_weight_update", None), ("/update_weights", {"update_info": {}}),
+                       ("/collective_rpc", {"method": "get_model"}), ("/update_weight_version", {"new_version": "x"}),
+                       ("/v1/completions", {"model": "default", "prompt": [1, 2], "max_tokens": 1})):
+        assert httpx.post(f"{url}{path}", json=body, timeout=5).status_code == 401, path
+        assert httpx.post(f"{url}{path}", json=body, headers={"X-Posttrain-Worker-Secret": "wrong"},
+                          timeout=5).status_code == 401, path
+    assert httpx.get(f"{url}/weight_info", timeout=5).status_code == 401
+    assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+    assert _version(url) == held
+    other = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic-vllm"), seed=1), tokenizer).eval()
+    outsider = _remote([url], tokenizer, secret=None)  # a trainer without the secret cannot sync
+    with pytest.raises(WorkerError, match="refused \\(401\\)"):
+        outsider.update_weights(other.named_parameters())
+    _assert_holds(engine, model, prompts, other)  # still the trainer's weights
+    cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()  # the secret never travels on a command line
+    assert b"--middleware" in cmdline and SECRET.encode() not in cmdline
+
+
+def test_resume_against_the_same_worker_after_a_failed_sync(workers, vllm_tiny: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainer fails in the middle of a broadcast (a stand-in source raises after the first bucket): the
+    workers are cleaned up (no layer left on the meta device, version marked failed, so no generation trusts
+    them), and a new trainer, as a resumed run builds one, syncs the same un-restarted workers."""
+    from posttrain.engines.remote import WorkerError
+    from posttrain.engines.weight_transfer import NamedTensorSource
+    from posttrain.models.tiny import RECIPES, build_model
+
+    model, tokenizer, prompts = _hf(vllm_tiny)
+    urls = [url for url, _ in workers]
+    # the worker gives up on the broken broadcast after its own collective timeout (this sync timeout),
+    # which the clean-up waits for: keep it short
+    engine = _remote(urls, tokenizer, model, timeout_s=20.0)
+    other = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic-vllm"), seed=2), tokenizer).eval()
+    intact = NamedTensorSource.iter_groups
+
+    def fails_after_one_bucket(self: NamedTensorSource):
+        for index, bucket in enumerate(intact(self)):
+            if index == 1:
+                raise RuntimeError("injected: the trainer failed in the middle of the broadcast")
+            yield bucket
+
+    monkeypatch.setattr(NamedTensorSource, "iter_groups", fails_after_one_bucket)
+    with pytest.raises(RuntimeError, match="injected"):
+        engine.update_weights(other.named_parameters(), version=7)
+    monkeypatch.setattr(NamedTensorSource, "iter_groups", intact)
+    assert _version(urls[0]) == "failed-sync-7"
+    with pytest.raises(WorkerError, match="'failed-sync-7'"):
+        _greedy(engine, prompts)
+    resumed = _remote(urls, tokenizer, other)  # pushes version 0: the resumed run's first sync
+    assert [_version(url) for url in urls] == ["0", "0"]
+    _assert_holds(resumed, other, prompts, model)
 
 
 def test_a_sync_resets_the_workers_prefix_cache(workers, vllm_tiny: Path) -> None:
     """A prompt longer than a KV block (128 tokens on CPU) leaves cached keys and values computed by the old
     weights; after a sync the workers must decode it with the new ones."""
-    from posttrain.engines.remote import RemoteVLLMEngine
     from posttrain.models.tiny import RECIPES, build_model
 
     model, tokenizer, _ = _hf(vllm_tiny)
     long = [tokenizer.encode(" ".join(PROMPTS * 8))[:200]]
-    engine = RemoteVLLMEngine([url for url, _ in workers], tokenizer, model, timeout_s=REQUEST_TIMEOUT_S)
+    engine = _remote([url for url, _ in workers], tokenizer, model)
     before = _greedy(engine, long)  # the workers now hold this prompt's blocks, computed by the old weights
     assert len(before) == 1 and before[0]  # (vLLM-vs-HF agreement on the trained model: the tests above)
     other = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic-vllm"), seed=1), tokenizer).eval()
@@ -233,30 +331,49 @@ def test_two_zero3_ranks_leave_the_workers_on_the_trainers_weights(workers, vllm
                              "--num_threads", "1", "--system_prompt", "Answer with the number only. " * 5])
     assert_synced(checks, vllm_tiny, tmp_path, 2)
     for url in urls:
-        assert httpx.get(f"{url}/weight_info", timeout=5).json()["weight_version"] == "2"
+        assert _version(url) == "2"
 
 
-def test_silent_then_killed_worker_is_named_within_the_timeout(workers, vllm_tiny: Path) -> None:
-    from posttrain.engines.remote import RemoteVLLMEngine, WorkerError
+def test_worker_killed_mid_broadcast_silent_worker_and_dead_workers_are_named(workers, vllm_tiny: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker 0 killed in the middle of a broadcast fails the sync naming it; worker 1, silent, fails a call of
+    many queued requests within one generation timeout (its queue is cancelled), then a sync; dead workers
+    fail generation and sync. Ends with both workers dead (the last test of the module)."""
+    from posttrain.engines.remote import WorkerError
+    from posttrain.engines.weight_transfer import NamedTensorSource
 
     model, tokenizer, prompts = _hf(vllm_tiny)
-    (good, _), (bad, process) = workers
-    engine = RemoteVLLMEngine([good, bad], tokenizer, model, timeout_s=3.0, retries=0)
+    (first, first_process), (bad, process) = workers
+    intact = NamedTensorSource.iter_groups
+
+    def kills_after_one_bucket(self: NamedTensorSource):
+        for index, bucket in enumerate(intact(self)):
+            if index == 1:
+                os.killpg(first_process.pid, signal.SIGKILL)
+            yield bucket
+
+    monkeypatch.setattr(NamedTensorSource, "iter_groups", kills_after_one_bucket)
+    with pytest.raises(WorkerError, match=f"{first}: weight sync to version 5 failed"):
+        _remote([first], tokenizer).update_weights(model.named_parameters(), version=5)
+    monkeypatch.setattr(NamedTensorSource, "iter_groups", intact)
+    first_process.wait(timeout=30)
+
+    engine = _remote([bad], tokenizer, timeout_s=3.0, retries=0, concurrency=2)  # no initial push
     os.killpg(process.pid, signal.SIGSTOP)  # alive but silent
     try:
         start = time.monotonic()
-        with pytest.raises(WorkerError, match=bad):
-            _greedy(engine, prompts)
+        with pytest.raises(WorkerError, match=f"{bad}: answered none of its"):
+            _greedy(engine, prompts * 5)  # 30 requests, 2 at a time
         assert time.monotonic() - start < 30
         start = time.monotonic()
         with pytest.raises(WorkerError, match=bad):
             engine.update_weights(model.named_parameters())
         assert time.monotonic() - start < 30
     finally:
-        os.killpg(process.pid, signal.SIGKILL)  # now dead (the last test of the module)
+        os.killpg(process.pid, signal.SIGKILL)  # now dead
         os.killpg(process.pid, signal.SIGCONT)
     process.wait(timeout=30)
-    engine = RemoteVLLMEngine([good, bad], tokenizer, timeout_s=3.0, retries=0)  # no initial push
+    engine = _remote([bad], tokenizer, timeout_s=3.0, retries=0)  # no initial push
     start = time.monotonic()
     with pytest.raises(WorkerError, match=bad):
         _greedy(engine, prompts)

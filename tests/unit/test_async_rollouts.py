@@ -41,11 +41,17 @@ def test_config_checks_for_workers_and_staleness() -> None:
         build_config(TrainConfig, ["--rollout_workers", "http://h:1"])
     with pytest.raises(ConfigError, match="max_staleness"):
         TrainConfig(async_rollouts=True, max_staleness=0).validate()
-    with pytest.raises(ConfigError, match="'rollout.timeout_s'.*must be > 0"):
+    with pytest.raises(ConfigError, match="'rollout.sync_timeout_s'.*must be > 0"):
         build_config(TrainConfig, ["--rollout", "vllm-remote", "--rollout_workers", "http://h:1",
                                    "--worker_timeout_s", "0"])
-    remote = build_config(TrainConfig, ["--rollout", "vllm-remote:http://h:1,http://h:2", "--rollout.timeout_s", "5"])
-    assert remote.rollout.urls == ("http://h:1", "http://h:2") and remote.rollout.timeout_s == 5.0
+    with pytest.raises(ConfigError, match="'rollout.generation_timeout_s'.*must be > 0"):
+        build_config(TrainConfig, ["--rollout", "vllm-remote:http://h:1", "--rollout.generation_timeout_s", "0"])
+    remote = build_config(TrainConfig, ["--rollout", "vllm-remote:http://h:1,http://h:2", "--worker_timeout_s", "5",
+                                        "--rollout.generation_timeout_s", "7"])
+    assert remote.rollout.urls == ("http://h:1", "http://h:2")
+    assert (remote.rollout.sync_timeout_s, remote.rollout.generation_timeout_s) == (5.0, 7.0)
+    with pytest.raises(ConfigError, match="dist_timeout_s"):
+        TrainConfig(dist_timeout_s=0).validate()
 
 
 def test_staleness_bound() -> None:
@@ -117,3 +123,24 @@ def test_only_algorithms_with_their_own_split_run_async() -> None:
     # GPO subclasses GRPO but builds its experience in its own make_experience; DuPO's dual reward may generate
     # with the policy's engine, which the background generation holds
     assert supported == {"grpo", "rloo"}
+
+
+class _SyncedMidwayEngine(_CountingEngine):
+    """An engine whose weights change while it generates (what a sync racing a generation does)."""
+
+    weight_version = 3
+
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        self.weight_version += 1
+        rollouts = super().generate(prompt_ids, params)
+        rollouts.weight_version = self.weight_version
+        return rollouts
+
+
+def test_a_rollout_from_weights_changed_mid_generation_is_refused() -> None:
+    pipeline = AsyncRollouts(_SyncedMidwayEngine(), depth=1)
+    pipeline.launch(4, data_position=0, weight_version=3, request=GenerationRequest([[1]], SamplingParams()))
+    with pytest.raises(RuntimeError, match="step 4: rollouts launched on the engine's weight version 3 came back "
+                                           "from version 4"):
+        pipeline.take(4, policy_version=3)
+    pipeline.close()

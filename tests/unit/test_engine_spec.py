@@ -81,14 +81,14 @@ def test_specs_validate_their_own_options() -> None:
         (DiffusionSpec, "steps", -1, "must be >= 0"),
         (DiffusionSpec, "remasking", "greedy", "low_confidence or random"),
         (VLLMSpec, "gpu_memory_utilization", 1.5, r"\(0, 1\]"),
-        (VLLMSpec, "timeout_s", 0.0, "> 0"),
+        (VLLMSpec, "sync_timeout_s", 0.0, "> 0"),
         (VLLMSpec, "max_model_len", 0, ">= 1"),
         (FakeSpec, "base_latency_s", -1.0, ">= 0"),
     ]:
         with pytest.raises(EngineSpecError, match=rf"engine spec {spec.kind}: option '{option}' = .* {allowed}"):
             spec(**{option: value})
-    with pytest.raises(EngineSpecError, match="'timeout_s'.*must be > 0"):
-        VLLMRemoteSpec(("http://a:1",), timeout_s=0)
+    with pytest.raises(EngineSpecError, match="'generation_timeout_s'.*must be > 0"):
+        VLLMRemoteSpec(("http://a:1",), generation_timeout_s=0)
     with pytest.raises(EngineSpecError, match="'path' = ''"):
         HFSpec("")
 
@@ -96,7 +96,8 @@ def test_specs_validate_their_own_options() -> None:
 def test_options_are_typed_and_unknown_ones_name_the_known() -> None:
     spec = parse_engine_spec("vllm", sleep="false", gpu_memory_utilization="0.5", max_model_len="none")
     assert spec == VLLMSpec(sleep=False, gpu_memory_utilization=0.5, max_model_len=None)
-    assert spec.with_options({"timeout_s": 3}) == VLLMSpec(sleep=False, gpu_memory_utilization=0.5, timeout_s=3.0)
+    assert spec.with_options({"sync_timeout_s": 3}) == VLLMSpec(sleep=False, gpu_memory_utilization=0.5,
+                                                                sync_timeout_s=3.0)
     with pytest.raises(EngineSpecError, match="'block_length'.*the hf engine has no such option .*path"):
         parse_engine_spec("hf", block_length=8)
     with pytest.raises(EngineSpecError, match="'steps' = 'many' is invalid: expected a int"):
@@ -108,11 +109,11 @@ def test_options_are_typed_and_unknown_ones_name_the_known() -> None:
 def test_trainer_rollout_is_a_nested_spec_with_the_old_flags_as_aliases() -> None:
     from posttrain.algos.pg import GRPOConfig
 
-    new = build_config(GRPOConfig, ["--rollout", "vllm", "--rollout.sleep", "false", "--rollout.timeout_s", "9"])
+    new = build_config(GRPOConfig, ["--rollout", "vllm", "--rollout.sleep", "false", "--rollout.sync_timeout_s", "9"])
     old = build_config(GRPOConfig, ["--rollout", "vllm", "--vllm_sleep", "false", "--worker_timeout_s", "9"])
-    assert new.rollout == old.rollout == VLLMSpec(sleep=False, timeout_s=9.0)
+    assert new.rollout == old.rollout == VLLMSpec(sleep=False, sync_timeout_s=9.0)
     saved = new.to_dict()
-    assert saved["rollout"] == "vllm" and saved["rollout.sleep"] is False and saved["rollout.timeout_s"] == 9.0
+    assert saved["rollout"] == "vllm" and saved["rollout.sleep"] is False and saved["rollout.sync_timeout_s"] == 9.0
     with pytest.raises(ConfigError, match=r"'rollout.gpu_memory_utilization' = 2.0 is invalid: must be in \(0, 1\]"):
         build_config(GRPOConfig, ["--rollout", "vllm", "--vllm_gpu_memory_utilization", "2"])
     with pytest.raises(ConfigError, match="'rollout' = 'nope:x'.*unknown engine kind"):
@@ -121,7 +122,7 @@ def test_trainer_rollout_is_a_nested_spec_with_the_old_flags_as_aliases() -> Non
         build_config(GRPOConfig, ["--rollout", "hf:/ckpt"]).validate()
     text = help_text(GRPOConfig, "grpo")
     assert "--rollout.sleep (vllm, default True; also --vllm_sleep)" in text
-    assert "--rollout.timeout_s (vllm-remote" in text and "--rollout.block_length" not in text  # grpo: no diffusion
+    assert "--rollout.generation_timeout_s (vllm-remote" in text and "--rollout.block_length" not in text  # grpo: no diffusion
 
 
 def test_builder_dispatches_on_the_kind() -> None:

@@ -1,0 +1,35 @@
+"""The trainer's side of the gloo weight-transfer group (``weight_transfer.open_gloo_group``): rank 0 listens on
+the address it is given only (the interface facing the workers), for the rendezvous store and for gloo's own
+connections, and a broadcast over the group arrives."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+import torch
+
+pytest.importorskip("vllm")
+psutil = pytest.importorskip("psutil")
+
+
+def test_rank_0_listens_on_the_given_address_only() -> None:
+    from posttrain.engines.weight_transfer import _broadcast, free_port, open_gloo_group
+
+    before = {c.laddr for c in psutil.Process(os.getpid()).net_connections("tcp") if c.status == "LISTEN"}
+    port = free_port("127.0.0.1")
+    groups = {}
+    joiner = threading.Thread(target=lambda: groups.update({1: open_gloo_group("127.0.0.1", port, 1, 2, 30.0)}))
+    joiner.start()
+    groups[0] = open_gloo_group("127.0.0.1", port, 0, 2, 30.0)
+    joiner.join()
+    listening = {c.laddr for c in psutil.Process(os.getpid()).net_connections("tcp") if c.status == "LISTEN"} - before
+    assert (("127.0.0.1", port)) in listening  # the store, on the given port
+    assert listening and all(address.ip == "127.0.0.1" for address in listening)  # nothing on 0.0.0.0 / ::
+    received = torch.zeros(3)
+    receiver = threading.Thread(target=lambda: _broadcast(groups[1], received, "a test bucket"))
+    receiver.start()
+    _broadcast(groups[0], torch.tensor([1.0, 2.0, 3.0]), "a test bucket")
+    receiver.join()
+    assert received.tolist() == [1.0, 2.0, 3.0]
