@@ -115,18 +115,21 @@ def build_index(folder: str | Path, chunks: list[dict], tokenizer: Any, scorer: 
                                                         indent=2, sort_keys=True) + "\n")
 
 
-def ensure_index(folder: str | Path, identity: dict, build) -> bool:
+def ensure_index(folder: str | Path, identity: dict, build, overwrite: bool = False) -> bool:
     """``build()`` unless ``folder`` holds a complete index of this ``identity``; False when reused. An
-    index of another identity is a ``ValueError`` naming the keys that differ."""
+    index of another identity is a ``ValueError`` naming the keys that differ, or, with ``overwrite``, is
+    rebuilt (its ``index.json`` removed first, so a rebuild killed midway never passes for the old index)."""
     path = Path(folder) / "index.json"
     if path.exists():
         old = json.loads(path.read_text())["identity"]
         changed = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
-        if changed:
+        if not changed:
+            return False
+        if not overwrite:
             raise ValueError(f"{folder} holds a retrieval index built with other "
                              + ", ".join(f"{k} (was {old.get(k)!r}, now {identity.get(k)!r})" for k in changed)
-                             + "; use a fresh --output folder (or delete it)")
-        return False
+                             + "; rerun with --overwrite to rebuild it, or use a fresh --output folder")
+        path.unlink()
     build()
     return True
 

@@ -167,7 +167,7 @@ def prepare_index(args, roots: list[dict], folder: Path) -> dict:
         embedder = load_embedder(args.embedder) if args.retriever == "faiss" else None
         build_index(folder, chunks, tokenizer, scorer, args.retriever, embedder, args.near_dup_threshold, identity)
 
-    built = ensure_index(folder, identity, build)
+    built = ensure_index(folder, identity, build, overwrite=args.overwrite)
     print(f"index: {len(chunks)} chunks {'indexed' if built else 'already indexed'} in {folder}")
     return identity
 

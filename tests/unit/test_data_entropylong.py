@@ -4,6 +4,7 @@ retrieval and dedup helpers."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -277,6 +278,13 @@ def test_index_built_once_loads_into_the_same_pipeline(copying, tmp_path):
     out = loaded.process(docs)
     assert out == in_process.process(docs)
     assert calls[1:] == [sum(len(o["anchors"]) for o in out)]  # one query per anchor, no corpus text
+    # --overwrite rebuilds an index of another identity instead of refusing it
+    other = {**identity, "retriever": "bm25"}
+    rebuild = lambda: build_index(folder, el.chunks, el.backend.tokenizer, "cachelm", "bm25", None,
+                                  el.config.near_dup_threshold, other)
+    assert ensure_index(folder, other, rebuild, overwrite=True)
+    assert json.loads((folder / "index.json").read_text())["identity"] == other
+    assert not ensure_index(folder, other, rebuild)
 
 
 def _verified(doc_id: str, budget: int, *cands: tuple[int, float, float, int]) -> dict:
