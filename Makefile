@@ -44,6 +44,10 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh -m "not gpu and not heavy"
 
+## The data-to-trainer workflows end to end in miniature (marked workflow: minutes each, so not in `make test`).
+test-workflows: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh -m workflow
+
 lint: $(STAMP) lint-imports
 	$(BIN)/ruff check posttrain rewards data_pipelines tests benchmarks
 

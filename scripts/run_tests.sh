@@ -5,8 +5,9 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_
 # Two pytest workers (pytest-xdist; $POSTTRAIN_TEST_WORKERS sets how many, 0 runs in this process). Each
 # module runs whole on one worker (--dist loadscope), so a module's fixtures (a vLLM engine, rollout-worker
 # servers, a Ray session) start once; tests use free ports, never fixed ones, so two can run at once. The 25
-# slowest tests are listed at the end (where CI time goes).
-python -m pytest -m "not gpu" --timeout 900 -n "${POSTTRAIN_TEST_WORKERS:-2}" --dist loadscope --durations 25 "$@"
+# slowest tests are listed at the end (where CI time goes). Tests marked workflow (minutes each) are left out:
+# `make test-workflows` runs them.
+python -m pytest -m "not gpu and not workflow" --timeout 900 -n "${POSTTRAIN_TEST_WORKERS:-2}" --dist loadscope --durations 25 "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "error: pytest collected no tests" >&2

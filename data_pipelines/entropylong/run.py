@@ -35,6 +35,7 @@ no actor gets the input documents (each reads its own blocks) or embeds the corp
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import time
 from dataclasses import asdict, fields
@@ -153,14 +154,17 @@ def check_inputs(args, roots: list[dict]) -> None:
     check_representable(tokenizer, scorer, args.separator, "the separator")
 
 
-def prepare_index(args, roots: list[dict], folder: Path) -> dict:
-    """Build the retrieval index in ``folder`` once (``ensure_index``); its identity."""
+def prepare_index(args, roots: list[dict], parent: Path) -> tuple[dict, Path]:
+    """Build the retrieval index once (``ensure_index``) in a folder of ``parent`` named by a hash of its
+    identity (content-addressed: a run with other chunks or another scorer gets its own index, and the stages,
+    whose identity holds the index's, then refuse or redo by the backbone's rule); its identity and folder."""
     from data_pipelines.common.embed import load_embedder
 
     chunks = _chunks(args, roots)
     identity = {"chunks_sha256": chunks_digest(chunks), "scorer": args.model, "tokenizer": args.tokenizer,
                 "retriever": args.retriever, "embedder": args.embedder if args.retriever == "faiss" else None,
                 "near_dup_threshold": args.near_dup_threshold}
+    folder = parent / hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
     def build() -> None:
         tokenizer, scorer = _scorer_tokenizer(args)
@@ -169,7 +173,7 @@ def prepare_index(args, roots: list[dict], folder: Path) -> dict:
 
     built = ensure_index(folder, identity, build, overwrite=args.overwrite)
     print(f"index: {len(chunks)} chunks {'indexed' if built else 'already indexed'} in {folder}")
-    return identity
+    return identity, folder
 
 
 def build_pipeline(args, index_dir: str, with_retriever: bool = True) -> EntropyLong:
@@ -251,11 +255,11 @@ def run_entropylong(args) -> int:
     try:
         check_inputs(args, roots)
         config = _config(args)
-        index = prepare_index(args, roots, out / "index")
+        index, index_folder = prepare_index(args, roots, out / "index")
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     validate = functools.partial(_validate, args.text_field)
-    index_dir = str(out / "index")
+    index_dir = str(index_folder)
     # every flag that shapes the stages' outputs, the models they call, the root documents and the index the
     # contexts are looked up in (its identity covers the chunks: --chunk_chars, --text_field, the built-in corpus)
     stage_config = {**asdict(config), "model": model_identity(args.model, tokenizer=args.tokenizer),
@@ -263,7 +267,11 @@ def run_entropylong(args) -> int:
                                                                     if Path(args.corpus).exists() else {})},
                     "retriever": args.retriever,
                     "embedder": embedder_identity(args.embedder) if args.retriever == "faiss" else None,
+                    "chunk_chars": args.chunk_chars, "text_field": args.text_field, "id_field": args.id_field,
                     "index": index, "roots_sha256": records_digest(roots)}
+    if builtin:
+        stage_config["builtin_corpus"] = {"num_entities": args.num_entities, "num_misc": args.num_misc,
+                                          "seed": args.corpus_seed, "style": args.corpus_style}
     num_gpus = actor_gpus([args.model], args.device)
     verified = StageRunner(out / "verified", ActorStage(functools.partial(make_verify_stage, args, index_dir),
                                                         num_actors=args.num_workers, num_gpus=num_gpus),

@@ -111,7 +111,7 @@ def resolve_budgets(args) -> None:
         if getattr(args, name) is None:
             setattr(args, name, default)
         elif getattr(args, name) < 1:
-            raise SystemExit(f"error: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+            raise SystemExit(f"error: --{name} must be >= 1, got {getattr(args, name)}")
 
 
 def run_bench(args) -> int:

@@ -72,6 +72,7 @@ def test_entropylong_lm(corpus_lm: Path, tmp_path: Path) -> None:
         assert math.isfinite(run["curve"][-1]["train/loss"])
 
 
+@pytest.mark.workflow  # about 2.5 minutes on 2 cores: out of CI's time budget, `make test-workflows` runs it
 def test_sci2pol_sft(corpus_lm: Path, tmp_path: Path) -> None:
     summary = run_workflow(
         "sci2pol_sft.py", tmp_path, "--model", str(corpus_lm), "--judge", "tiny",
