@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from xml.etree import ElementTree
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "module_seconds.json"
 

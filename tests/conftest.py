@@ -54,9 +54,9 @@ def heaviest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
     estimate: dict[Path, float] = {}
     for item in items:
         estimate[item.path] = estimate.get(item.path, 0.0) + UNMEASURED_HEAVY_TEST_SECONDS * ("heavy" in item.keywords)
-    for path in estimate:
+    for path, heavy_estimate in estimate.items():
         relative = path.relative_to(root).as_posix() if root in path.parents else path.as_posix()
-        estimate[path] = measured.get(relative, estimate[path])
+        estimate[path] = measured.get(relative, heavy_estimate)
     first_seen = {path: rank for rank, path in enumerate(estimate)}
     return sorted(items, key=lambda item: (-estimate[item.path], first_seen[item.path]))
 
