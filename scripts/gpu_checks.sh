@@ -74,7 +74,7 @@ fi
 if "$python" -c "import vllm" 2>/dev/null; then
   part vllm_rollout "$python" benchmarks/bench_vllm_rollout.py --out "$out/vllm_rollout_cuda.json"
   # Issue 27 on CUDA. Colocated --rollout vllm: vLLM under external_launcher in the trainer's process, each sync
-  # loading the gathered layers with load_weights (engines/vllm.py colocated_weight_path); the engine must end on
+  # loading the gathered layers with load_weights (engines/vllm_setup.py colocated_weight_path); the engine must end on
   # the trainer's weights, 1 rank and 2 ZeRO-3 ranks (both on this GPU when it is the only one).
   part vllm_colocated_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 900 tests/e2e/test_train_vllm.py \
     -k "one_rank or two_ranks_zero3"
