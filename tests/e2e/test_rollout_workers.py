@@ -5,7 +5,9 @@ under a JSON schema equal the HF engine's), both workers are synced after a trai
 prefix caches, two ZeRO-3 ranks leave them on the trainer's weights (synchronous and async GRPO, every rollout's
 weight version checked), a request without the workers' shared secret is refused and changes no weight, a
 failed sync is cleaned up and a new trainer syncs the same workers again, a worker on another weight version, a
-silent worker, a worker killed in the middle of a broadcast and a dead worker each give an error naming it.
+silent worker, a worker killed in the middle of a broadcast and a dead worker each give an error naming it. Through
+``train.py`` on 2 ZeRO-3 ranks (``faulty_train.py`` injecting the fault), a rank that hangs or fails in a sync fails
+the run within ``--dist_timeout_s``, and ``--resume auto`` continues against the same worker and a fresh one.
 Weights are compared through log-probs, not greedy tokens, which two kernels may decide differently on a
 near-tie.
 
@@ -37,6 +39,7 @@ pytest.importorskip("vllm")
 PROMPTS = ["12+7=", "3-1=", "45+45=", "9-3=", "1+1=", "20-5="]
 STARTUP_TIMEOUT_S = 420.0
 REQUEST_TIMEOUT_S = 120.0
+FAULTY_TRAIN = Path(__file__).parent / "faulty_train.py"
 SECRET = "e2e-worker-secret"
 """The workers' shared secret; the module's trainers (and train.py children) read it from the environment."""
 
@@ -120,6 +123,88 @@ def _assert_holds(engine: object, model: torch.nn.Module, prompts: list[list[int
     pad_id = engine.tokenizer.pad_token_id
     assert_engine_holds(rollouts.logprobs, completion_logprobs(model, rollouts, pad_id),
                         None if other is None else completion_logprobs(other, rollouts, pad_id))
+
+
+DIST_TIMEOUT_S = 30
+"""The fault runs' ``--dist_timeout_s``: long enough for one rank to wait out the other's start-up push to the
+worker on a loaded machine, short enough for the test."""
+
+
+def _faulty_run(model: Path, url: str, out: Path, fault: str | None = None,
+                resume: bool = False) -> subprocess.CompletedProcess:
+    """2 ZeRO-3 ranks of GRPO against the worker at ``url`` through ``tests/e2e/faulty_train.py`` (``train.py``
+    with ``fault``, ``KIND:RANK:STEP``, injected into one sync); 2 steps, a checkpoint after each."""
+    from tests.e2e.faulty_train import FAULT_ENV
+    from tests.e2e.sync_harness import SHORT
+
+    args = [*SHORT, "--model", str(model), "--rollout", "vllm-remote", "--rollout_workers", url,
+            "--rollout.sync_timeout_s", "30", "--zero_stage", "3", "--steps", "2", "--save_every", "1",
+            "--eval_every", "0", "--lr", "3e-3", "--num_threads", "1", "--dist_timeout_s", str(DIST_TIMEOUT_S),
+            "--output_dir", str(out), *(["--resume", "auto"] if resume else [])]
+    env = {"OMP_NUM_THREADS": "1", **({FAULT_ENV: fault} if fault else {})}
+    return run_entry(args, launcher=deepspeed_launcher(2), env=env, timeout=900, script=FAULTY_TRAIN)
+
+
+def _assert_worker_holds_checkpoint(url: str, model_path: Path, checkpoint: Path) -> None:
+    """The worker decodes greedily with the checkpoint's weights (log-probs within ``LOGPROB_ATOL``), not the
+    starting model's: asked directly, without a trainer's version check."""
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.http import OpenAIHTTPEngine
+    from posttrain.engines.worker_auth import secret_headers
+    from posttrain.models.loading import load_causal_lm
+
+    start, tokenizer, prompts = _hf(model_path)
+    client = OpenAIHTTPEngine(url, tokenizer, headers=secret_headers(SECRET), timeout_s=REQUEST_TIMEOUT_S)
+    try:
+        rollouts = client.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0))
+    finally:
+        client.close()
+    trained = load_causal_lm(str(checkpoint / "hf"))
+    pad_id = tokenizer.pad_token_id
+    assert_engine_holds(rollouts.logprobs, completion_logprobs(trained, rollouts, pad_id),
+                        completion_logprobs(start, rollouts, pad_id))
+
+
+@pytest.mark.distributed
+def test_a_rank_hanging_in_a_sync_fails_the_others_and_the_run_resumes_on_a_fresh_worker(workers, vllm_tiny: Path,
+                                                                                       tmp_path: Path) -> None:
+    """Issue 27 items 3 and 4 through train.py: rank 1 hangs in the sync after step 2 while rank 0, the sender,
+    is in the middle of it (the ZeRO-3 gathers need rank 1). Rank 0 fails within ``--dist_timeout_s`` with an
+    error naming the timeout and the step, the launcher ends the hung rank, and the worker is left cleaned up
+    (version ``failed-sync-2``). ``--resume auto`` then continues from the step-1 checkpoint against worker 1,
+    which this module has not synced yet when the tests run in file order (fresh), and leaves it on the
+    trainer's last weights."""
+    (first, _), (fresh, _) = workers
+    out = tmp_path / "run"
+    failed = _faulty_run(vllm_tiny, first, out, fault="hang:1:2")
+    assert failed.returncode != 0
+    log = failed.stdout + failed.stderr
+    assert "injected fault: rank 1 hangs in the weight sync after step 2" in log
+    assert "rank 0: the weight sync after step 2 failed" in log and f"--dist_timeout_s ({DIST_TIMEOUT_S} s)" in log
+    assert _version(first) == "failed-sync-2"
+    assert (out / "checkpoints" / "step_1" / "COMPLETE").exists() and not (out / "checkpoints" / "step_2").exists()
+    resumed = _faulty_run(vllm_tiny, fresh, out, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert _version(fresh) == "2"
+    _assert_worker_holds_checkpoint(fresh, vllm_tiny, out / "checkpoints" / "step_2")
+
+
+@pytest.mark.distributed
+def test_a_rank_failing_in_a_sync_fails_the_run_which_resumes_on_the_same_worker(workers, vllm_tiny: Path,
+                                                                               tmp_path: Path) -> None:
+    """Rank 0 raises in the middle of its broadcast to the worker after step 2: the run fails naming the cause
+    (the other rank does not hang), the worker is cleaned up (``failed-sync-2``), and ``--resume auto`` against
+    the same, un-restarted worker continues from the step-1 checkpoint and leaves it on the trainer's weights."""
+    url, _ = workers[0]
+    out = tmp_path / "run"
+    failed = _faulty_run(vllm_tiny, url, out, fault="raise:0:2")
+    assert failed.returncode != 0
+    assert "injected fault: rank 0 failed in the weight sync after step 2" in failed.stdout + failed.stderr
+    assert _version(url) == "failed-sync-2"
+    resumed = _faulty_run(vllm_tiny, url, out, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert _version(url) == "2"
+    _assert_worker_holds_checkpoint(url, vllm_tiny, out / "checkpoints" / "step_2")
 
 
 def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vllm_tiny: Path) -> None:
