@@ -94,7 +94,7 @@ if "$python" -c "import vllm" 2>/dev/null; then
     part vllm_colocated_multi_rank_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 900 \
       tests/e2e/test_train_vllm.py -k "two_ranks_zero3"
     part vllm_remote_multi_rank_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 1800 \
-      tests/e2e/test_rollout_workers.py -k "two_zero3_ranks or hanging_in_a_sync or failing_in_a_sync"
+      tests/e2e/test_rollout_workers.py -k "two_zero3_ranks or failing_or_hanging_in_a_sync"
   else
     echo "== vllm_multi_rank_cuda: skipped, needs 2 GPUs ($gpus visible): colocated and remote 2-rank ZeRO-3, async"
     echo "   GRPO on 2 ranks, a rank failing or hanging in a sync (tests/e2e/test_rollout_workers.py)"

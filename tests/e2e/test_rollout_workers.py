@@ -133,12 +133,12 @@ worker on a loaded machine, short enough for the test."""
 def _faulty_run(model: Path, url: str, out: Path, fault: str | None = None,
                 resume: bool = False) -> subprocess.CompletedProcess:
     """2 ZeRO-3 ranks of GRPO against the worker at ``url`` through ``tests/e2e/faulty_train.py`` (``train.py``
-    with ``fault``, ``KIND:RANK:STEP``, injected into one sync); 2 steps, a checkpoint after each."""
+    with ``fault``, ``KIND:RANK:STEP``, injected into one sync); 3 steps, a checkpoint after each."""
     from tests.e2e.faulty_train import FAULT_ENV
     from tests.e2e.sync_harness import SHORT
 
     args = [*SHORT, "--model", str(model), "--rollout", "vllm-remote", "--rollout_workers", url,
-            "--rollout.sync_timeout_s", "30", "--zero_stage", "3", "--steps", "2", "--save_every", "1",
+            "--rollout.sync_timeout_s", "30", "--zero_stage", "3", "--steps", "3", "--save_every", "1",
             "--eval_every", "0", "--lr", "3e-3", "--num_threads", "1", "--dist_timeout_s", str(DIST_TIMEOUT_S),
             "--output_dir", str(out), *(["--resume", "auto"] if resume else [])]
     env = {"OMP_NUM_THREADS": "1", **({FAULT_ENV: fault} if fault else {})}
@@ -166,45 +166,40 @@ def _assert_worker_holds_checkpoint(url: str, model_path: Path, checkpoint: Path
 
 
 @pytest.mark.distributed
-def test_a_rank_hanging_in_a_sync_fails_the_others_and_the_run_resumes_on_a_fresh_worker(workers, vllm_tiny: Path,
-                                                                                       tmp_path: Path) -> None:
-    """Issue 27 items 3 and 4 through train.py: rank 1 hangs in the sync after step 2 while rank 0, the sender,
-    is in the middle of it (the ZeRO-3 gathers need rank 1). Rank 0 fails within ``--dist_timeout_s`` with an
-    error naming the timeout and the step, the launcher ends the hung rank, and the worker is left cleaned up
-    (version ``failed-sync-2``). ``--resume auto`` then continues from the step-1 checkpoint against worker 1,
-    which this module has not synced yet when the tests run in file order (fresh), and leaves it on the
-    trainer's last weights."""
-    (first, _), (fresh, _) = workers
-    out = tmp_path / "run"
-    failed = _faulty_run(vllm_tiny, first, out, fault="hang:1:2")
-    assert failed.returncode != 0
-    log = failed.stdout + failed.stderr
-    assert "injected fault: rank 1 hangs in the weight sync after step 2" in log
-    assert "rank 0: the weight sync after step 2 failed" in log and f"--dist_timeout_s ({DIST_TIMEOUT_S} s)" in log
-    assert _version(first) == "failed-sync-2"
-    assert (out / "checkpoints" / "step_1" / "COMPLETE").exists() and not (out / "checkpoints" / "step_2").exists()
-    resumed = _faulty_run(vllm_tiny, fresh, out, resume=True)
-    assert resumed.returncode == 0, resumed.stderr[-4000:]
-    assert _version(fresh) == "2"
-    _assert_worker_holds_checkpoint(fresh, vllm_tiny, out / "checkpoints" / "step_2")
+def test_a_rank_failing_or_hanging_in_a_sync_fails_the_run_which_resumes_on_the_same_and_a_fresh_worker(
+        workers, vllm_tiny: Path, tmp_path: Path) -> None:
+    """Issue 27 items 3 and 4 through train.py, one run of 3 steps killed twice:
 
-
-@pytest.mark.distributed
-def test_a_rank_failing_in_a_sync_fails_the_run_which_resumes_on_the_same_worker(workers, vllm_tiny: Path,
-                                                                               tmp_path: Path) -> None:
-    """Rank 0 raises in the middle of its broadcast to the worker after step 2: the run fails naming the cause
-    (the other rank does not hang), the worker is cleaned up (``failed-sync-2``), and ``--resume auto`` against
-    the same, un-restarted worker continues from the step-1 checkpoint and leaves it on the trainer's weights."""
-    url, _ = workers[0]
-    out = tmp_path / "run"
-    failed = _faulty_run(vllm_tiny, url, out, fault="raise:0:2")
+    1. rank 0 raises in the middle of its broadcast to worker 0 after step 2: the run fails naming the cause (the
+       other rank does not hang) and the worker is cleaned up (version ``failed-sync-2``);
+    2. ``--resume auto`` against the same, un-restarted worker continues from the step-1 checkpoint and syncs it
+       after steps 1 and 2; then rank 1 hangs in the sync after step 3 while rank 0, the sender, is in the middle
+       of it (its ZeRO-3 gathers need rank 1): rank 0 fails within ``--dist_timeout_s`` naming the step and the
+       bound, the launcher ends the hung rank, and the worker, sent nothing of step 3, is left on step 2's
+       weights (``failed-sync-3``);
+    3. ``--resume auto`` against worker 1, which this module has not synced yet when the tests run in file order
+       (fresh), continues from the step-2 checkpoint and leaves it on the trainer's last weights."""
+    (same, _), (fresh, _) = workers
+    out, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    failed = _faulty_run(vllm_tiny, same, out, fault="raise:0:2")
     assert failed.returncode != 0
     assert "injected fault: rank 0 failed in the weight sync after step 2" in failed.stdout + failed.stderr
-    assert _version(url) == "failed-sync-2"
-    resumed = _faulty_run(vllm_tiny, url, out, resume=True)
+    assert _version(same) == "failed-sync-2"
+    assert (checkpoints / "step_1" / "COMPLETE").exists() and not (checkpoints / "step_2").exists()
+
+    hung = _faulty_run(vllm_tiny, same, out, fault="hang:1:3", resume=True)
+    assert hung.returncode != 0
+    log = hung.stdout + hung.stderr
+    assert "injected fault: rank 1 hangs in the weight sync after step 3" in log
+    assert "rank 0: the weight sync after step 3 failed" in log and f"--dist_timeout_s ({DIST_TIMEOUT_S} s)" in log
+    assert _version(same) == "failed-sync-3"
+    assert (checkpoints / "step_2" / "COMPLETE").exists() and not (checkpoints / "step_3").exists()
+    _assert_worker_holds_checkpoint(same, vllm_tiny, checkpoints / "step_2")
+
+    resumed = _faulty_run(vllm_tiny, fresh, out, resume=True)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
-    assert _version(url) == "2"
-    _assert_worker_holds_checkpoint(url, vllm_tiny, out / "checkpoints" / "step_2")
+    assert _version(fresh) == "3"
+    _assert_worker_holds_checkpoint(fresh, vllm_tiny, checkpoints / "step_3")
 
 
 def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vllm_tiny: Path) -> None:
