@@ -191,9 +191,10 @@ class Trainer:
         hangs in a sync fails the others within ``--dist_timeout_s`` (their barrier or ZeRO-3 gather times out);
         an error that is not a worker's own (``WorkerError`` names the worker) is raised naming this rank, the
         step and that bound."""
+        if self.async_driver is not None:
+            self.async_driver.wait()  # never change an engine's weights in the middle of a batch
         try:
             if self.async_driver is not None:
-                self.async_driver.wait()  # never change an engine's weights in the middle of a batch
                 # ...of any rank: ranks share remote workers, and rank 0 starts the update (vLLM's layerwise
                 # reload puts the layers on the meta device until it finishes) as soon as it enters the sync
                 barrier(self.info.world_size)
