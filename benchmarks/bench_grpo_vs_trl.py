@@ -242,13 +242,13 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _give_trl_vllm_our_cpu_settings() -> None:
-    """TRL's colocated ``vllm.LLM`` with the CPU settings our engine starts with (``engines/vllm.py``): eager
+    """TRL's colocated ``vllm.LLM`` with the CPU settings our engine starts with (``engines/vllm_setup.py``): eager
     mode and ``cpu_scheduler_options`` (chunked prefill off, a step budget holding the longest sequence), and
     (through the subprocess environment) a 1 GiB KV cache. TRL 1.16 has no option for eager mode, so its
     ``LLM`` is wrapped to add these arguments; nothing else changes."""
     import trl.generation.vllm_generation as trl_vllm
 
-    from posttrain.engines.vllm import cpu_scheduler_options
+    from posttrain.engines.vllm_setup import cpu_scheduler_options
 
     original = trl_vllm.LLM
 
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                    "model.generate on the training model, loss_type dapo, save_strategy no, logging_steps 1",
             "trl_vllm_cpu_settings": "on CPU TRL's colocated vllm.LLM gets our engine's CPU settings: "
                                      "VLLM_CPU_KVCACHE_SPACE=1 (GiB), enforce_eager=True, "
-                                     "engines.vllm.cpu_scheduler_options (chunked prefill off)",
+                                     "engines.vllm_setup.cpu_scheduler_options (chunked prefill off)",
             "async_drain_step": "ours-async runs one step more than timed: its last step has nothing left to "
                                 "generate ahead, so it is kept apart (drain_steps), not in the timed steps",
             "step_timing": "interval between consecutive optimizer-step ends (includes data, generation, reward, "

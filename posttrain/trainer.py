@@ -29,6 +29,7 @@ from posttrain.dist import (
 from posttrain.engines.build import build_engine
 from posttrain.engines.spec import EngineSpec
 from posttrain.engines.sync import rest_rollout, wake_rollout
+from posttrain.engines.worker_control import WorkerError
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
 from posttrain.models.diffusion import load_diffusion_lm
@@ -186,13 +187,27 @@ class Trainer:
                  f", served by the {role.engine} engine" if role.engine else "")
 
     def _sync_weights(self, step: int) -> None:
+        """Push the weights after ``step`` into the rollout engine, every rank together. A rank that fails or
+        hangs in a sync fails the others within ``--dist_timeout_s`` (their barrier or ZeRO-3 gather times out);
+        an error that is not a worker's own (``WorkerError`` names the worker) is raised naming this rank, the
+        step and that bound."""
         if self.async_driver is not None:
             self.async_driver.wait()  # never change an engine's weights in the middle of a batch
-            # ...of any rank: ranks share remote workers, and rank 0 starts the update (vLLM's layerwise reload
-            # puts the layers on the meta device until it finishes) as soon as it enters the sync
-            barrier(self.info.world_size)
-        wake_rollout(self.rollout)
-        push_weights(self.rollout, self.deepspeed_model.module, self.config.zero_stage, step)
+        try:
+            if self.async_driver is not None:
+                # ...of any rank: ranks share remote workers, and rank 0 starts the update (vLLM's layerwise
+                # reload puts the layers on the meta device until it finishes) as soon as it enters the sync
+                barrier(self.info.world_size)
+            wake_rollout(self.rollout)
+            push_weights(self.rollout, self.deepspeed_model.module, self.config.zero_stage, step)
+        except WorkerError:
+            raise
+        except RuntimeError as err:
+            raise RuntimeError(f"rank {self.info.rank}: the weight sync after step {step} failed: {err}. A collective "
+                               "of the training ranks (barrier, ZeRO-3 gather) waits at most --dist_timeout_s "
+                               f"({self.config.dist_timeout_s:g} s) for the others: if one timed out here, another "
+                               "rank failed or hangs and its log names the cause. Continue with --resume auto."
+                               ) from err
         self._synced_step = step
         if self.async_driver is not None:
             self.async_driver.synced(step)

@@ -2,7 +2,8 @@
 # The GPU tier on a machine with a CUDA GPU and the project installed: the `gpu`-marked tests, then the
 # CUDA benchmarks (our rollout engine vs HF generate, our GRPO step vs TRL's, our vLLM engine vs our HF
 # engine when vLLM is installed, then the colocated and remote-worker vLLM paths on CUDA: external_launcher with
-# weights loaded directly, NCCL sync to workers, group requests, a bf16 worker), and the vision commands with --device cuda when diffusers is installed. Each part runs even when an earlier one failed; the exit status is the
+# weights loaded directly, NCCL sync to workers, group requests, a bf16 worker; with 2 GPUs the 2-rank paths, async
+# rollouts and a rank failing or hanging in a sync), and the vision commands with --device cuda when diffusers is installed. Each part runs even when an earlier one failed; the exit status is the
 # tests'. Results and logs go to RESULTS_DIR.
 #
 #   bash scripts/gpu_checks.sh [RESULTS_DIR] [MODEL_CONFIG_DIR]
@@ -73,18 +74,37 @@ EOF
 fi
 if "$python" -c "import vllm" 2>/dev/null; then
   part vllm_rollout "$python" benchmarks/bench_vllm_rollout.py --out "$out/vllm_rollout_cuda.json"
-  # Issue 27 on CUDA. Colocated --rollout vllm: vLLM under external_launcher in the trainer's process, each sync
-  # loading the gathered layers with load_weights (engines/vllm.py colocated_weight_path); the engine must end on
-  # the trainer's weights, 1 rank and 2 ZeRO-3 ranks (both on this GPU when it is the only one).
+  # Issue 27 on CUDA. Each part's log ends with pytest's PASSED / FAILED line per test (-rA) or the script's
+  # printed measurements. Colocated --rollout vllm: vLLM under external_launcher in the trainer's process, each
+  # sync loading the gathered layers with load_weights (engines/vllm_setup.py colocated_weight_path); the engine
+  # must end on the trainer's weights.
   part vllm_colocated_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 900 tests/e2e/test_train_vllm.py \
-    -k "one_rank or two_ranks_zero3"
-  # Remote workers on this GPU (NCCL sync): greedy log-probs equal HF's after a sync, a worker's share in group
-  # requests (n > 1) gives the samples of one request per sample, the served dtype read through /collective_rpc.
+    -k "one_rank"
+  # Remote workers on this GPU (NCCL sync, the collective guarded: collective_guard.py): greedy log-probs equal
+  # HF's after a sync, a worker's share in group requests (n > 1) gives the samples of one request per sample, the
+  # served dtype read through /collective_rpc, a worker on another version named, a failed sync cleaned up and
+  # synced again by a new trainer.
   part vllm_remote_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 900 tests/e2e/test_rollout_workers.py \
-    -k "greedy_equals_hf or group_requests or another_version"
+    -k "greedy_equals_hf or group_requests or another_version or resume_against_the_same_worker"
+  # Several ranks (one GPU each; NCCL refuses two ranks on one GPU): colocated 2 ZeRO-3 ranks; async GRPO on 2
+  # ZeRO-3 ranks with remote workers (every rollout's weight version checked: issue 27 item 1); a rank hanging or
+  # failing in a sync fails the others within --dist_timeout_s and the run resumes on a fresh and on the same worker.
+  gpus=$("$python" -c "import torch; print(torch.cuda.device_count())")
+  if [ "$gpus" -ge 2 ]; then
+    part vllm_colocated_multi_rank_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 900 \
+      tests/e2e/test_train_vllm.py -k "two_ranks_zero3"
+    part vllm_remote_multi_rank_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 1800 \
+      tests/e2e/test_rollout_workers.py -k "two_zero3_ranks or failing_or_hanging_in_a_sync"
+  else
+    echo "== vllm_multi_rank_cuda: skipped, needs 2 GPUs ($gpus visible): colocated and remote 2-rank ZeRO-3, async"
+    echo "   GRPO on 2 ranks, a rank failing or hanging in a sync (tests/e2e/test_rollout_workers.py)"
+  fi
   # A worker serving bfloat16 (--dtype auto on a bf16 checkpoint does the same) and a float32 trainer: the first
-  # sync asks its dtype and sends bf16 (logged); the worker then holds the trainer's weights rounded to bf16.
+  # sync asks its dtype and sends bf16 (logged); the worker then holds the trainer's weights rounded to bf16: its
+  # greedy log-probs are the trainer's model's in bf16 (printed gap), far from another model's.
   part vllm_bf16_worker "$python" - "$out/bf16-worker.log" <<'EOF'
+import copy
+import dataclasses
 import logging
 import sys
 
@@ -95,7 +115,8 @@ from posttrain.engines.remote import RemoteVLLMEngine
 from posttrain.engines.weight_transfer import free_port
 from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
 from posttrain.models.loading import load_causal_lm, load_tokenizer
-from posttrain.models.tiny import build_tiny
+from posttrain.models.tiny import RECIPES, build_model, build_tiny
+from tests.e2e.sync_harness import completion_logprobs, logprob_gap
 
 logging.basicConfig(level=logging.INFO)
 path = str(build_tiny("causal-arithmetic-vllm"))
@@ -106,10 +127,18 @@ try:
     url = f"http://127.0.0.1:{port}"
     wait_until_ready(url, worker, 600, sys.argv[1])
     model, tokenizer = load_causal_lm(path).cuda(), load_tokenizer(path)
-    engine = RemoteVLLMEngine([url], tokenizer, model, timeout_s=120)  # pushes version 0 in bf16
+    engine = RemoteVLLMEngine([url], tokenizer, model, sync_timeout_s=120, generation_timeout_s=120)  # version 0, bf16
     assert engine._served_dtype == torch.bfloat16, engine._served_dtype
-    out = engine.generate([tokenizer.encode("12+7=")] * 4, SamplingParams(max_new_tokens=6, temperature=1.0, seed=1))
-    print("bf16 worker synced and sampled:", out.completion_ids, "weight version", out.weight_version)
+    prompts = [tokenizer.encode(p) for p in ("12+7=", "3-1=", "45+45=", "9-3=")]
+    out = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=0.0))
+    pad_id = tokenizer.pad_token_id
+    trainer_bf16 = copy.deepcopy(model).cpu().to(torch.bfloat16)
+    other = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic-vllm"), seed=1), tokenizer).eval()
+    held = logprob_gap(out.logprobs, completion_logprobs(trainer_bf16, out, pad_id))
+    foreign = logprob_gap(out.logprobs, completion_logprobs(other, out, pad_id))
+    print(f"bf16 worker at weight version {out.weight_version}: greedy log-prob gap to the trainer's model in bf16 "
+          f"{held:.4f}, to another model {foreign:.4f}")
+    assert held < foreign / 10, (held, foreign)
 finally:
     stop_rollout_worker(worker)
 EOF

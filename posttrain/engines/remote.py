@@ -23,7 +23,7 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   ``--load-format dummy``) they were started with. The weights travel in the dtype the workers serve,
   asked at the first sync (``wire_dtype``; a worker on ``--dtype auto`` serves a bf16 checkpoint in bf16):
   a trainer in another dtype is logged, workers serving different dtypes are refused. Rank 0 hosts each group's rendezvous on its address
-  on the route to the worker (``local_address_towards``), so workers on other machines can join it;
+  on the route to the worker (``rendezvous.rendezvous_address``), so workers on other machines can join it;
   each group spans rank 0 and all of the worker engine's ranks (``GET /get_world_size``).
 - One transfer process group per worker, not one for all: vLLM's trainer-side engines address one server
   per group (``rank_offset`` 1), a dead or restarted worker then fails only its own group, named, and
@@ -61,22 +61,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import socket
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
-import httpx
 import torch
 
 from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seeds, stop_token_ids
 from posttrain.engines.http import Completion, OpenAIHTTPEngine
+from posttrain.engines.rendezvous import log_nccl_interface, rendezvous_address
 from posttrain.engines.weights import TrainerWeights
 from posttrain.engines.worker_auth import secret_headers
 from posttrain.engines.worker_control import ControlClient, WorkerError
 
-log = logging.getLogger("posttrain")
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
@@ -239,7 +237,7 @@ class RemoteVLLMEngine:
         sender_rank = self.rank == 0
         # The group spans the trainer's rank 0 and every rank of the worker's engine (tensor / data parallel).
         world_size = 1 + (control.world_size() if sender_rank else 1)
-        address = self.master_address or local_address_towards(url)
+        address = rendezvous_address(url, self.master_address)
         if self.transport == "nccl":
             from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
             from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
@@ -249,6 +247,8 @@ class RemoteVLLMEngine:
 
             info = NCCLTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
                                        world_size=world_size, rank=self.rank)
+            if sender_rank:
+                log_nccl_interface(url, address)
             opened: list[Any] = []
             try:
                 run_guarded_collective(lambda: opened.append(WeightTransferTrainerFactory.trainer_init(
@@ -406,19 +406,6 @@ def default_transport() -> str:
     (``weight_transfer.GLOO_BACKEND``) on CPU. Both sides decide the same way, so trainer and workers must
     both be on CUDA or both on CPU."""
     return "nccl" if torch.cuda.is_available() else "gloo"
-
-
-def local_address_towards(url: str) -> str:
-    """This machine's address on the route to ``url``'s host: where a worker there can reach the transfer
-    group's rendezvous, which rank 0 hosts (no packet is sent; connecting a UDP socket only picks the route)."""
-    host = httpx.URL(url).host
-    port = httpx.URL(url).port or 80
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((host, port))
-            return str(probe.getsockname()[0])
-    except OSError as err:
-        raise WorkerError(url, f"no network route to the worker's host {host!r}: {err}") from err
 
 
 def _trainer_barrier() -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from posttrain.common.typed_values import coerce_value
-from posttrain.engines.vllm import vllm_config_problem
+from posttrain.engines.vllm_setup import vllm_config_problem
 
 VLLM_KINDS = ("vllm", "vllm-remote")
 """The engine kinds served by vLLM (colocated and remote workers)."""
@@ -159,7 +159,7 @@ class VLLMSpec(EngineSpec):
         self._check("max_model_len", self.max_model_len is None or self.max_model_len >= 1, "must be >= 1")
 
     def config_problem(self, config: Any) -> str | None:
-        """vLLM missing, or a model it cannot serve (``engines.vllm.vllm_config_problem``)."""
+        """vLLM missing, or a model it cannot serve (``engines.vllm_setup.vllm_config_problem``)."""
         return vllm_config_problem(config)
 
 

@@ -43,7 +43,7 @@ import time
 
 from posttrain.common.cli_help import CommandParser
 from posttrain.engines.remote import SERVED_MODEL_NAME
-from posttrain.engines.vllm import INSTALL_HINT, cpu_scheduler_options, vllm_servable_problem
+from posttrain.engines.vllm_setup import INSTALL_HINT, cpu_scheduler_options, vllm_servable_problem
 from posttrain.engines.worker_auth import (
     SECRET_ENV,
     SECRET_FILE_ENV,
@@ -87,7 +87,7 @@ def worker_environment(base: dict[str, str] | None = None, cuda: bool | None = N
     defaults (user settings win)."""
     env = dict(os.environ if base is None else base)
     env["VLLM_SERVER_DEV_MODE"] = "1"
-    # The colocated engine's in-process default (engines/vllm.py) must not leak into a server, whose
+    # The colocated engine's in-process default (engines/vllm_setup.py) must not leak into a server, whose
     # engine runs in its own process.
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     if cuda is None:

@@ -40,9 +40,10 @@ def deepspeed_launcher(ranks: int) -> list[str]:
 
 
 def run_entry(args: list[str], launcher: list[str] | None = None, timeout: float = 600,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``posttrain/train.py`` as a user would: under the deepspeed launcher or plain python."""
-    cmd = (launcher or [sys.executable]) + [str(REPO / "posttrain" / "train.py")] + args
+              env: dict[str, str] | None = None, script: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``posttrain/train.py`` (or ``script``, a wrapper of it) as a user would: under the deepspeed launcher
+    or plain python."""
+    cmd = (launcher or [sys.executable]) + [str(script or REPO / "posttrain" / "train.py")] + args
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     full_env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + full_env.get("PATH", "")
     result = subprocess.run(cmd, check=False, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)

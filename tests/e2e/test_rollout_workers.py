@@ -5,7 +5,9 @@ under a JSON schema equal the HF engine's), both workers are synced after a trai
 prefix caches, two ZeRO-3 ranks leave them on the trainer's weights (synchronous and async GRPO, every rollout's
 weight version checked), a request without the workers' shared secret is refused and changes no weight, a
 failed sync is cleaned up and a new trainer syncs the same workers again, a worker on another weight version, a
-silent worker, a worker killed in the middle of a broadcast and a dead worker each give an error naming it.
+silent worker, a worker killed in the middle of a broadcast and a dead worker each give an error naming it. Through
+``train.py`` on 2 ZeRO-3 ranks (``faulty_train.py`` injecting the fault), a rank that hangs or fails in a sync fails
+the run within ``--dist_timeout_s``, and ``--resume auto`` continues against the same worker and a fresh one.
 Weights are compared through log-probs, not greedy tokens, which two kernels may decide differently on a
 near-tie.
 
@@ -37,6 +39,7 @@ pytest.importorskip("vllm")
 PROMPTS = ["12+7=", "3-1=", "45+45=", "9-3=", "1+1=", "20-5="]
 STARTUP_TIMEOUT_S = 420.0
 REQUEST_TIMEOUT_S = 120.0
+FAULTY_TRAIN = Path(__file__).parent / "faulty_train.py"
 SECRET = "e2e-worker-secret"
 """The workers' shared secret; the module's trainers (and train.py children) read it from the environment."""
 
@@ -120,6 +123,83 @@ def _assert_holds(engine: object, model: torch.nn.Module, prompts: list[list[int
     pad_id = engine.tokenizer.pad_token_id
     assert_engine_holds(rollouts.logprobs, completion_logprobs(model, rollouts, pad_id),
                         None if other is None else completion_logprobs(other, rollouts, pad_id))
+
+
+DIST_TIMEOUT_S = 30
+"""The fault runs' ``--dist_timeout_s``: long enough for one rank to wait out the other's start-up push to the
+worker on a loaded machine, short enough for the test."""
+
+
+def _faulty_run(model: Path, url: str, out: Path, fault: str | None = None,
+                resume: bool = False) -> subprocess.CompletedProcess:
+    """2 ZeRO-3 ranks of GRPO against the worker at ``url`` through ``tests/e2e/faulty_train.py`` (``train.py``
+    with ``fault``, ``KIND:RANK:STEP``, injected into one sync); 3 steps, a checkpoint after each."""
+    from tests.e2e.faulty_train import FAULT_ENV
+    from tests.e2e.sync_harness import SHORT
+
+    args = [*SHORT, "--model", str(model), "--rollout", "vllm-remote", "--rollout_workers", url,
+            "--rollout.sync_timeout_s", "30", "--zero_stage", "3", "--steps", "3", "--save_every", "1",
+            "--eval_every", "0", "--lr", "3e-3", "--num_threads", "1", "--dist_timeout_s", str(DIST_TIMEOUT_S),
+            "--output_dir", str(out), *(["--resume", "auto"] if resume else [])]
+    env = {"OMP_NUM_THREADS": "1", **({FAULT_ENV: fault} if fault else {})}
+    return run_entry(args, launcher=deepspeed_launcher(2), env=env, timeout=900, script=FAULTY_TRAIN)
+
+
+def _assert_worker_holds_checkpoint(url: str, model_path: Path, checkpoint: Path) -> None:
+    """The worker decodes greedily with the checkpoint's weights (log-probs within ``LOGPROB_ATOL``), not the
+    starting model's: asked directly, without a trainer's version check."""
+    from posttrain.engines.base import SamplingParams
+    from posttrain.engines.http import OpenAIHTTPEngine
+    from posttrain.engines.worker_auth import secret_headers
+    from posttrain.models.loading import load_causal_lm
+
+    start, tokenizer, prompts = _hf(model_path)
+    client = OpenAIHTTPEngine(url, tokenizer, headers=secret_headers(SECRET), timeout_s=REQUEST_TIMEOUT_S)
+    try:
+        rollouts = client.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0))
+    finally:
+        client.close()
+    trained = load_causal_lm(str(checkpoint / "hf"))
+    pad_id = tokenizer.pad_token_id
+    assert_engine_holds(rollouts.logprobs, completion_logprobs(trained, rollouts, pad_id),
+                        completion_logprobs(start, rollouts, pad_id))
+
+
+@pytest.mark.distributed
+def test_a_rank_failing_or_hanging_in_a_sync_fails_the_run_which_resumes_on_the_same_and_a_fresh_worker(
+        workers, vllm_tiny: Path, tmp_path: Path) -> None:
+    """Issue 27 items 3 and 4 through train.py, one run of 3 steps killed twice:
+
+    1. rank 0 raises in the middle of its broadcast to worker 0 after step 2: the run fails naming the cause (the
+       other rank does not hang) and the worker is cleaned up (version ``failed-sync-2``);
+    2. ``--resume auto`` against the same, un-restarted worker continues from the step-1 checkpoint and syncs it
+       after steps 1 and 2; then rank 1 hangs in the sync after step 3 while rank 0, the sender, is in the middle
+       of it (its ZeRO-3 gathers need rank 1): rank 0 fails within ``--dist_timeout_s`` naming the step and the
+       bound, the launcher ends the hung rank, and the worker, sent nothing of step 3, is left on step 2's
+       weights (``failed-sync-3``);
+    3. ``--resume auto`` against worker 1, which this module has not synced yet when the tests run in file order
+       (fresh), continues from the step-2 checkpoint and leaves it on the trainer's last weights."""
+    (same, _), (fresh, _) = workers
+    out, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    failed = _faulty_run(vllm_tiny, same, out, fault="raise:0:2")
+    assert failed.returncode != 0
+    assert "injected fault: rank 0 failed in the weight sync after step 2" in failed.stdout + failed.stderr
+    assert _version(same) == "failed-sync-2"
+    assert (checkpoints / "step_1" / "COMPLETE").exists() and not (checkpoints / "step_2").exists()
+
+    hung = _faulty_run(vllm_tiny, same, out, fault="hang:1:3", resume=True)
+    assert hung.returncode != 0
+    log = hung.stdout + hung.stderr
+    assert "injected fault: rank 1 hangs in the weight sync after step 3" in log
+    assert "rank 0: the weight sync after step 3 failed" in log and f"--dist_timeout_s ({DIST_TIMEOUT_S} s)" in log
+    assert _version(same) == "failed-sync-3"
+    assert (checkpoints / "step_2" / "COMPLETE").exists() and not (checkpoints / "step_3").exists()
+    _assert_worker_holds_checkpoint(same, vllm_tiny, checkpoints / "step_2")
+
+    resumed = _faulty_run(vllm_tiny, fresh, out, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert _version(fresh) == "3"
+    _assert_worker_holds_checkpoint(fresh, vllm_tiny, checkpoints / "step_3")
 
 
 def test_remote_greedy_equals_hf_and_both_workers_sync_after_a_step(workers, vllm_tiny: Path) -> None:

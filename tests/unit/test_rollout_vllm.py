@@ -21,7 +21,8 @@ from posttrain.algos.sequences import pack_sequences
 from posttrain.config import ConfigError
 from posttrain.engines.base import RolloutEngine, SamplingParams, sample_seed
 from posttrain.engines.hf import HFRolloutEngine
-from posttrain.engines.vllm import VLLMRolloutEngine, vllm_servable_problem
+from posttrain.engines.vllm import VLLMRolloutEngine
+from posttrain.engines.vllm_setup import vllm_servable_problem
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.tasks import TASKS

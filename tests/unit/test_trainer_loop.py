@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from posttrain.algos.base import AlgoContext, Algorithm, Experience, LossOutput, TrainedModel
 from posttrain.config import TrainConfig
 from posttrain.dist import DistInfo
+from posttrain.engines.worker_control import WorkerError
 from posttrain.metrics import PhaseTimer
 from posttrain.trainer import Trainer
 
@@ -74,3 +76,34 @@ def test_iteration_is_passed_and_skip_zeroes_every_loss() -> None:
     assert policy.losses == [1.0, 0.0, 2.0, 0.0] and critic.losses == [5.0, 0.0, 5.0, 0.0]
     assert policy.steps == critic.steps == 4
     assert metrics["train/loss"] == 0.75 and metrics["critic/loss"] == 2.5 and metrics["train/iteration"] == 0.5
+
+
+class FailingEngine:
+    """A rollout engine whose sync raises ``error`` (as a rank's timed-out gather, or a worker, would)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def sync_from(self, weights: object, version: int) -> None:
+        raise self.error
+
+
+def _syncing_trainer(engine: FailingEngine) -> Trainer:
+    trainer = Trainer.__new__(Trainer)
+    trainer.config = TrainConfig(dist_timeout_s=7.5)
+    trainer.info = DistInfo(rank=1, world_size=2, local_rank=1, device=torch.device("cpu"))
+    trainer.async_driver, trainer.rollout, trainer.deepspeed_model = None, engine, RecordingModel()
+    return trainer
+
+
+def test_a_failed_sync_names_the_rank_the_step_and_dist_timeout_but_a_worker_error_passes_as_it_is() -> None:
+    gather = RuntimeError("Timed out waiting 7500ms for recv operation to complete")
+    with pytest.raises(RuntimeError) as failure:
+        _syncing_trainer(FailingEngine(gather))._sync_weights(3)
+    message = str(failure.value)
+    assert message.startswith("rank 1: the weight sync after step 3 failed: Timed out waiting 7500ms")
+    assert "--dist_timeout_s (7.5 s)" in message and failure.value.__cause__ is gather
+    worker = WorkerError("http://w:1", "weight sync to version 3 failed: gone")
+    with pytest.raises(WorkerError) as failure:
+        _syncing_trainer(FailingEngine(worker))._sync_weights(3)
+    assert failure.value is worker

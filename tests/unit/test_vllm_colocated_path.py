@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from posttrain.engines import vllm as vllm_engine
-from posttrain.engines.vllm import (
+from posttrain.engines.vllm import VLLMRolloutEngine
+from posttrain.engines.vllm_setup import (
     DIRECT_LOAD,
     GLOO_TRANSFER,
-    VLLMRolloutEngine,
     colocated_llm_options,
     colocated_weight_path,
 )
@@ -64,7 +64,7 @@ def test_a_cuda_sync_loads_each_layer_into_the_in_process_model(monkeypatch: pyt
     llm = SimpleNamespace(llm_engine=SimpleNamespace(model_executor=SimpleNamespace(
         driver_worker=SimpleNamespace(model_runner=SimpleNamespace(model=model)))),
         reset_prefix_cache=lambda: resets.append(True))
-    monkeypatch.setattr(vllm_engine, "_on_cuda", lambda: True)
+    monkeypatch.setattr(vllm_engine, "on_cuda", lambda: True)
     engine = VLLMRolloutEngine(llm, tokenizer=None, dtype=torch.bfloat16, sleep_mode=False, sync_timeout_s=5.0)
     tensors = [("model.embed_tokens.weight", torch.ones(4, 2)), ("model.layers.0.mlp.up_proj.weight", torch.ones(2, 2)),
                ("model.layers.0.mlp.down_proj.weight", torch.ones(2, 2)), ("model.layers.1.mlp.up_proj.weight",
