@@ -18,6 +18,7 @@ import torch
 
 from posttrain.algos.roles import POLICY, REFERENCE, ModelRole, policy_role
 from posttrain.common.registry import Registry
+from posttrain.common.seeds import derive_seed
 from posttrain.engines.base import SamplingParams
 
 if TYPE_CHECKING:
@@ -127,11 +128,11 @@ class Algorithm(ABC):
         self.config = config
         self.ctx = ctx
         # Algorithm-owned randomness (e.g. diffusion masks); checkpointed with the run.
-        self.generator = torch.Generator().manual_seed(config.seed * 1_000_003 + 17 * ctx.rank)
+        self.generator = torch.Generator().manual_seed(derive_seed(config.seed, "algorithm", ctx.rank))
 
     def sampling_seed(self, step: int) -> int:
-        """Rollout seed of training step ``step`` on this rank: a pure function of (seed, step, rank)."""
-        return (self.config.seed * 1_000_003 + step * 7_919 + self.ctx.rank * 104_729) % 2**63
+        """Rollout seed of training step ``step`` on this rank: ``derive_seed`` of (seed, step, rank)."""
+        return derive_seed(self.config.seed, "rollout", step, self.ctx.rank)
 
     def sampling_params(self, step: int) -> SamplingParams:
         """The rollout sampling settings of the config, seeded for training step ``step`` on this rank."""
