@@ -114,6 +114,12 @@ class AlgoContext:
         return self.engines.get(POLICY)  # type: ignore[return-value]
 
 
+def config_sampling_params(config: TrainConfig, seed: int) -> SamplingParams:
+    """The rollout sampling settings of ``config`` (length, temperature, top-p, top-k), seeded ``seed``."""
+    return SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+                          top_k=config.top_k, seed=seed)
+
+
 class Algorithm(ABC):
     """Base class of every ``--algo``. Subclasses set ``config_class`` and register themselves."""
 
@@ -121,8 +127,8 @@ class Algorithm(ABC):
     supports_async_rollouts: ClassVar[bool] = False
     """Whether the algorithm implements the split below (``generation_request`` / ``experience_from_rollouts``,
     its experience one generation call on the policy's engine), which ``--async_rollouts`` requires. Declared by
-    each algorithm: a subclass that builds its experience otherwise (e.g. GPO, DuPO, Prefix-RL over GRPO) sets
-    it back to False."""
+    each algorithm: a subclass that builds its experience otherwise (e.g. DuPO, Prefix-RL over GRPO) sets it
+    back to False."""
 
     def __init__(self, config: TrainConfig, ctx: AlgoContext) -> None:
         self.config = config
@@ -136,9 +142,7 @@ class Algorithm(ABC):
 
     def sampling_params(self, step: int) -> SamplingParams:
         """The rollout sampling settings of the config, seeded for training step ``step`` on this rank."""
-        cfg = self.config
-        return SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                              top_k=cfg.top_k, seed=self.sampling_seed(step))
+        return config_sampling_params(self.config, self.sampling_seed(step))
 
     def state_dict(self) -> dict[str, Any]:
         """Anything besides the generator that the algorithm carries between steps (JSON-serialisable)."""
