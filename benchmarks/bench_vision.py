@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from posttrain.common.cli_help import CommandParser
+from posttrain.common.seeds import derive_seed
 from posttrain.standalone.vision.attwarp import AttWarpConfig, attwarp, attwarp_chain, next_token_logits
 from posttrain.standalone.vision.shapes import COLOURS, small_object_scenes
 from posttrain.standalone.vision.tiny import FIRST_WORD_ID, tiny_llava
@@ -79,7 +80,7 @@ def train_vlm(seed: int, steps: int, src: int, size: int) -> tuple[torch.nn.Modu
     model = tiny_llava(image_size=size, patch_size=4, hidden_size=64, num_layers=2, vision_layers=2, seed=seed)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.0)
-    g = torch.Generator().manual_seed(1000 + seed)
+    g = torch.Generator().manual_seed(derive_seed(seed, "vlm_train"))
     losses = []
     for _ in range(steps):
         px = float(torch.empty(1).uniform_(4, 24, generator=g))
@@ -113,7 +114,7 @@ def run_attwarp(args: argparse.Namespace) -> dict:
     for seed in args.seeds:
         t0 = time.time()
         model, losses = train_vlm(seed, args.train_steps, src, size)
-        g = torch.Generator().manual_seed(2000 + seed)
+        g = torch.Generator().manual_seed(derive_seed(seed, "vlm_eval"))
         images, colours, centres = small_object_scenes(n_test, src, args.object_px, g, clutter=CLUTTER)
         prompter = TensorPrompter(model, [QUESTION] * n_test)
         config = AttWarpConfig(layers=(1,), max_new_tokens=1)
@@ -198,7 +199,7 @@ def train_clip(seed: int, steps: int):
         p.requires_grad_(True)
     clip.train()
     opt = torch.optim.AdamW(clip.parameters(), lr=1e-3, weight_decay=0.0)
-    g = torch.Generator().manual_seed(3000 + seed)
+    g = torch.Generator().manual_seed(derive_seed(seed, "clip_train"))
     for step in range(steps):
         images, shape_ids, colour_ids = shapes_dataset(64, 32, g)
         learner = learners[step % len(learners)]
@@ -234,7 +235,7 @@ def run_fga(args: argparse.Namespace) -> dict:
     for seed in args.seeds:
         t0 = time.time()
         clip, clip_loss = train_clip(seed, args.train_steps)
-        g = torch.Generator().manual_seed(4000 + seed)
+        g = torch.Generator().manual_seed(derive_seed(seed, "clip_eval"))
         images, shape_ids, colour_ids = shapes_dataset(16 * 12 + args.test_examples, 32, g)
         labels = colour_ids * len(SHAPES) + shape_ids
         shots, shot_labels = images[:16 * 12], labels[:16 * 12]
@@ -264,7 +265,7 @@ def run_fga(args: argparse.Namespace) -> dict:
         row = {"seed": seed, "clip_train_loss_last": clip_loss}
         for kind, severity in {"clean": 0.0, **FGA_SHIFTS}.items():
             shifted = test if kind == "clean" else shift(test, kind, severity, torch.Generator().manual_seed(seed))
-            feats = view_features(hand, shifted, config.n_views, norm, torch.Generator().manual_seed(5000 + seed))
+            feats = view_features(hand, shifted, config.n_views, norm, torch.Generator().manual_seed(derive_seed(seed, "views")))
             for arm, (learner, method, classes, cfg) in arms.items():
                 row[f"{kind}/{arm}"] = evaluate_views(learner, feats, test_labels, cfg, method, classes)
         row["seconds"] = time.time() - t0
@@ -326,7 +327,7 @@ def run_deleaker(args: argparse.Namespace) -> dict:
     per_seed, curves = [], {}
     for seed in args.seeds:
         model = tiny_flux(num_layers=2, num_single_layers=2, seed=seed)
-        g = torch.Generator().manual_seed(6000 + seed)
+        g = torch.Generator().manual_seed(derive_seed(seed, "flux_inputs"))
         noise, text, pooled, layout = tiny_flux_inputs(side, t, len(entities), g)
         row = {"seed": seed}
         for arm, smoothing in (("default", True), ("no_smoothing", False)):

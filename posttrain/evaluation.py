@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from posttrain.algos.core import pass_at_k
+from posttrain.common.seeds import derive_seed
 from posttrain.config import TrainConfig
 from posttrain.dist import DistInfo, all_reduce_sum
 from posttrain.engines.base import RolloutEngine, SamplingParams
@@ -37,7 +38,7 @@ def evaluate(
         sampled = rollout.generate(
             [p for p in prompt_ids for _ in range(k)],
             SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                           top_p=config.top_p, top_k=config.top_k, seed=config.seed * 7919 + step * 31 + info.rank),
+                           top_p=config.top_p, top_k=config.top_k, seed=derive_seed(config.seed, "eval", step, info.rank)),
         )
         for i, ex in enumerate(local):
             hits = sum(task.is_correct(sampled.texts[i * k + j], ex) for j in range(k))

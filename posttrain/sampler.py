@@ -1,6 +1,6 @@
 """Deterministic, resumable order over the training split.
 
-Epoch ``e`` visits the examples in a permutation drawn from ``seed + e`` (or, with ``shuffle=False``,
+Epoch ``e`` visits the examples in a permutation drawn from ``derive_seed(seed, "epoch", e)`` (or, with ``shuffle=False``,
 in the dataset's own order, e.g. a curriculum written easy-to-hard); a step takes the next
 ``batch_size`` of them, crossing into the next epoch when one runs out. The whole state is the
 number of examples consumed, so resuming (including exactly at an epoch boundary) replays nothing
@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 import torch
+
+from posttrain.common.seeds import derive_seed
 
 T = TypeVar("T")
 
@@ -36,7 +38,7 @@ class EpochSampler(Generic[T]):
     def _permutation(self, epoch: int) -> list[int]:
         if epoch != self._cached_epoch:
             if self.shuffle:
-                generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+                generator = torch.Generator().manual_seed(derive_seed(self.seed, "epoch", epoch))
                 self._order = torch.randperm(len(self.items), generator=generator).tolist()
             else:
                 self._order = list(range(len(self.items)))

@@ -40,7 +40,7 @@ Records are keyed by content: every output carries ``_id`` = ``record_id(input r
 stable across runs and machines; ``_index`` (the input position) keeps order. A stage fed by an earlier
 stage's outputs may return its own ``_index`` and ``_id`` (those of the root record); they are kept.
 Determinism: ``process`` sees whole blocks (in ``batch_size`` batches); a stage whose randomness is seeded
-per record or per block (``chunk_seed``) gives the same output whether or not it was resumed.
+per record or per block (``posttrain.common.seeds.derive_seed(seed, block_index)``) gives the same output whether or not it was resumed.
 """
 
 from __future__ import annotations
@@ -82,12 +82,6 @@ class ActorStage:
     def __post_init__(self) -> None:
         if self.num_actors < 1:
             raise ValueError(f"ActorStage: num_actors must be >= 1, got {self.num_actors}")
-
-
-def chunk_seed(base_seed: int, chunk_index: int) -> int:
-    """A seed for one block that does not depend on which blocks ran before (resume-safe)."""
-    digest = hashlib.sha256(f"{base_seed}:{chunk_index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
 
 
 def config_hash(config: dict[str, Any]) -> str:

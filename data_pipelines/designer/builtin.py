@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 
+from posttrain.common.seeds import derive_seed
+
 DISCIPLINES = ("Physics", "Chemistry", "Biology", "Economics")
 QUESTION_TYPES = ("multiple-choice", "calculation", "short-answer")
 
@@ -100,7 +102,7 @@ def question_bank(seed: int = 0) -> list[dict]:
 def source_texts(seed: int = 0) -> list[dict]:
     """Source documents (``id``, ``text``, ``discipline``): per discipline, the passage twice with different
     numbers; the first Physics passage once more with a one-line preface (a near-duplicate)."""
-    rng = random.Random(seed + 1)
+    rng = random.Random(derive_seed(seed, "source_texts"))
     docs = []
     for discipline in DISCIPLINES:
         for copy in range(2):

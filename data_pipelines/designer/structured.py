@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from posttrain.common.seeds import derive_seed
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.models.chat import render_chat
 
@@ -95,7 +96,7 @@ def require_string(obj: dict, key: str, choices: tuple[str, ...] | None = None) 
 
 def generate_structured(engine: GenerationEngine, requests: list[Request], params: SamplingParams,
                         retries: int = 2, seed: int = 0, retry_temperature: float = 0.7) -> list[Outcome]:
-    """One ``Outcome`` per request. Attempt ``a`` samples with seed ``seed + a``: attempt 0 with ``params``
+    """One ``Outcome`` per request. Attempt ``a`` samples with seed ``derive_seed(seed, "attempt", a)``: attempt 0 with ``params``
     as given (e.g. greedy), retries at ``retry_temperature`` when ``params`` is greedy, so that a retry can
     differ. The requests still pending are batched per attempt, one ``generate`` call per distinct schema."""
     if retries < 0:
@@ -113,7 +114,7 @@ def generate_structured(engine: GenerationEngine, requests: list[Request], param
             by_schema.setdefault(requests[i].json_schema, []).append(i)
         still: list[int] = []
         for schema, group in by_schema.items():
-            attempt_params = replace(params, seed=seed + attempt, temperature=temperature, json_schema=schema)
+            attempt_params = replace(params, seed=derive_seed(seed, "attempt", attempt), temperature=temperature, json_schema=schema)
             ids = [engine.tokenizer(prompts[i], add_special_tokens=False)["input_ids"] for i in group]
             rollouts = engine.generate(ids, attempt_params)
             for i, text in zip(group, rollouts.texts, strict=True):

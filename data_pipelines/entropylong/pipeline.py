@@ -36,7 +36,6 @@ entropies, per batch). ``EntropyLong.process`` runs all three in process.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import asdict, dataclass
 
@@ -47,6 +46,7 @@ from data_pipelines.common.backends import engine_label, tokenize
 from data_pipelines.common.dedup import NearDuplicateIndex, content_hash
 from data_pipelines.common.representable import check_representable
 from data_pipelines.entropylong.index import near_duplicate_index, tokenize_chunks
+from posttrain.common.seeds import derive_seed
 
 RULE_FIELDS = {"anchor": "max_delta", "mean": "mean_delta", "doc_mean": "doc_mean_delta"}
 """verify_rule -> the candidate statistic compared with epsilon."""
@@ -108,10 +108,6 @@ def relative_reduction(before: float, after: float) -> float:
     return (before - after) / before if before > 0 else 0.0
 
 
-def _doc_seed(seed: int, doc_id: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()[:8], "little")
-
-
 def select_contexts(verified: dict, config: EntropyLongConfig, counts: dict[str, int]) -> dict:
     """Which verified candidates go into the sequence, and in what order (step 4 before any text is built).
 
@@ -137,7 +133,7 @@ def select_contexts(verified: dict, config: EntropyLongConfig, counts: dict[str,
     chosen = sorted(kept, key=lambda c: -c["max_delta"])  # the lowest dI leaves first
     while chosen and sum(c["tokens"] for c in chosen) > verified["context_budget"]:
         chosen.pop()
-    random.Random(_doc_seed(config.seed, verified["id"])).shuffle(chosen)
+    random.Random(derive_seed(config.seed, verified["id"])).shuffle(chosen)
     for c in chosen:
         counts[c["chunk_id"]] = counts.get(c["chunk_id"], 0) + 1
     return {**verified, "candidates": candidates, "order": [c["chunk_index"] for c in chosen]}

@@ -18,6 +18,7 @@ import torch
 
 from posttrain.algos.roles import POLICY, REFERENCE, ModelRole, policy_role
 from posttrain.common.registry import Registry
+from posttrain.common.seeds import derive_seed
 from posttrain.engines.base import SamplingParams
 
 if TYPE_CHECKING:
@@ -113,6 +114,12 @@ class AlgoContext:
         return self.engines.get(POLICY)  # type: ignore[return-value]
 
 
+def config_sampling_params(config: TrainConfig, seed: int) -> SamplingParams:
+    """The rollout sampling settings of ``config`` (length, temperature, top-p, top-k), seeded ``seed``."""
+    return SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+                          top_k=config.top_k, seed=seed)
+
+
 class Algorithm(ABC):
     """Base class of every ``--algo``. Subclasses set ``config_class`` and register themselves."""
 
@@ -120,24 +127,22 @@ class Algorithm(ABC):
     supports_async_rollouts: ClassVar[bool] = False
     """Whether the algorithm implements the split below (``generation_request`` / ``experience_from_rollouts``,
     its experience one generation call on the policy's engine), which ``--async_rollouts`` requires. Declared by
-    each algorithm: a subclass that builds its experience otherwise (e.g. GPO, DuPO, Prefix-RL over GRPO) sets
-    it back to False."""
+    each algorithm: a subclass that builds its experience otherwise (e.g. DuPO, Prefix-RL over GRPO) sets it
+    back to False."""
 
     def __init__(self, config: TrainConfig, ctx: AlgoContext) -> None:
         self.config = config
         self.ctx = ctx
         # Algorithm-owned randomness (e.g. diffusion masks); checkpointed with the run.
-        self.generator = torch.Generator().manual_seed(config.seed * 1_000_003 + 17 * ctx.rank)
+        self.generator = torch.Generator().manual_seed(derive_seed(config.seed, "algorithm", ctx.rank))
 
     def sampling_seed(self, step: int) -> int:
-        """Rollout seed of training step ``step`` on this rank: a pure function of (seed, step, rank)."""
-        return (self.config.seed * 1_000_003 + step * 7_919 + self.ctx.rank * 104_729) % 2**63
+        """Rollout seed of training step ``step`` on this rank: ``derive_seed`` of (seed, step, rank)."""
+        return derive_seed(self.config.seed, "rollout", step, self.ctx.rank)
 
     def sampling_params(self, step: int) -> SamplingParams:
         """The rollout sampling settings of the config, seeded for training step ``step`` on this rank."""
-        cfg = self.config
-        return SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                              top_k=cfg.top_k, seed=self.sampling_seed(step))
+        return config_sampling_params(self.config, self.sampling_seed(step))
 
     def state_dict(self) -> dict[str, Any]:
         """Anything besides the generator that the algorithm carries between steps (JSON-serialisable)."""

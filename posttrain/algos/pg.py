@@ -17,12 +17,21 @@ weighted min(pi_prox / pi_sampler, C) (``tis_cap``), and the mismatch metrics (`
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, GenerationRequest, LossOutput
+from posttrain.algos.answers import Answers, PolicyAnswers
+from posttrain.algos.base import (
+    ALGORITHMS,
+    Algorithm,
+    Experience,
+    GenerationRequest,
+    LossOutput,
+    config_sampling_params,
+)
 from posttrain.algos.core import (
     AGGREGATIONS,
     KL_ESTIMATORS,
@@ -30,12 +39,12 @@ from posttrain.algos.core import (
     group_advantages,
     masked_mean,
 )
-from posttrain.algos.policy_loss import PolicyLossSettings, PolicyTokens, policy_loss
-from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
+from posttrain.algos.policy_loss import PolicyLossSettings, PolicyTokens, policy_loss, skips_batch
+from posttrain.algos.roles import REFERENCE, ModelRole, policy_role, reference_role
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
-from posttrain.config import VLLM_EMBEDDED_HELP, TrainConfig, opt
-from posttrain.engines.base import Rollouts
+from posttrain.config import VLLM_EMBEDDED_HELP, TrainConfig, defaults, opt
+from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
 from posttrain.engines.spec import VLLM_KINDS, EngineSpec
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.tasks.base import Example
@@ -106,10 +115,9 @@ class GRPOConfig(TrainConfig):
 
 
 @dataclass
+@defaults(advantage="rloo")
 class RLOOConfig(GRPOConfig):
     """RLOO: leave-one-out baseline, no std scaling."""
-
-    advantage: str = opt("rloo", "Advantage estimator over each group of G completions.", ["grpo", "dr_grpo", "rloo"])
 
 
 def _right_padded(values: list[list[float]], length: int) -> torch.Tensor:
@@ -121,15 +129,41 @@ def _right_padded(values: list[list[float]], length: int) -> torch.Tensor:
     return out
 
 
-@ALGORITHMS.register("grpo")
-class GRPO(Algorithm):
-    config_class = GRPOConfig
-    config: GRPOConfig
-    supports_async_rollouts = True
+def completion_logprobs(model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int,
+                        temperature: float, device: torch.device | str) -> torch.Tensor:
+    """``model``'s log-probs (float32, on the CPU) of the last ``completion_len`` tokens of packed sequences
+    (``pack_sequences``'s ``input_ids`` / ``attention_mask``), at the sampling ``temperature``."""
+    logprobs, _ = causal_token_logprobs(model, tensors["input_ids"].to(device), tensors["attention_mask"].to(device),
+                                        temperature=temperature, last=completion_len)
+    return logprobs.float().cpu()
 
-    def roles(self) -> tuple[ModelRole, ...]:
-        """The policy, and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
-        return super().roles() + ((reference_role(),) if self.config.kl_coef > 0 else ())
+
+class ClippedPolicyGradient(Algorithm):
+    """What the clipped policy-gradient algorithms (GRPO, PPO and those built on them) share, as named pieces:
+
+    - ``answers`` (``answers_class``, a ``posttrain.algos.answers.Answers``): how the prompts are answered and the
+      step's experience made (``PolicyAnswers``: one call on the policy's engine; Prefix-RL's ``PrefixAnswers``);
+    - ``generation_request``: the step's prompts, each ``group_size`` times, with the seeded sampling settings;
+    - ``policy_tokens``: the micro-batch's log-probs under pi_theta, pi_prox, the sampler and the reference;
+    - ``loss``: the ``policy_loss`` terms the algorithm lists (``loss_terms``) with its ``loss_settings``,
+      aggregated by ``--loss_agg``, the micro-batch skipped where ``policy_loss.skips_batch`` says so.
+
+    A subclass supplies ``roles``, ``experience_from_rollouts`` (its rewards and advantages), ``loss_terms`` and
+    ``loss_settings``; it overrides none of the above."""
+
+    config: GRPOConfig
+    answers_class: ClassVar[type[Answers]] = PolicyAnswers
+
+    def __init__(self, config: GRPOConfig, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        self.answers = self.answers_class(config, ctx)
+
+    def sampling_params(self, step: int) -> SamplingParams:
+        """The config's sampling settings seeded for ``step``, as ``answers`` sets them (Prefix-RL: k tokens)."""
+        return self.answers.sampling_params(config_sampling_params(self.config, self.sampling_seed(step)))
+
+    def evaluation_engine(self) -> GenerationEngine:
+        return self.answers.answer_engine()
 
     def generation_request(self, examples: list[Example], step: int) -> GenerationRequest:
         cfg = self.config
@@ -138,10 +172,67 @@ class GRPO(Algorithm):
 
     def make_experience(self, examples: list[Example], policy: torch.nn.Module,
                         step: int) -> tuple[Experience, dict[str, float]]:
-        request = self.generation_request(examples, step)
-        with self.ctx.timer.phase("generate"):
-            rollouts = self.ctx.rollout.generate(request.prompt_ids, request.params)
-        return self.experience_from_rollouts(examples, rollouts, policy, staleness=0, step=step)
+        return self.answers.experience(self, examples, policy, step)
+
+    @abstractmethod
+    def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
+                                 staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
+        """Rewards, advantages and log-probs of the step's finished rollouts."""
+
+    @abstractmethod
+    def loss_terms(self) -> tuple[str, ...]:
+        """The ``policy_loss`` terms this algorithm composes, in order."""
+
+    @abstractmethod
+    def loss_settings(self) -> PolicyLossSettings:
+        """The numbers its terms read."""
+
+    def logprobs(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:
+        """``completion_logprobs`` at the rollouts' temperature on this rank's device."""
+        return completion_logprobs(model, tensors, completion_len, self.config.temperature, self.ctx.device)
+
+    def policy_tokens(self, policy: torch.nn.Module, batch: Experience) -> tuple[PolicyTokens, torch.Tensor]:
+        """The micro-batch's log-probs under pi_theta (``policy``'s forward), pi_prox, the sampler and the reference
+        (``policy_loss.PolicyTokens``), with the policy's per-token entropy."""
+        mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
+        logp, entropy = causal_token_logprobs(policy, batch["input_ids"], batch["attention_mask"],
+                                              temperature=self.config.temperature, with_entropy=True,
+                                              last=mask.shape[1])
+        logp = logp.float()
+        proximal = batch["old_logprobs"] if "old_logprobs" in batch.tensors else logp.detach()
+        tokens = PolicyTokens(logp, proximal, batch["advantages"], mask, sampling_logp=batch["sampling_logprobs"],
+                              ref_logp=batch.tensors.get("ref_logprobs"))
+        return tokens, entropy
+
+    def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``per_token`` reduced by ``--loss_agg`` ("constant": over the completion budget the rollouts had,
+        the same at every step)."""
+        return aggregate_loss(per_token, mask, self.config.loss_agg,
+                              constant=float(self.sampling_params(step=0).max_new_tokens))
+
+    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
+        tokens, entropy = self.policy_tokens(policy, batch)
+        settings = self.loss_settings()
+        per_token, metrics = policy_loss(self.loss_terms(), tokens, settings)
+        metrics["entropy"] = float(masked_mean(entropy.detach(), tokens.mask))
+        skip = skips_batch(metrics, settings)
+        if settings.skip_ratio > 0:
+            metrics["skipped_batch"] = float(skip)
+        return LossOutput(self.aggregate(per_token, tokens.mask), metrics, skip=skip)
+
+
+@ALGORITHMS.register("grpo")
+class GRPO(ClippedPolicyGradient):
+    """Group-relative advantages of the task's rewards; the clipped surrogate, TIS and the KL penalty."""
+
+    config_class = GRPOConfig
+    supports_async_rollouts = True
+
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The policy, the frozen reference when the KL penalty is on (``kl_coef > 0``), and what ``answers``
+        needs."""
+        reference = (reference_role(),) if self.config.kl_coef > 0 else ()
+        return (policy_role(self.config.rollout), *reference, *self.answers.roles())
 
     def score(self, group: list[Example], rollouts: Rollouts, step: int
               ) -> tuple[torch.Tensor, torch.Tensor, list[bool], dict[str, float]]:
@@ -168,54 +259,22 @@ class GRPO(Algorithm):
         with torch.no_grad():
             if cfg.mu > 1:
                 with ctx.timer.phase("old_logprobs"):
-                    tensors["old_logprobs"] = self._logprobs(policy, tensors, completion_len)
+                    tensors["old_logprobs"] = self.logprobs(policy, tensors, completion_len)
             if self.declares(REFERENCE):
                 with ctx.timer.phase("reference"):
-                    tensors["ref_logprobs"] = self._logprobs(ctx.models[REFERENCE], tensors, completion_len)
+                    tensors["ref_logprobs"] = self.logprobs(ctx.models[REFERENCE], tensors, completion_len)
         metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
         metrics.update(score_metrics)
         return Experience(tensors), metrics
 
-    def _logprobs(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:
-        device = self.ctx.device
-        logprobs, _ = causal_token_logprobs(model, tensors["input_ids"].to(device), tensors["attention_mask"].to(device),
-                                            temperature=self.config.temperature, last=completion_len)
-        return logprobs.float().cpu()
-
-    def policy_tokens(self, policy: torch.nn.Module, batch: Experience) -> tuple[PolicyTokens, torch.Tensor]:
-        """The micro-batch's log-probs under pi_theta (``policy``'s forward), pi_prox, the sampler and the reference
-        (``policy_loss.PolicyTokens``), with the policy's per-token entropy."""
-        mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
-        logp, entropy = causal_token_logprobs(policy, batch["input_ids"], batch["attention_mask"],
-                                              temperature=self.config.temperature, with_entropy=True,
-                                              last=mask.shape[1])
-        logp = logp.float()
-        proximal = batch["old_logprobs"] if "old_logprobs" in batch.tensors else logp.detach()
-        tokens = PolicyTokens(logp, proximal, batch["advantages"], mask, sampling_logp=batch["sampling_logprobs"],
-                              ref_logp=batch.tensors.get("ref_logprobs"))
-        return tokens, entropy
-
     def loss_terms(self) -> tuple[str, ...]:
-        """The ``policy_loss`` terms this algorithm composes: the clipped surrogate, TIS when its cap is on, the KL
-        penalty when the reference is declared."""
+        """The clipped surrogate, TIS when its cap is on, the KL penalty when the reference is declared."""
         return (("clipped_surrogate",) + (("tis",) if tis_cap(self.config) > 0 else ())
                 + (("kl_penalty",) if self.declares(REFERENCE) else ()))
 
     def loss_settings(self) -> PolicyLossSettings:
         cfg = self.config
         return PolicyLossSettings(cfg.clip_low, cfg.clip_high, tis_cap(cfg), cfg.kl_coef, cfg.kl_estimator)
-
-    def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``per_token`` reduced by ``--loss_agg`` ("constant": over the completion budget the rollouts had,
-        the same at every step)."""
-        return aggregate_loss(per_token, mask, self.config.loss_agg,
-                              constant=float(self.sampling_params(step=0).max_new_tokens))
-
-    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
-        tokens, entropy = self.policy_tokens(policy, batch)
-        per_token, metrics = policy_loss(self.loss_terms(), tokens, self.loss_settings())
-        metrics["entropy"] = float(masked_mean(entropy.detach(), tokens.mask))
-        return LossOutput(self.aggregate(per_token, tokens.mask), metrics)
 
 
 @ALGORITHMS.register("rloo")

@@ -62,13 +62,15 @@ class PolicyTokens:
 
 @dataclass(frozen=True)
 class PolicyLossSettings:
-    """The numbers the terms read: clip range, TIS cap C (0 = off) and the KL penalty's beta and estimator."""
+    """The numbers the terms read: clip range, TIS cap C (0 = off) and the KL penalty's beta and estimator; and
+    ``skip_ratio``, the mean ratio above which a micro-batch is skipped (``skips_batch``; 0 = never)."""
 
     clip_low: float
     clip_high: float
     tis_cap: float = 0.0
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
+    skip_ratio: float = 0.0
 
 
 PolicyLossTerm = Callable[[torch.Tensor, PolicyTokens, PolicyLossSettings], tuple[torch.Tensor, dict[str, float]]]
@@ -122,3 +124,9 @@ def policy_loss(terms: Sequence[str], tokens: PolicyTokens,
         per_token, term_metrics = POLICY_LOSS_TERMS.get(name)(per_token, tokens, settings)
         metrics.update(term_metrics)
     return per_token, metrics
+
+
+def skips_batch(metrics: dict[str, float], settings: PolicyLossSettings) -> bool:
+    """Whether a micro-batch is dropped: its mean ratio pi_theta / pi_prox (``ratio_mean``, from the
+    ``clipped_surrogate`` term) exceeds ``settings.skip_ratio`` (TRL PPO's ``ratio_threshold``; 0 = never)."""
+    return settings.skip_ratio > 0 and metrics["ratio_mean"] > settings.skip_ratio

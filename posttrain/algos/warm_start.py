@@ -49,6 +49,13 @@ def sft_warm_start_pair(
     return example, task.distractor(example) if noisy else example.answer
 
 
+def label_generators(recipe: TinyRecipe) -> tuple[torch.Generator, torch.Generator]:
+    """The warm start's label-noise and hint generators, seeded ``recipe.seed + 1`` and ``+ 2``. Not
+    ``common.seeds.derive_seed``: the cached tiny models (keyed by the recipe and ``CODE_VERSION``) were built from
+    these streams, and new ones would change the warm starts without invalidating a cached build."""
+    return torch.Generator().manual_seed(recipe.seed + 1), torch.Generator().manual_seed(recipe.seed + 2)
+
+
 def sft_warm_start(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, recipe: TinyRecipe, generator: torch.Generator
 ) -> None:
@@ -62,8 +69,7 @@ def sft_warm_start(
         raise ValueError(f"recipe {recipe.name!r}: sft_warm_start needs a task")
     task = TASKS.get(recipe.task)()
     examples = task.split("train")
-    noise_generator = torch.Generator().manual_seed(recipe.seed + 1)
-    hint_generator = torch.Generator().manual_seed(recipe.seed + 2)
+    noise_generator, hint_generator = label_generators(recipe)
     encoded: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
 
     def encode(i: int) -> tuple[list[int], list[int]]:
@@ -128,8 +134,7 @@ def diffusion_warm_start(
     task = TASKS.get(recipe.task)()
     examples = task.split("train")
     prompts = encode_prompts(tokenizer, examples, None, recipe.max_position_embeddings)
-    noise_generator = torch.Generator().manual_seed(recipe.seed + 1)
-    hint_generator = torch.Generator().manual_seed(recipe.seed + 2)
+    noise_generator, hint_generator = label_generators(recipe)
     encoded: dict[str, list[int]] = {}
 
     def target(i: int) -> list[int]:

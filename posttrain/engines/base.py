@@ -20,7 +20,6 @@ score text prepend the BOS token themselves so that the first real token is scor
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from posttrain.common.seeds import derive_seed
 from posttrain.engines.scores import TokenScores
 
 
@@ -138,10 +138,9 @@ def refuse_json_schema(params: SamplingParams, engine: str) -> None:
 
 def sample_seed(seed: int, index: int) -> int:
     """The seed of sample ``index`` of a call seeded with ``seed``, for engines and servers that seed each
-    sample on its own (so that G copies of one prompt still differ): a SHA-256 of both, so samples differ,
-    nearby seeds do not share samples, and reruns repeat them; 31 bits, which every engine's seed type takes."""
-    digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & (2**31 - 1)
+    sample on its own (so that G copies of one prompt still differ): ``derive_seed(seed, index)`` in 31 bits,
+    which every engine's seed type takes."""
+    return derive_seed(seed, index, bits=31)
 
 
 def stop_token_ids(params: SamplingParams, eos_token_id: int | None) -> tuple[int, ...]:

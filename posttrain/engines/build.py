@@ -39,6 +39,7 @@ from posttrain.engines.spec import (
     VLLMSpec,
 )
 from posttrain.engines.vllm import VLLMRolloutEngine
+from posttrain.engines.worker_auth import worker_secret
 from posttrain.models.diffusion import load_diffusion_lm
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
@@ -167,8 +168,6 @@ def _vllm(spec: VLLMSpec, ctx: EngineContext) -> Any:
 def _vllm_remote(spec: VLLMRemoteSpec, ctx: EngineContext) -> Any:
     """The workers serve ``ctx.model``'s weights once built (pushed as version 0, in the dtype the workers
     serve; the trainer's is ``ctx.dtype``, else the module's)."""
-    from posttrain.engines.worker_auth import worker_secret
-
     if ctx.tokenizer is None:
         raise ValueError("the vllm-remote engine needs the served model's tokenizer")
     dtype = ctx.dtype if isinstance(ctx.dtype, torch.dtype) else getattr(ctx.model, "dtype", torch.float32)

@@ -15,7 +15,7 @@
 - A request that times out (``wait``'s ``timeout``) is cancelled: its prompts still queued are dropped
   before they reach the model.
 - Each prompt may carry its own ``SamplingParams`` (``sample_params``: the samples of a seeded request
-  get distinct seeds derived from ``(seed, sample index)``). Such prompts never share a generate call, so
+  get the seeds ``base.sample_seeds`` gives, as every engine does). Such prompts never share a generate call, so
   a seeded sample's output depends only on its prompt and seed, not on what else was queued.
 """
 
@@ -28,17 +28,18 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from posttrain.engines.base import GenerationEngine, SamplingParams, SamplingParamsError, sample_seed
+from posttrain.engines.base import GenerationEngine, SamplingParams, SamplingParamsError, sample_seeds
 
 logger = logging.getLogger(__name__)
 
 
-def sample_params(params: SamplingParams, count: int) -> list[SamplingParams]:
-    """``count`` per-sample copies of ``params``: seeds from ``base.sample_seed`` when ``params`` has one (else
-    the engine's fresh randomness already makes the samples differ)."""
+def sample_params(params: SamplingParams, prompt_ids: list[list[int]]) -> list[SamplingParams]:
+    """One copy of ``params`` per prompt of a request, seeded ``base.sample_seeds(params.seed, prompt_ids)`` when
+    ``params`` has a seed: the seeds the colocated and remote engines give the same call, so a seeded request
+    samples the same on every placement (else the engine's fresh randomness already makes the samples differ)."""
     if params.seed is None:
-        return [params] * count
-    return [replace(params, seed=sample_seed(params.seed, k)) for k in range(count)]
+        return [params] * len(prompt_ids)
+    return [replace(params, seed=seed) for seed in sample_seeds(params.seed, prompt_ids)]
 
 
 class QueueFull(Exception):

@@ -80,7 +80,7 @@ async def completions(req: CompletionRequest, state: State) -> dict:
             raise APIError(400, f"stop_token_ids must be a list of token ids in [0, {vocab})")
         params = replace(params, stop_token_ids=tuple(stop_ids))
     expanded = [ids for ids in prompts for _ in range(req.n)]
-    outs = await state.generate(expanded, sample_params(params, len(expanded)))
+    outs = await state.generate(expanded, sample_params(params, expanded))
     want_ids = bool((req.model_extra or {}).get("return_token_ids"))
     tokenizer = state.served.tokenizer
     choices = []
@@ -132,7 +132,7 @@ async def chat_completions(req: ChatCompletionRequest, state: State) -> dict:
     state.check_context(ids, max_tokens, 0)
     params = state.sampling(max_tokens, req.temperature, req.top_p, req.top_k, req.seed,
                             response_format=req.response_format)
-    outs = await state.generate([ids] * req.n, sample_params(params, req.n))
+    outs = await state.generate([ids] * req.n, sample_params(params, [ids] * req.n))
     choices = []
     for index, out in enumerate(outs):
         content, stopped = apply_stop(out.text, req.stop)

@@ -12,8 +12,8 @@ from fastapi import APIRouter
 from posttrain.models.chat import has_chat_template
 from rewards.mr3.scoring import aggregate, plan_samples
 from rewards.mr3.templates import EvalItem
-from rewards.server.batching import sample_params
 from rewards.server.guard import APIError
+from rewards.server.items import ItemPrompts, answer_batch
 from rewards.server.schemas import RubricScoreBatchRequest, RubricScoreRequest, RubricScoreResponse
 from rewards.server.state import ServerState, State
 
@@ -39,32 +39,20 @@ async def score(requests: list[RubricScoreRequest], state: ServerState) -> list[
     served, style = state.served, state.style
     tokenizer = served.tokenizer
     templated = style == "mr3" and has_chat_template(tokenizer)
-    all_samples, all_ids, all_params, owners = [], [], [], []
+    defaults = (0.6, 0.95, 20) if style == "mr3" else (0.0, 1.0, 0)
+    prompts, item_samples = ItemPrompts(state), []
+
+    def default_max_tokens(longest_prompt: int) -> int:
+        return state.verdict_budget(served.max_context - longest_prompt)
+
     for index, (r, item) in enumerate(zip(requests, items)):
         samples = plan_samples([item], tokenizer, style, r.n_samples, r.swap_positions)
         encoded = [served.encode(s.prompt, add_special_tokens=not templated) for s in samples]
-        if r.max_tokens is not None:
-            max_tokens = r.max_tokens
-            state.check_tokens(max_tokens, "max_tokens")
-        else:
-            max_tokens = state.verdict_budget(served.max_context - max(len(ids) for ids in encoded))
-        default_t, default_p, default_k = (0.6, 0.95, 20) if style == "mr3" else (0.0, 1.0, 0)
-        params = state.sampling(max_tokens, r.temperature, r.top_p, r.top_k, r.seed, default_t, default_p, default_k)
-        for s, ids, own in zip(samples, encoded, sample_params(params, len(samples))):
-            state.check_context(ids, max_tokens, index)
-            all_params.append(own)
-            all_samples.append(s)
-            all_ids.append(ids)
-            owners.append(index)
-    state.check_queue(len(all_ids))
-    outputs = await state.generate(all_ids, all_params)
+        prompts.add(index, r, encoded, default_max_tokens, defaults)
+        item_samples.append(samples)
+    outputs = await prompts.generate(len(requests))
     results = []
-    for index, (r, item) in enumerate(zip(requests, items)):
-        mine = [k for k, o in enumerate(owners) if o == index]
-        samples = [all_samples[k] for k in mine]
-        for s in samples:
-            s.item_index = 0
-        outs = [outputs[k] for k in mine]
+    for r, item, samples, outs in zip(requests, items, item_samples, outputs):
         (res,) = aggregate([item], samples, [o.text for o in outs],
                            usage=[(len(o.prompt_ids), len(o.completion_ids)) for o in outs])
         body = RubricScoreResponse(id=r.id or f"score-{uuid.uuid4().hex[:12]}", model=state.model_name, mode=r.mode,
@@ -83,5 +71,4 @@ async def rubric_score(req: RubricScoreRequest, state: State) -> dict:
 
 @router.post("/v1/rubric_score/batch")
 async def rubric_score_batch(req: RubricScoreBatchRequest, state: State) -> dict:
-    state.check_batch_items(len(req.requests))
-    return {"object": "list", "model": state.model_name, "results": await score(req.requests, state)}
+    return await answer_batch(req.requests, state, score)

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.algos.span_reward.scorer import request_ids
 from posttrain.tasks.span_feedback import FeedbackParseError, SpanFeedback, parse_feedback
-from rewards.server.batching import sample_params
 from rewards.server.guard import APIError
+from rewards.server.items import ItemPrompts, answer_batch
 from rewards.server.state import ServerState, State
 
 DEFAULT_MAX_TOKENS = 512
@@ -90,27 +90,21 @@ async def span_feedback(requests: list[SpanFeedbackRequest], state: ServerState)
     """The ``SpanFeedbackResponse`` of each request, in order."""
     tokenizer, max_context, settings = state.served.tokenizer, state.served.max_context, state.settings
     default_style = "compact" if state.style == "compact" else "full"
-    all_ids, all_params = [], []
+    prompts = ItemPrompts(state)
+
+    def default_max_tokens(prompt_tokens: int) -> int:
+        return max(1, min(DEFAULT_MAX_TOKENS, max_context - prompt_tokens,
+                           settings.max_tokens_cap or DEFAULT_MAX_TOKENS))
+
     for index, r in enumerate(requests):
         state.check_model(r.model)
         try:
             ids = request_ids(tokenizer, r.form, r.prompt, r.response, r.style or default_style, max_context)
         except ValueError as err:
             raise APIError(400, f"item {index}: {err}") from None
-        if r.max_tokens is not None:
-            state.check_tokens(r.max_tokens, "max_tokens")
-            max_tokens = r.max_tokens
-        else:
-            max_tokens = max(1, min(DEFAULT_MAX_TOKENS, max_context - len(ids),
-                                    settings.max_tokens_cap or DEFAULT_MAX_TOKENS))
-        state.check_context(ids, max_tokens, index)
-        params = state.sampling(max_tokens, r.temperature, r.top_p, r.top_k, r.seed, 0.0, 1.0, 0)
-        all_ids.append(ids)
-        all_params.extend(sample_params(params, 1))
-    state.check_queue(len(all_ids))
-    outputs = await state.generate(all_ids, all_params)
+        prompts.add(index, r, [ids], default_max_tokens, (0.0, 1.0, 0))
     results = []
-    for r, out in zip(requests, outputs):
+    for r, (out,) in zip(requests, await prompts.generate(len(requests))):
         try:
             parsed, error = feedback_body(parse_feedback(out.text, r.form)), None
         except FeedbackParseError as err:
@@ -130,5 +124,4 @@ async def span_feedback_one(req: SpanFeedbackRequest, state: State) -> dict:
 
 @router.post("/v1/span_feedback/batch")
 async def span_feedback_batch(req: SpanFeedbackBatchRequest, state: State) -> dict:
-    state.check_batch_items(len(req.requests))
-    return {"object": "list", "model": state.model_name, "results": await span_feedback(req.requests, state)}
+    return await answer_batch(req.requests, state, span_feedback)

@@ -9,7 +9,7 @@ import subprocess
 import httpx
 import pytest
 
-from posttrain.engines.base import Rollouts, SamplingParams, sample_seed
+from posttrain.engines.base import Rollouts, SamplingParams, sample_seed, sample_seeds
 from posttrain.models.tiny import build_tokenizer
 from rewards.mr3.templates import COMPACT_VERDICT_TOKENS
 from rewards.remote import RemoteReward
@@ -124,10 +124,18 @@ def test_seeded_samples_get_distinct_reproducible_seeds(judge):
     assert first == seeds_of(n_samples=3, seed=7) == sorted(sample_seed(7, k) for k in range(6))
     assert set(first).isdisjoint(seeds_of(n_samples=3, seed=8))
     before = len(engine.calls)
-    client.post("/v1/completions", json={"prompt": "hello", "n": 3, "seed": 5, "max_tokens": 4})
-    assert len({params.seed for _, params in engine.calls[before:]}) == 3
+    client.post("/v1/completions", json={"prompt": ["hello", "bye"], "n": 3, "seed": 5, "max_tokens": 4})
+    served = {}
+    for (text,), params in engine.calls[before:]:
+        served.setdefault(text, []).append(params.seed)
+    # the seeds the colocated and remote engines give the same call: copy j of prompt i is sample_seed(5, i) + j
+    expanded = [engine.tokenizer(text, add_special_tokens=False)["input_ids"] for text in ("hello", "bye")
+                for _ in range(3)]
+    colocated = sample_seeds(5, expanded)
+    assert sorted(served["hello"]) == colocated[:3] == [sample_seed(5, 0) + j for j in range(3)]
+    assert sorted(served["bye"]) == colocated[3:] == [sample_seed(5, 3) + j for j in range(3)]
     unseeded = SamplingParams(max_new_tokens=4)
-    assert sample_params(unseeded, 2) == [unseeded, unseeded]
+    assert sample_params(unseeded, [[1], [1]]) == [unseeded, unseeded]
 
 
 def test_first_serve_says_the_judge_is_being_built_and_make_builds_it(tmp_path, monkeypatch, caplog):

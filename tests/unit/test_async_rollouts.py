@@ -120,8 +120,8 @@ def test_only_algorithms_with_their_own_split_run_async() -> None:
     from posttrain.algos import algorithm_names, get_algorithm
 
     supported = {name for name in algorithm_names() if get_algorithm(name).supports_async_rollouts}
-    # GPO subclasses GRPO but builds its experience in its own make_experience; DuPO's dual reward may generate
-    # with the policy's engine, which the background generation holds
+    # GPO builds its experience in its own make_experience; Prefix-RL answers through two engines; DuPO's dual
+    # reward may generate with the policy's engine, which the background generation holds
     assert supported == {"grpo", "rloo"}
 
 

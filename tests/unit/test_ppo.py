@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posttrain.algos.base import AlgoContext
-from posttrain.algos.ppo.algo import CRITIC, PPO, PPOConfig
+from posttrain.algos.ppo.algo import CRITIC, PPO, PPOConfig, TaskRewards
 from posttrain.algos.roles import CHECKPOINT, INITIAL_POLICY, POLICY, REFERENCE, check_roles
 from posttrain.config import ConfigError
 from posttrain.engines.hf import HFRolloutEngine
@@ -28,13 +28,17 @@ def _zero_reward(prompts, completions, **columns):
     return [0.0] * len(completions)
 
 
-class MarkSecondToken(PPO):
+class SecondTokenRewards(TaskRewards):
     """A dense reward of +1 on every completion's second token, nothing else (like one good span)."""
 
     def reward_terms(self, group, rollouts, completion_len, reward, valid):
         dense = torch.zeros(len(rollouts), completion_len)
         dense[:, 1] = 1.0
         return dense, None, torch.ones_like(valid), {}
+
+
+class MarkSecondToken(PPO):
+    rewards_class = SecondTokenRewards
 
 
 def _algo(cls: type[PPO] = PPO, reward=_zero_reward, **overrides) -> tuple[PPO, torch.nn.Module]:
@@ -102,9 +106,11 @@ def test_ratio_threshold_skips_the_micro_batch() -> None:
     algo, policy = _algo(MarkSecondToken, ratio_threshold=1e-6)
     experience, _ = algo.make_experience(EXAMPLES, policy, step=1)
     out = algo.loss(policy, experience, iteration=0)
-    assert out.skip and out.metrics["ppo/skipped_batch"] == 1.0
-    kept = _algo(MarkSecondToken, ratio_threshold=0.0)[0].loss(policy, experience, iteration=0)
-    assert not kept.skip and kept.metrics["ppo/skipped_batch"] == 0.0
+    assert out.skip and out.metrics["skipped_batch"] == 1.0
+    kept = _algo(MarkSecondToken, ratio_threshold=1e6)[0].loss(policy, experience, iteration=0)
+    assert not kept.skip and kept.metrics["skipped_batch"] == 0.0
+    never = _algo(MarkSecondToken, ratio_threshold=0.0)[0].loss(policy, experience, iteration=0)
+    assert not never.skip and "skipped_batch" not in never.metrics  # 0 = the rule is off
 
 
 @pytest.mark.parametrize(("overrides", "field"), [

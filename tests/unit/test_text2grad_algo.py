@@ -83,7 +83,7 @@ def _terms(algo: Text2Grad, responses: list[str]):
     group = [Example(prompt=PROMPT, answer="4")] * len(responses)
     length = max(len(c) for c in rollouts.completion_ids)
     reward = torch.zeros(len(responses))
-    return algo.reward_terms(group, rollouts, length, reward, torch.ones(len(responses), dtype=torch.bool))
+    return algo.rewards.reward_terms(group, rollouts, length, reward, torch.ones(len(responses), dtype=torch.bool))
 
 
 def _experience(algo: Text2Grad, responses: list[str]):
@@ -168,7 +168,7 @@ def test_a_reward_server_replaces_the_local_span_model(monkeypatch) -> None:
 
     monkeypatch.setattr(RemoteSpanRewardModel, "feedback", feedback)
     dense, _, valid, _ = _terms(algo, [WRONG_SECOND])
-    assert isinstance(algo.scorer(), RemoteSpanRewardModel) and asked == [[WRONG_SECOND]]
+    assert isinstance(algo.rewards.scorer(), RemoteSpanRewardModel) and asked == [[WRONG_SECOND]]
     assert valid.all() and dense.min() == -1.0
 
 
@@ -180,7 +180,7 @@ def test_the_oracle_writes_the_same_token_rewards_as_a_model_copying_it() -> Non
     assert SPAN_RM not in check_roles(oracle.roles())  # no reward model is loaded
     dense_oracle, _, valid, _ = _terms(oracle, [WRONG_SECOND, RIGHT])
     dense_model, _, _, _ = _terms(_algo(), [WRONG_SECOND, RIGHT])
-    assert isinstance(oracle.scorer(), ProgramSpanScorer) and valid.all()
+    assert isinstance(oracle.rewards.scorer(), ProgramSpanScorer) and valid.all()
     assert torch.equal(dense_oracle, dense_model) and dense_oracle.min() == -1.0
 
 

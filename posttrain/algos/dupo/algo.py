@@ -43,6 +43,7 @@ from posttrain.algos.dupo.solver import DUAL_SOLVERS, SOLVER, snapshot_step, sol
 from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.roles import ModelRole
 from posttrain.algos.scoring import score_rollouts
+from posttrain.common.seeds import derive_seed
 from posttrain.config import opt
 from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
 from posttrain.tasks.base import Example
@@ -120,7 +121,7 @@ class DuPO(GRPO):
         """The dual reward's settings at ``step`` (the dual answers' seed follows the step and rank)."""
         cfg = self.config
         params = SamplingParams(max_new_tokens=cfg.dual_max_new_tokens, temperature=cfg.dual_temperature,
-                                seed=(self.sampling_seed(step) + 1) % 2**63)
+                                seed=derive_seed(self.sampling_seed(step), "dual"))
         return DualSettings(max_questions=cfg.dual_questions, samples=cfg.dual_samples, lam=cfg.dual_lambda,
                             selection=cfg.dual_selection, params=params, system_prompt=cfg.system_prompt,
                             max_prompt_tokens=cfg.max_prompt_tokens)

@@ -18,7 +18,6 @@ candidates from Qwen2.5-7B-Instruct (then Qwen3-4B); ours is the initial policy'
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Sequence
 
 from posttrain.algos.dupo.dual import final_answer
@@ -26,6 +25,7 @@ from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_dis
 from posttrain.algos.dupo.reward import DualSettings
 from posttrain.algos.dupo.selection import select_unknown
 from posttrain.algos.roles import INITIAL_POLICY, ModelRole
+from posttrain.common.seeds import derive_seed
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example
 from posttrain.tasks.dual_questions import masked_problems
@@ -41,9 +41,8 @@ def selector_role() -> ModelRole:
 
 
 def problem_seed(prompt: str, run_seed: int) -> int:
-    """The seed of ``prompt``'s candidate pool: a hash of the run's seed and the problem text."""
-    digest = hashlib.sha256(f"{run_seed}\x00{prompt}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % 2**63
+    """The seed of ``prompt``'s candidate pool: ``derive_seed`` of the run's seed and the problem text."""
+    return derive_seed(run_seed, prompt)
 
 
 class OfflineSelection:
@@ -75,7 +74,7 @@ class OfflineSelection:
         distinct = sorted({a for a in map(final_answer, texts) if a is not None})
         if not distinct:
             return ()
-        dual_params = dataclasses.replace(self.settings.params, seed=(seed + 1) % 2**63)
+        dual_params = dataclasses.replace(self.settings.params, seed=derive_seed(seed, "dual"))
         distances = dual_distances(self.engine, [DualJob(m, a) for m in masked for a in distinct],
                                    self.settings.samples, dual_params, self.settings.system_prompt,
                                    self.settings.max_prompt_tokens)

@@ -17,6 +17,7 @@ from typing import Any
 
 from posttrain.algos.dupo.rerank import rerank_choice, sample_solutions, score_answers, summarise
 from posttrain.common.cli_help import CommandParser, summary_command
+from posttrain.common.seeds import derive_seed
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.engines.cli import add_engine_arguments, check_engine_argument, command_engine
 from posttrain.tasks import TASKS
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
     examples = examples[: args.examples] if args.examples else examples
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     dual_params = SamplingParams(max_new_tokens=args.dual_max_new_tokens, temperature=args.dual_temperature,
-                                 seed=args.seed + 1)
+                                 seed=derive_seed(args.seed, "dual"))
     samples = sample_solutions(engine, examples, max(args.n), params, args.system_prompt, args.max_prompt_tokens)
     scores = score_answers(engine, examples, samples, args.k, dual_params, args.dual_questions, args.system_prompt,
                            args.max_prompt_tokens)

@@ -38,11 +38,11 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Experience, LossOutput
+from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
 from posttrain.algos.core import aggregate_loss, group_advantages, masked_mean
 from posttrain.algos.gpo import core
 from posttrain.algos.gpo.hint import HINT_RECIPE, PRIVILEGED_TEMPLATE, privileged_examples
-from posttrain.algos.pg import GRPO, GRPOConfig
+from posttrain.algos.pg import GRPOConfig, completion_logprobs
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.common.padding import left_padded_positions
@@ -109,7 +109,10 @@ def completion_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention
 
 
 @ALGORITHMS.register("gpo")
-class GPO(GRPO):
+class GPO(Algorithm):
+    """Guider rollouts, learner imitation with an RL term (``gpo.core``'s losses); GRPO's config and group
+    advantages, none of its steps."""
+
     config_class = GPOConfig
     config: GPOConfig
     supports_async_rollouts = False  # its experience is built in make_experience (guider and learner prompts)
@@ -151,7 +154,8 @@ class GPO(GRPO):
         tensors["advantages"] = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
         tensors["valid"] = valid.float()
         with torch.no_grad(), ctx.timer.phase("old_logprobs"):  # beta: needed even at mu = 1 (pi != beta)
-            tensors["old_logprobs"] = self._logprobs(policy, tensors, tensors["completion_mask"].shape[1])
+            tensors["old_logprobs"] = completion_logprobs(policy, tensors, tensors["completion_mask"].shape[1],
+                                                          cfg.temperature, ctx.device)
         metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
         metrics["train/guider_accuracy"] = metrics.pop("train/accuracy")  # the rollouts are the guider's
         metrics["gpo/alpha"] = self.alpha

@@ -4,17 +4,17 @@ al. 2022 that TRL 0.11's ``PPOTrainer`` implements and Text2Grad (arXiv 2505.223
 Per step: sample completions (``group_size`` per prompt, 1 by default: PPO needs no group), score them, and
 build per-token rewards r_t = dense_t - beta * KL_t plus the task's scalar reward on the last token
 (``core.token_rewards``; ``dense`` is 0 here, Text2Grad's span rewards in ``posttrain.algos.ppo.text2grad``,
-both from ``reward_terms``).
+both from the ``rewards`` component's ``reward_terms``).
 The critic's values V_t (``posttrain.models.value``) and GAE(gamma, lambda) give advantages, whitened over the
 response mask, and returns. Then ``mu`` epochs (the paper's 4) over micro-batches: the policy takes GRPO's
 clipped surrogate on the token advantages (``posttrain.algos.policy_loss``'s terms), the critic the clipped value
 loss, each with its own optimizer (the critic is a trained model role, checkpointed and resumed with the run).
-A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``LossOutput.skip``: the trainer zeroes
-both losses, as TRL).
+A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``policy_loss.skips_batch``, logged as
+``skipped_batch``; ``LossOutput.skip``: the trainer zeroes both losses, as TRL).
 A sample without a reward (a reward function that returned None; Text2Grad's unparsable feedback) stays in the
 batch with its KL term and no reward: it is trained on like the others (so the KL still holds it back) and
-counted (``ppo/unrewarded_fraction``). ``trained_tokens`` picks the completion tokens PPO trains on (all here;
-Text2Grad drops punctuation): rewards, KL, GAE, whitening and both losses see only those, and a token left out
+counted (``ppo/unrewarded_fraction``). ``rewards.trained_tokens`` picks the completion tokens PPO trains on (all
+here; Text2Grad drops punctuation): rewards, KL, GAE, whitening and both losses see only those, and a token left out
 ends the GAE recursion like the end of the answer (as in Text2Grad's trainer, which masks its GAE).
 
 KL: ``kl_estimator`` full (the exact full-vocabulary KL at every position, Text2Grad's choice) or k1/k2/k3
@@ -32,15 +32,14 @@ whitening is per rank.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from posttrain.algos.base import ALGORITHMS, Experience, LossOutput
 from posttrain.algos.core import KL_ESTIMATORS, kl_estimate, masked_mean, masked_sum
-from posttrain.algos.pg import GRPO, GRPOConfig, _right_padded, tis_cap
+from posttrain.algos.pg import ClippedPolicyGradient, GRPOConfig, _right_padded, tis_cap
 from posttrain.algos.policy_loss import PolicyLossSettings
 from posttrain.algos.ppo.core import (
     AdaptiveKLController,
@@ -61,7 +60,7 @@ from posttrain.algos.roles import (
 from posttrain.algos.scoring import rollout_metrics, score_rollouts
 from posttrain.algos.sequences import pack_sequences
 from posttrain.common.padding import left_padded_positions
-from posttrain.config import opt
+from posttrain.config import defaults, opt
 from posttrain.dist import all_reduce_mean
 from posttrain.engines.base import Rollouts
 from posttrain.models.likelihood import logprobs_from_logits
@@ -76,8 +75,14 @@ RUN_HORIZON_FRACTION = 10
 
 
 @dataclass
+@defaults(temperature=0.7)
 class PPOConfig(GRPOConfig):
-    """PPO with a critic: GAE advantages on per-token rewards, clipped policy and value losses, adaptive KL."""
+    """PPO with a critic: GAE advantages on per-token rewards, clipped policy and value losses, adaptive KL.
+
+    It extends ``GRPOConfig`` for the fields the two share (clip range, TIS, loss aggregation, rollout engine); the
+    fields redeclared here change their meaning or choices for PPO (``advantage`` is GAE only, ``kl_estimator``
+    adds ``full``, ``kl_coef`` is beta's start, ``group_size`` needs no group); the rollouts' temperature defaults to
+    0.7 (Text2Grad's 0.6-0.7)."""
 
     group_size: int = opt(1, "Completions sampled per prompt; PPO's critic is the baseline, so 1 is enough.")
     advantage: str = opt("gae", "Advantage estimator: GAE with the critic's values (PPO has no group baseline).",
@@ -107,7 +112,6 @@ class PPOConfig(GRPOConfig):
     kl_floor: float = opt(0.0, "Smallest beta the adaptive controller may reach (0 = none, as TRL; capped at "
                                 "--kl_coef).")
     ratio_threshold: float = opt(10.0, "Skip a micro-batch (zero losses) whose mean ratio exceeds this; 0 = never.")
-    temperature: float = opt(0.7, "Sampling temperature for rollouts (Text2Grad's 0.6-0.7).")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
         bad = []
@@ -140,14 +144,43 @@ class PPOConfig(GRPOConfig):
         return self.kl_coef > 0
 
 
+class TaskRewards:
+    """PPO's rewards (its ``rewards`` component): the task's (or ``--reward``'s) scalar on the last token, no dense
+    part, every completion token trained. Text2Grad's ``SpanRewards`` is the other one."""
+
+    def __init__(self, config: PPOConfig, ctx: Any) -> None:
+        self.config, self.ctx = config, ctx
+
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The roles the rewards need besides PPO's (Text2Grad's span reward model): none."""
+        return ()
+
+    def reward_terms(self, group: list[Example], rollouts: Rollouts, completion_len: int, reward: torch.Tensor,
+                     valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, dict[str, float]]:
+        """The rewards besides the KL: ``(dense [B, C], terminal [B] or None, rewarded [B], metrics)``. ``reward``
+        / ``valid`` are the task reward and whether it exists (``score_rollouts``); ``rewarded`` says which
+        samples have a reward: the others keep their KL term and their place in both losses, with no reward
+        (module docstring)."""
+        return torch.zeros(len(rollouts), completion_len), reward, valid, {}
+
+    def trained_tokens(self, rollouts: Rollouts, completion_mask: torch.Tensor) -> torch.Tensor:
+        """The completion tokens PPO trains on (rewards, KL, GAE, whitening, both losses): all of them."""
+        return completion_mask
+
+
 @ALGORITHMS.register("ppo")
-class PPO(GRPO):
+class PPO(ClippedPolicyGradient):
+    """GAE advantages on per-token rewards (``rewards``: ``rewards_class``), the critic as a trained role, the
+    clipped surrogate and value losses, adaptive beta; answering as ``ClippedPolicyGradient.answers``."""
+
     config_class = PPOConfig
     config: PPOConfig
+    rewards_class: ClassVar[type[TaskRewards]] = TaskRewards
     supports_async_rollouts = False  # not run asynchronously yet: its experience adapts beta from each batch
 
     def __init__(self, config: PPOConfig, ctx: Any) -> None:
         super().__init__(config, ctx)
+        self.rewards = self.rewards_class(config, ctx)
         self.kl_controller = AdaptiveKLController(config.kl_coef, config.kl_target or None, self.kl_horizon(),
                                                   config.kl_floor)
 
@@ -157,11 +190,13 @@ class PPO(GRPO):
         return cfg.kl_horizon or cfg.steps * cfg.prompts_per_step * cfg.group_size / RUN_HORIZON_FRACTION
 
     def roles(self) -> tuple[ModelRole, ...]:
-        """The policy, the critic (a trained value model), and the frozen reference when a KL term is on."""
+        """The policy, the critic (a trained value model), the frozen reference when a KL term is on, and what
+        ``answers`` and ``rewards`` need."""
         cfg = self.config
         critic = ModelRole(CRITIC, CHECKPOINT if cfg.critic_model else INITIAL_POLICY, trains=True, head="value",
                            checkpoint=cfg.critic_model, config_field="critic_model", lr=cfg.critic_lr)
-        return (policy_role(cfg.rollout), critic) + ((reference_role(),) if cfg.uses_kl else ())
+        reference = (reference_role(),) if cfg.uses_kl else ()
+        return (policy_role(cfg.rollout), critic, *reference, *self.answers.roles(), *self.rewards.roles())
 
     def state_dict(self) -> dict[str, Any]:
         return {"kl_controller": self.kl_controller.state_dict()}
@@ -171,20 +206,6 @@ class PPO(GRPO):
             self.kl_controller.load_state_dict(state["kl_controller"])
 
     # -- experience ---------------------------------------------------------------------------------
-    def reward_terms(self, group: list[Example], rollouts: Rollouts, completion_len: int, reward: torch.Tensor,
-                     valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, dict[str, float]]:
-        """The rewards besides the KL: ``(dense [B, C], terminal [B] or None, rewarded [B], metrics)``. PPO's are
-        the task's (or ``--reward``'s) scalar on the last token and no dense part; Text2Grad overrides this with
-        span rewards. ``reward`` / ``valid`` are the task reward and whether it exists (``score_rollouts``);
-        ``rewarded`` says which samples have a reward: the others keep their KL term and their place in both
-        losses, with no reward (module docstring)."""
-        return torch.zeros(len(rollouts), completion_len), reward, valid, {}
-
-    def trained_tokens(self, rollouts: Rollouts, completion_mask: torch.Tensor) -> torch.Tensor:
-        """The completion tokens PPO trains on (rewards, KL, GAE, whitening, both losses): all of them here;
-        Text2Grad drops punctuation, as the paper's code does."""
-        return completion_mask
-
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
                                  staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
@@ -193,10 +214,10 @@ class PPO(GRPO):
         tensors = pack_sequences(rollouts.prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         completion_len = tensors["completion_mask"].shape[1]
         with ctx.timer.phase("reward_terms"):
-            dense, terminal, rewarded, metrics = self.reward_terms(group, rollouts, completion_len, reward,
-                                                                   reward_valid)
+            dense, terminal, rewarded, metrics = self.rewards.reward_terms(group, rollouts, completion_len, reward,
+                                                                           reward_valid)
         real = tensors["completion_mask"]
-        mask = tensors["completion_mask"] = self.trained_tokens(rollouts, real)
+        mask = tensors["completion_mask"] = self.rewards.trained_tokens(rollouts, real)
         has_reward = rewarded.float()
         dense = torch.nan_to_num(dense) * has_reward.unsqueeze(-1)
         terminal = None if terminal is None else torch.nan_to_num(terminal) * has_reward
@@ -239,7 +260,7 @@ class PPO(GRPO):
         full KL, the completion positions' logits (float32, left on the device: the full KL is reduced there, so
         no [B, C, V] tensor crosses to the host)."""
         if self.config.kl_estimator != "full" or not self.config.uses_kl:
-            return self._logprobs(model, tensors, completion_len), None
+            return self.logprobs(model, tensors, completion_len), None
         device = self.ctx.device
         ids, attention = tensors["input_ids"].to(device), tensors["attention_mask"].to(device)
         logits = model(input_ids=ids, attention_mask=attention, position_ids=left_padded_positions(attention),
@@ -262,20 +283,17 @@ class PPO(GRPO):
                 + (("kl_penalty",) if cfg.kl_mode == "loss" and cfg.uses_kl else ()))
 
     def loss_settings(self) -> PolicyLossSettings:
-        """GRPO's, with beta the adaptive controller's current value."""
-        return dataclasses.replace(super().loss_settings(), kl_coef=self.kl_controller.value)
-
-    def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
-        out = super().loss(policy, batch, iteration)
-        ratio_threshold = self.config.ratio_threshold
-        skip = bool(ratio_threshold) and out.metrics["ratio_mean"] > ratio_threshold
-        return dataclasses.replace(out, metrics={**out.metrics, "ppo/skipped_batch": float(skip)}, skip=skip)
+        """GRPO's numbers with beta the adaptive controller's current value, and the ``ratio_threshold`` skip."""
+        cfg = self.config
+        return PolicyLossSettings(cfg.clip_low, cfg.clip_high, tis_cap(cfg), self.kl_controller.value,
+                                  cfg.kl_estimator, skip_ratio=cfg.ratio_threshold)
 
     def role_loss(self, name: str, model: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         """The critic's clipped value loss on the micro-batch the policy just used (the trainer zeroes it when
         ``loss`` skipped the micro-batch)."""
         if name != CRITIC:
-            return super().role_loss(name, model, batch, iteration)
+            raise ValueError(f"{type(self).__name__} trains no role {name!r}: its trained roles are the policy and "
+                             f"the {CRITIC}")
         cfg = self.config
         mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
         values = token_values(model, batch["input_ids"], batch["attention_mask"], mask.shape[1])

@@ -188,25 +188,23 @@ class Text2GradConfig(PPOConfig):
         return "full" if self.span_model else "compact"
 
 
-@ALGORITHMS.register("text2grad")
-class Text2Grad(PPO):
-    config_class = Text2GradConfig
-    config: Text2GradConfig
+class SpanRewards:
+    """Text2Grad's rewards (PPO's ``rewards`` component, in place of ``TaskRewards``): span rewards from a
+    critique, on the tokens they name, punctuation left out of the trained tokens."""
 
     def __init__(self, config: Text2GradConfig, ctx: Any) -> None:
-        super().__init__(config, ctx)
+        self.config, self.ctx = config, ctx
         self._scorer = None  # built on first use: the span reward model's engine exists once the trainer built it
 
     def roles(self) -> tuple[ModelRole, ...]:
-        """PPO's roles plus the frozen span reward model with its engine (its own tokenizer allowed), unless a
-        reward server answers instead (``span_url``)."""
+        """The frozen span reward model with its engine (its own tokenizer allowed), unless a reward server
+        (``span_url``) or the task's program (``span_oracle``) answers instead."""
         cfg = self.config
         if cfg.span_url or cfg.uses_oracle:
-            return super().roles()
-        span_rm = ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,
-                            recipe=None if cfg.span_model else cfg.span_recipe, config_field="span_model",
-                            shares_tokenizer=False)
-        return super().roles() + (span_rm,)
+            return ()
+        return (ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,
+                          recipe=None if cfg.span_model else cfg.span_recipe, config_field="span_model",
+                          shares_tokenizer=False),)
 
     def scorer(self) -> Any:
         """The span reward model (``SpanRewardModel``) over its engine, the remote one, or the program's."""
@@ -246,3 +244,12 @@ class Text2Grad(PPO):
         scored = [row for row in spans.rewards if row is not None]
         metrics["span_rm/token_reward_mean"] = sum(map(sum, scored)) / max(1, sum(map(len, scored)))
         return dense, None, parsed, metrics
+
+
+@ALGORITHMS.register("text2grad")
+class Text2Grad(PPO):
+    """PPO with ``SpanRewards``: the class is the composition, PPO's config and steps with Text2Grad's rewards."""
+
+    config_class = Text2GradConfig
+    config: Text2GradConfig
+    rewards_class = SpanRewards

@@ -31,12 +31,12 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Algorithm, Experience
-from posttrain.algos.pg import GRPO, GRPOConfig
+from posttrain.algos.base import ALGORITHMS, Experience
+from posttrain.algos.pg import GRPO, ClippedPolicyGradient, GRPOConfig
 from posttrain.algos.prefix_rl.generation import PrefixThenTarget, scored_prefixes
 from posttrain.algos.roles import CHECKPOINT, ModelRole
 from posttrain.config import opt
-from posttrain.engines.base import GenerationEngine, SamplingParams
+from posttrain.engines.base import SamplingParams
 from posttrain.engines.spec import EngineSpec
 from posttrain.models.tiny import default_recipe_for, vllm_variant
 from posttrain.tasks.base import Example
@@ -130,20 +130,20 @@ class PrefixRLConfig(GRPOConfig):
 
 class PrefixAnswers:
     """What Prefix-RL adds to a clipped policy-gradient algorithm, whose experience and losses stay its own (GRPO's
-    for ``prefix-rl``, PPO's for ``prefix-rl-ppo``): the target's role, the adapter's sampling settings, the
-    prefix-then-target generation and the experience built from it. Both algorithms hold one (composition, not a
-    second base class)."""
+    for ``prefix-rl``, PPO's for ``prefix-rl-ppo``): its ``answers`` component (``posttrain.algos.answers``): the
+    target's role, the adapter's sampling settings, the prefix-then-target generation and the experience built
+    from it."""
 
     def __init__(self, config: PrefixRLConfig, ctx: Any) -> None:
         self.config, self.ctx = config, ctx
 
-    def roles(self, base: tuple[ModelRole, ...]) -> tuple[ModelRole, ...]:
-        """The algorithm's own roles plus the frozen target with its engine."""
-        return base + (self.config.target_role(),)
+    def roles(self) -> tuple[ModelRole, ...]:
+        """The frozen target with its engine."""
+        return (self.config.target_role(),)
 
-    def sampling_params(self, base: SamplingParams) -> SamplingParams:
+    def sampling_params(self, params: SamplingParams) -> SamplingParams:
         """The adapter's: exactly ``prefix_length()`` new tokens, stopping early only at EOS."""
-        return dataclasses.replace(base, max_new_tokens=self.config.prefix_length(), stop_token_ids=())
+        return dataclasses.replace(params, max_new_tokens=self.config.prefix_length(), stop_token_ids=())
 
     def answer_engine(self) -> PrefixThenTarget:
         """Adapter prefix, then target continuation (the same engines every step)."""
@@ -151,7 +151,7 @@ class PrefixAnswers:
         return PrefixThenTarget(self.ctx.rollout, self.ctx.engines[TARGET], cfg.prefix_length(),
                                 cfg.target_max_new_tokens, cfg.target_temperature)
 
-    def experience(self, algo: Algorithm, examples: list[Example], policy: torch.nn.Module,
+    def experience(self, algo: ClippedPolicyGradient, examples: list[Example], policy: torch.nn.Module,
                    step: int) -> tuple[Experience, dict[str, float]]:
         """``algo``'s experience of step ``step`` on the adapter's prefixes (``scored_prefixes``: the whole
         answer's reward, the prefix tokens packed), with the answers' metrics."""
@@ -168,24 +168,9 @@ class PrefixAnswers:
 
 @ALGORITHMS.register("prefix-rl")
 class PrefixRL(GRPO):
+    """GRPO answering through ``PrefixAnswers``: a subclass only to name its config and its answers component."""
+
     config_class = PrefixRLConfig
     config: PrefixRLConfig
+    answers_class = PrefixAnswers
     supports_async_rollouts = False  # two engines per step (adapter, then target)
-
-    def __init__(self, config: PrefixRLConfig, ctx: Any) -> None:
-        super().__init__(config, ctx)
-        self.prefix = PrefixAnswers(config, ctx)
-
-    def roles(self) -> tuple[ModelRole, ...]:
-        """The adapter (policy), the frozen target with its engine, and the reference when ``kl_coef > 0``."""
-        return self.prefix.roles(super().roles())
-
-    def sampling_params(self, step: int) -> SamplingParams:
-        return self.prefix.sampling_params(super().sampling_params(step))
-
-    def evaluation_engine(self) -> GenerationEngine:
-        return self.prefix.answer_engine()
-
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
-                        step: int) -> tuple[Experience, dict[str, float]]:
-        return self.prefix.experience(self, examples, policy, step)

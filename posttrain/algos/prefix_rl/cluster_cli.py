@@ -30,6 +30,7 @@ from typing import Any
 from posttrain.algos.prefix_rl.algo import EMBEDDED_PREFIX_TOKENS
 from posttrain.algos.prefix_rl.cluster import best_cluster, elbow, kmeans, prefix_features, representatives
 from posttrain.common.cli_help import CommandParser, summary_command
+from posttrain.common.seeds import derive_seed
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.engines.cli import add_engine_arguments, check_engine_argument, command_engine
 from posttrain.metrics import ProgressBar
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace, engine: GenerationEngine) -> dict[str, Any]:
 
     def params(offset: int, temperature: float = args.temperature) -> SamplingParams:
         return SamplingParams(max_new_tokens=args.max_new_tokens, temperature=temperature,
-                              seed=args.seed * 1_000_003 + offset)
+                              seed=derive_seed(args.seed, offset))
 
     samples = engine.generate(train_ids, SamplingParams(max_new_tokens=k, temperature=args.temperature, seed=args.seed))
     special = set(tokenizer.all_special_ids)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from posttrain.common.seeds import derive_seed
 from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams, refuse_json_schema
 
 
@@ -20,7 +21,7 @@ def target_params(params: SamplingParams, max_new_tokens: int, temperature: floa
     """The target's sampling settings for a call whose adapter settings are ``params``: greedy when the
     adapter is greedy (evaluation), else ``temperature``; its own length budget; a seed derived from the
     adapter's, so the two draws differ and reruns repeat."""
-    seed = None if params.seed is None else (params.seed + 1) % 2**63
+    seed = None if params.seed is None else derive_seed(params.seed, "target")
     return SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0 if params.temperature == 0 else temperature,
                           top_p=params.top_p, top_k=params.top_k, seed=seed)
 

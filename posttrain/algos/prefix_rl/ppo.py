@@ -13,17 +13,11 @@ and reference, plus the target.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-import torch
-
-from posttrain.algos.base import ALGORITHMS, Experience
+from posttrain.algos.base import ALGORITHMS
 from posttrain.algos.ppo.algo import PPO, PPOConfig
 from posttrain.algos.prefix_rl.algo import PrefixAnswers, PrefixRLConfig
-from posttrain.algos.roles import ModelRole
 from posttrain.config import opt
-from posttrain.engines.base import GenerationEngine, SamplingParams
-from posttrain.tasks.base import Example
 
 
 @dataclass
@@ -37,22 +31,8 @@ class PrefixRLPPOConfig(PrefixRLConfig, PPOConfig):
 
 @ALGORITHMS.register("prefix-rl-ppo")
 class PrefixRLPPO(PPO):
+    """PPO answering through ``PrefixAnswers``: a subclass only to name its config and its answers component."""
+
     config_class = PrefixRLPPOConfig
     config: PrefixRLPPOConfig
-
-    def __init__(self, config: PrefixRLPPOConfig, ctx: Any) -> None:
-        super().__init__(config, ctx)
-        self.prefix = PrefixAnswers(config, ctx)
-
-    def roles(self) -> tuple[ModelRole, ...]:
-        return self.prefix.roles(super().roles())
-
-    def sampling_params(self, step: int) -> SamplingParams:
-        return self.prefix.sampling_params(super().sampling_params(step))
-
-    def evaluation_engine(self) -> GenerationEngine:
-        return self.prefix.answer_engine()
-
-    def make_experience(self, examples: list[Example], policy: torch.nn.Module,
-                        step: int) -> tuple[Experience, dict[str, float]]:
-        return self.prefix.experience(self, examples, policy, step)
+    answers_class = PrefixAnswers

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from posttrain.common.seeds import derive_seed
+
 ENV_NAMES = ("tiger-door", "cartpole", "pendulum")
 
 
@@ -176,7 +178,7 @@ class NoisyCartPole(PartialObsVecEnv):
         # and keep its time limit out of the way (ours is max_steps).
         self.sim = CartPoleVectorEnv(num_envs=num_envs, max_episode_steps=2**62)
         self.sim.reset(seed=seed)
-        super().__init__(num_envs, noise, seed + 1, stack)
+        super().__init__(num_envs, noise, derive_seed(seed, "noise"), stack)
 
     def _reset_envs(self, idx: np.ndarray) -> None:
         self.sim.state[:, idx] = self.sim.np_random.uniform(self.sim.low, self.sim.high, size=(4, len(idx)))

@@ -31,6 +31,7 @@ import torch
 
 from posttrain.algos.core import clipped_surrogate
 from posttrain.algos.gpo import core
+from posttrain.common.seeds import derive_seed
 from posttrain.standalone.gpo_control.envs import PartialObsVecEnv, make_env
 from posttrain.standalone.gpo_control.ppo import Dist, Inputs, Policy, gae, mlp, normalise
 
@@ -239,7 +240,7 @@ def train(cfg: ControlConfig, progress: bool = False, teacher: dict | None = Non
         return _train_teacher_student(cfg, progress, teacher)
     spec = SPECS[cfg.method]
     env = make_env(cfg.env, cfg.num_envs, cfg.noise, cfg.seed, cfg.stack)
-    eval_env = make_env(cfg.env, cfg.eval_episodes, cfg.noise, cfg.seed + 10_000, cfg.stack)
+    eval_env = make_env(cfg.env, cfg.eval_episodes, cfg.noise, derive_seed(cfg.seed, "eval"), cfg.stack)
     agent = Agent(cfg, env, cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     state, obs = env.reset()
@@ -309,8 +310,8 @@ def _train_teacher_student(cfg: ControlConfig, progress: bool, teacher: dict | N
         tcfg = dataclasses.replace(cfg, method="oracle", steps=cfg.teacher_steps or cfg.steps)
         teacher = train(tcfg, progress)[1]
     env = make_env(cfg.env, cfg.num_envs, cfg.noise, cfg.seed, cfg.stack)
-    eval_env = make_env(cfg.env, cfg.eval_episodes, cfg.noise, cfg.seed + 10_000, cfg.stack)
-    t_agent, student = Agent(cfg, env, cfg.seed), Agent(cfg, env, cfg.seed + 1)
+    eval_env = make_env(cfg.env, cfg.eval_episodes, cfg.noise, derive_seed(cfg.seed, "eval"), cfg.stack)
+    t_agent, student = Agent(cfg, env, cfg.seed), Agent(cfg, env, derive_seed(cfg.seed, "student"))
     t_agent.load_state_dict(teacher)  # frozen teacher, frozen normaliser
     student.inputs.load_state_dict(teacher["inputs"])
     gen = torch.Generator().manual_seed(cfg.seed)
