@@ -6,10 +6,11 @@ never decide a result, so a stale file costs time, not correctness."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from xml.etree import ElementTree
+
+from posttrain.common.cli_help import CommandParser
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "module_seconds.json"
 
@@ -25,7 +26,7 @@ def module_seconds(report: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("report", type=Path, help="a JUnit XML report of a whole run (pytest --junitxml)")
     args = parser.parse_args()
     OUT.write_text(json.dumps(module_seconds(args.report), indent=1) + "\n")
