@@ -35,6 +35,9 @@ first and last ``WINDOW`` steps) and PREFIX.png (held-out greedy accuracy per st
 seeds bold), after every finished run, with ``missing`` naming the runs still to come. A run that already
 finished under ``--runs`` is reused, so an interrupted benchmark resumes where it stopped; ``--report_only``
 writes the report from the finished runs without starting any (runs stopped midway go to ``partial_runs``).
+``--reuse FILE`` takes the runs recorded in an earlier report of this script (same ``BUDGET``, same arm flags, or
+it refuses) for the (arm, seed) pairs not finished under ``--runs``, so runs whose directories are gone are not
+trained again; the report names them under ``reused``.
 """
 
 from __future__ import annotations
@@ -131,19 +134,38 @@ def summarise(runs: dict[str, dict[int, dict[str, Curve]]], gain: float) -> dict
     return summary
 
 
+def recorded_runs(path: Path) -> tuple[str, dict[str, dict[int, dict[str, Curve]]]]:
+    """The command of an earlier report of this script and the finished runs it recorded (``runs``: arm -> seed
+    -> curves). Refuses a report made with another ``BUDGET`` or with other flags for an arm, naming it: its runs
+    are not these arms'."""
+    report = json.loads(path.read_text())
+    if report["budget"] != BUDGET:
+        raise ValueError(f"{path}: budget {report['budget']} is not this script's BUDGET {BUDGET}")
+    for arm in report["runs"]:
+        if report["arms"].get(arm) != ARMS.get(arm):
+            raise ValueError(f"{path}: arm {arm!r} ran with flags {report['arms'].get(arm)}, not {ARMS.get(arm)}")
+    runs = {arm: {int(seed): {key: [(step, value) for step, value in curve] for key, curve in run.items()}
+                  for seed, run in per_seed.items()}
+            for arm, per_seed in report["runs"].items()}
+    return report["command"], runs
+
+
 def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, Curve]]],
-                 partial: dict[str, dict[int, dict[str, Curve]]]) -> dict[str, dict]:
+                 partial: dict[str, dict[int, dict[str, Curve]]], reused: list[str],
+                 reused_command: str | None) -> dict[str, dict]:
     """PREFIX.json (and PREFIX.png) from the runs finished so far; ``missing`` lists the (arm, seed) runs still
-    to come, so a partial file says what it lacks, and ``partial_runs`` holds the curves of runs that were started
-    but stopped before their end (``--report_only``; they are in ``missing`` too and in no summary)."""
+    to come, so a partial file says what it lacks, ``partial_runs`` holds the curves of runs that were started
+    but stopped before their end (``--report_only``; they are in ``missing`` too and in no summary), and
+    ``reused`` names the runs taken from ``--reuse``'s file and the command that made them."""
     from posttrain.common.files import atomic_write_text
 
     summary = summarise(runs, args.gain)
     missing = [f"{arm} seed {seed}" for seed in args.seeds for arm in args.arms if seed not in runs.get(arm, {})]
     report = {"command": " ".join([sys.executable, *sys.argv]), "report_only": args.report_only, "budget": BUDGET,
               "arms": ARMS,
-              "diagnostics": DIAGNOSTICS, "missing": missing, "summary": summary, "runs": runs,
-              "partial_runs": partial}
+              "diagnostics": DIAGNOSTICS, "missing": missing,
+              "reused": {"file": str(args.reuse), "command": reused_command, "runs": reused} if reused else None,
+              "summary": summary, "runs": runs, "partial_runs": partial}
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot_seed_curves({arm: [run["eval/accuracy"] for run in per_seed.values()] for arm, per_seed in runs.items()},
                      args.out.with_suffix(".png"), "Text2Grad vs scalar-verdict PPO vs GRPO on step-arithmetic",
@@ -163,22 +185,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report_only", action="store_true",
                         help="start no run: write the report from the runs already finished under --runs (the "
                              "others listed as missing)")
+    parser.add_argument("--reuse", type=Path, default=None,
+                        help="an earlier report of this script (PREFIX.json): its recorded runs stand for the (arm, "
+                             "seed) pairs not finished under --runs instead of training them again")
     parser.add_argument("extra", nargs="*", help="trainer flags for every arm after --, e.g. -- --steps 40")
     args = parser.parse_args(argv)
 
     runs: dict[str, dict[int, dict[str, Curve]]] = {}
     partial: dict[str, dict[int, dict[str, Curve]]] = {}
+    reused_command, recorded = recorded_runs(args.reuse) if args.reuse else (None, {})
+    reused: list[str] = []
     for seed in args.seeds:  # seed-major: an interrupted benchmark has every arm on its first seeds
         for arm in args.arms:
             out = args.runs / arm / f"seed{seed}"
+            if not finished(out) and seed in recorded.get(arm, {}):
+                runs.setdefault(arm, {})[seed] = recorded[arm][seed]
+                reused.append(f"{arm} seed {seed}")
+                continue
             if args.report_only and not finished(out):
                 if (out / "metrics.jsonl").exists():  # started, not finished: kept apart, never summarised
                     partial.setdefault(arm, {})[seed] = metric_curves(out, ["eval/accuracy", *DIAGNOSTICS.values()])
                 continue
             run_training([*BUDGET, *ARMS[arm]], seed, out, args.extra)  # an arm's flags win over the budget's
             runs.setdefault(arm, {})[seed] = metric_curves(out, ["eval/accuracy", *DIAGNOSTICS.values()])
-            write_report(args, runs, partial)  # after every run: a stopped benchmark leaves what it finished
-    print(json.dumps(write_report(args, runs, partial), indent=2))
+            # after every run: a stopped benchmark leaves what it finished
+            write_report(args, runs, partial, reused, reused_command)
+    print(json.dumps(write_report(args, runs, partial, reused, reused_command), indent=2))
     return 0
 
 

@@ -1,0 +1,30 @@
+"""``bench_text2grad.py --reuse``: an earlier report's runs stand in for runs whose directories are gone, but only
+when they ran with this script's budget and the same arm flags (else the report's runs are another benchmark's)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_text2grad import ARMS, BUDGET, recorded_runs
+
+
+def write(path: Path, budget: list[str], arms: dict[str, list[str]]) -> Path:
+    runs = {"grpo": {"0": {"eval/accuracy": [[0, 0.5], [10, 0.625]]}}}
+    path.write_text(json.dumps({"command": "bench --seeds 0", "budget": budget, "arms": arms, "runs": runs}))
+    return path
+
+
+def test_recorded_runs_come_back_keyed_by_integer_seed_with_step_value_points(tmp_path: Path) -> None:
+    command, runs = recorded_runs(write(tmp_path / "r.json", BUDGET, ARMS))
+    assert command == "bench --seeds 0"
+    assert runs == {"grpo": {0: {"eval/accuracy": [(0, 0.5), (10, 0.625)]}}}
+
+
+def test_a_report_with_another_budget_or_other_arm_flags_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="budget"):
+        recorded_runs(write(tmp_path / "budget.json", [*BUDGET, "--steps", "10"], ARMS))
+    with pytest.raises(ValueError, match="arm 'grpo'"):
+        recorded_runs(write(tmp_path / "arms.json", BUDGET, {**ARMS, "grpo": ["--algo", "grpo"]}))
