@@ -17,8 +17,10 @@ rambling before the answer.
 
 Writes PREFIX.json (the command, the shared flags, per arm and seed: the eval curve, wall seconds, mean
 seconds per step, peak RSS) and PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
-time is read from the JSON written before, if any); an unfinished one starts again from step 0 (runs save no
-intermediate checkpoint), so an interrupted benchmark resumes at the first unfinished run.
+time is read from the JSON written before, if any); an unfinished one resumes from its last checkpoint
+(``--save_every 2 --resume auto``: on the shared development machine runs were killed by the kernel's OOM
+killer when other jobs filled the memory), so rerunning the same command resumes where it stopped; the wall
+time of a resumed run counts only its last invocation.
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ from benchmarks.seed_curves import finished, metric_curves, plot_seed_curves, ru
 from posttrain.common.cli_help import CommandParser
 
 COMMON = ["--algo", "grpo", "--model", "smollm2-135m", "--task", "arithmetic", "--prompts_per_step", "4",
-          "--group_size", "4", "--micro_batch_size", "16", "--max_new_tokens", "24", "--lr", "2e-5",
-          "--eval_every", "5", "--eval_examples", "128", "--pass_k", "1", "--save_every", "0",
-          "--progress", "false", "--num_threads", "1"]
+          "--group_size", "4", "--micro_batch_size", "8", "--max_new_tokens", "24", "--temperature", "0.7",
+          "--lr", "2e-5", "--eval_every", "4", "--eval_examples", "128", "--pass_k", "1", "--save_every", "2",
+          "--keep_last", "1", "--resume", "auto", "--progress", "false", "--num_threads", "1"]
 ARMS: dict[str, list[str]] = {
     "grpo-vllm": ["--rollout", "vllm"],
     "grpo-hf": ["--rollout", "hf"],
@@ -54,7 +56,7 @@ def run_summary(output_dir: Path) -> dict[str, float | None]:
     rows = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = [row["perf/step_seconds"] for row in rows if "perf/step_seconds" in row]
     peaks = [row["perf/peak_memory_mb"] for row in rows if "perf/peak_memory_mb" in row]
-    if finished(output_dir) and not (steps and peaks):
+    if not (steps or peaks) and len(rows) > 1:
         raise ValueError(f"{output_dir}/metrics.jsonl logs no perf/step_seconds or perf/peak_memory_mb")
     return {"seconds_per_step_mean": statistics.mean(steps) if steps else None,
             "peak_memory_mb": max(peaks) if peaks else None, "steps_done": len(steps)}
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", nargs="+", default=["grpo-vllm", "grpo-hf"], choices=list(ARMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_smollm2_learning",
                         help="run directories (ARM/seedS)")
     parser.add_argument("--collect_only", action="store_true",
@@ -86,13 +88,15 @@ def main(argv: list[str] | None = None) -> int:
             wall = None
             if args.collect_only and not (output_dir / "metrics.jsonl").exists():
                 continue
-            if not args.collect_only and not finished(output_dir):
+            done = finished(output_dir, args.steps)
+            if not args.collect_only and not done:
                 start = time.perf_counter()
-                run_training([*COMMON, "--steps", str(args.steps), *ARMS[arm]], seed, output_dir)
+                run_training([*COMMON, "--steps", str(args.steps), *ARMS[arm]], seed, output_dir,
+                             final_step=args.steps)
                 wall = time.perf_counter() - start
             previous = report["runs"].get(key, {})
             report["runs"][key] = {
-                "flags": ARMS[arm], "finished": finished(output_dir), "wall_seconds": wall if wall is not None else previous.get("wall_seconds"),
+                "flags": ARMS[arm], "finished": finished(output_dir, args.steps), "wall_seconds": wall if wall is not None else previous.get("wall_seconds"),
                 "curve": metric_curves(output_dir, ["eval/accuracy"])["eval/accuracy"], **run_summary(output_dir),
             }
             args.out.parent.mkdir(parents=True, exist_ok=True)
