@@ -25,15 +25,18 @@ Curve = list[tuple[int, float]]
 """(training step, value) points of one run, in step order."""
 
 
-def finished(output_dir: Path) -> bool:
-    """Whether a run in ``output_dir`` finished: its metrics log and a complete checkpoint exist."""
-    return (output_dir / "metrics.jsonl").exists() and any(output_dir.glob("checkpoints/step_*/COMPLETE"))
+def finished(output_dir: Path, final_step: int | None = None) -> bool:
+    """Whether a run in ``output_dir`` finished: its metrics log and a complete checkpoint exist (the checkpoint
+    of ``final_step`` when given, for runs that also save intermediate checkpoints)."""
+    pattern = f"checkpoints/step_{final_step}/COMPLETE" if final_step is not None else "checkpoints/step_*/COMPLETE"
+    return (output_dir / "metrics.jsonl").exists() and any(output_dir.glob(pattern))
 
 
-def run_training(flags: Sequence[str], seed: int, output_dir: Path, extra: Sequence[str] = ()) -> None:
+def run_training(flags: Sequence[str], seed: int, output_dir: Path, extra: Sequence[str] = (),
+                 final_step: int | None = None) -> None:
     """``posttrain/train.py FLAGS --seed SEED --output_dir OUTPUT_DIR EXTRA`` single-threaded and offline, unless
-    it already ``finished``; a failed run raises ``CalledProcessError``."""
-    if finished(output_dir):
+    it already ``finished`` (at ``final_step`` when given); a failed run raises ``CalledProcessError``."""
+    if finished(output_dir, final_step):
         return
     cmd = [sys.executable, str(REPO / "posttrain" / "train.py"), *flags, "--seed", str(seed),
            "--output_dir", str(output_dir), *extra]

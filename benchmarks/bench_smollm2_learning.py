@@ -1,0 +1,113 @@
+"""GRPO learning on a real pretrained model: SmolLM2-135M-Instruct (``--model smollm2-135m``) on the built-in
+``arithmetic`` task, held-out greedy accuracy over training, per rollout engine and seed.
+
+    python benchmarks/bench_smollm2_learning.py --arms grpo-vllm grpo-hf --seeds 0
+
+Every run is ``posttrain/train.py --algo grpo --model smollm2-135m --task arithmetic`` as a user would start it
+(single-threaded, one process, offline); the arms differ only in the flags named in ``ARMS``:
+
+- ``grpo-vllm``: rollouts and evaluation by the colocated vLLM engine (``--rollout vllm``);
+- ``grpo-hf``: the same run with our Hugging Face engine (``--rollout hf``);
+- ``grpo-vllm-lora``: ``grpo-vllm`` training a rank-8 LoRA adapter instead of every weight.
+
+The task's verifier is math-verify (``posttrain.tasks.verifiers.math_equal``): it extracts the value from
+prose ("The number 9 + 3 = 12."), so the instruct model's chatty answers count when they state the right
+number within ``--max_new_tokens``; what it cannot do at the start is subtract into negatives and stop
+rambling before the answer.
+
+Writes PREFIX.json (the command, the shared flags, per arm and seed: the eval curve, wall seconds, mean
+seconds per step, peak RSS) and PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
+time is read from the JSON written before, if any); an unfinished one resumes from its last checkpoint
+(``--save_every 2 --resume auto``: on the shared development machine runs were killed by the kernel's OOM
+killer when other jobs filled the memory), so rerunning the same command resumes where it stopped; the wall
+time of a resumed run counts only its last invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.seed_curves import finished, metric_curves, plot_seed_curves, run_training
+from posttrain.common.cli_help import CommandParser
+
+COMMON = ["--algo", "grpo", "--model", "smollm2-135m", "--task", "arithmetic", "--prompts_per_step", "4",
+          "--group_size", "4", "--micro_batch_size", "8", "--max_new_tokens", "24", "--temperature", "0.7",
+          "--lr", "2e-5", "--eval_every", "4", "--eval_examples", "128", "--pass_k", "1", "--save_every", "2",
+          "--keep_last", "1", "--resume", "auto", "--progress", "false", "--num_threads", "1"]
+ARMS: dict[str, list[str]] = {
+    "grpo-vllm": ["--rollout", "vllm"],
+    "grpo-hf": ["--rollout", "hf"],
+    "grpo-vllm-lora": ["--rollout", "vllm", "--lora_r", "8"],
+}
+
+
+def run_summary(output_dir: Path) -> dict[str, float | None]:
+    """Mean ``perf/step_seconds`` (a training step: rollouts, reward, update, weight sync; evaluations not
+    included) and the largest ``perf/peak_memory_mb`` (peak RSS on CPU) the run logged; None for a run that
+    has not finished a step yet."""
+    rows = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = [row["perf/step_seconds"] for row in rows if "perf/step_seconds" in row]
+    peaks = [row["perf/peak_memory_mb"] for row in rows if "perf/peak_memory_mb" in row]
+    if not (steps or peaks) and len(rows) > 1:
+        raise ValueError(f"{output_dir}/metrics.jsonl logs no perf/step_seconds or perf/peak_memory_mb")
+    return {"seconds_per_step_mean": statistics.mean(steps) if steps else None,
+            "peak_memory_mb": max(peaks) if peaks else None, "steps_done": len(steps)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", nargs="+", default=["grpo-vllm", "grpo-hf"], choices=list(ARMS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_smollm2_learning",
+                        help="run directories (ARM/seedS)")
+    parser.add_argument("--collect_only", action="store_true",
+                        help="start no run: record what the run directories hold so far (an unfinished run's curve "
+                             "is marked finished: false), e.g. at a session's end; rerun without it to resume")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "smollm2_learning",
+                        help="output prefix: writes PREFIX.json and PREFIX.png")
+    args = parser.parse_args(argv)
+
+    out_json = args.out.with_suffix(".json")
+    report = json.loads(out_json.read_text()) if out_json.exists() else {"runs": {}}
+    invocation = " ".join([sys.executable, *sys.argv])
+    report.update({"collect_command" if args.collect_only else "command": invocation,
+                   "common_flags": COMMON + ["--steps", str(args.steps)]})
+    for arm in args.arms:
+        for seed in args.seeds:
+            output_dir = args.runs / arm / f"seed{seed}"
+            key = f"{arm}/seed{seed}"
+            wall = None
+            if args.collect_only and not (output_dir / "metrics.jsonl").exists():
+                continue
+            done = finished(output_dir, args.steps)
+            if not args.collect_only and not done:
+                start = time.perf_counter()
+                run_training([*COMMON, "--steps", str(args.steps), *ARMS[arm]], seed, output_dir,
+                             final_step=args.steps)
+                wall = time.perf_counter() - start
+            previous = report["runs"].get(key, {})
+            report["runs"][key] = {
+                "flags": ARMS[arm], "finished": finished(output_dir, args.steps), "wall_seconds": wall if wall is not None else previous.get("wall_seconds"),
+                "curve": metric_curves(output_dir, ["eval/accuracy"])["eval/accuracy"], **run_summary(output_dir),
+            }
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            out_json.write_text(json.dumps(report, indent=2))
+    curves: dict[str, list] = {}
+    for key, run in report["runs"].items():
+        curves.setdefault(key.split("/")[0], []).append(run["curve"])
+    plot_seed_curves(curves, args.out.with_suffix(".png"), "GRPO on SmolLM2-135M-Instruct (arithmetic)")
+    print(json.dumps({key: (run["curve"][0][1], run["curve"][-1][1]) for key, run in report["runs"].items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
