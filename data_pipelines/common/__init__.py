@@ -3,7 +3,7 @@
 - ``backends``: ``load_backend(spec)`` -> the project's engines (HF, vLLM, OpenAI-compatible HTTP, copy-cache LM)
   behind ``posttrain.engines.base``'s generate / score protocols; text -> token-id conventions; ``model_identity``.
 - ``runner``: ``StageRunner`` on Ray Data (``ActorStage``, ``run_once``, ``--ray_address`` / ``--num_workers`` /
-  ``--overwrite`` / ``--failure_retries``), content-addressed resume; ``ray_read``: the workers read the input (JSONL /
+  ``--overwrite`` / ``--failure_retries`` / ``--stall_timeout_s``), content-addressed resume; ``ray_read``: the workers read the input (JSONL /
   Parquet / HF Arrow files, any pyarrow filesystem); ``ray_exec``: the one Ray start-up (``init_ray``) and the block
   step; ``blocks``: one block on a worker (identity check, retries of infrastructure failures, its part files).
 - ``diversity``: diversity metrics of a question set (pairwise cosine / L2, 1-NN, k-means inertia, radius).

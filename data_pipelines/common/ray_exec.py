@@ -84,8 +84,12 @@ def _run_batch(batch: dict[str, np.ndarray], task, get_process) -> dict[str, np.
             for key in ("block", "status", "outputs", "rejects", "detail")}
 
 
-def run_blocks(ds: Any, task, stage, *, num_workers: int | None = None) -> Iterator[dict]:
-    """A summary dict (``BlockTask.run``) for every block of ``ds``, computed and written on Ray workers."""
+def run_blocks(ds: Any, task, stage, *, num_workers: int | None = None, stall_timeout_s: float = 0) -> Iterator[dict]:
+    """A summary dict (``BlockTask.run``) for every block of ``ds``, computed and written on Ray workers.
+
+    Ray Data's no-progress guard (30 minutes by default) counts only blocks moving between operators, and
+    one block here is ``chunk_size`` records of a stage (LLM calls): a slow block on a loaded machine is not
+    a hang. The guard is off unless ``stall_timeout_s`` > 0 sets it (``--stall_timeout_s``)."""
     import ray.data
 
     from data_pipelines.common.runner import ActorStage
@@ -102,6 +106,7 @@ def run_blocks(ds: Any, task, stage, *, num_workers: int | None = None) -> Itera
     else:
         ds = ds.map_batches(_run_plain, fn_kwargs={"task": task, "process": stage}, batch_size=task.chunk_size,
                             batch_format="numpy", compute=ray.data.TaskPoolStrategy(size=workers), num_cpus=1)
+    ds.context.execution_no_progress_timeout_s = stall_timeout_s if stall_timeout_s > 0 else -1
     for row in ds.iter_rows():
         yield {"block": int(row["block"]), "status": str(row["status"]), "outputs": int(row["outputs"]),
                "rejects": int(row["rejects"]), "detail": str(row["detail"])}

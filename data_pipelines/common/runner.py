@@ -105,7 +105,8 @@ class StageRunner:
     resumably (see the module docstring). ``num_workers`` is the number of Ray tasks (plain stage) or actors
     (overrides ``ActorStage.num_actors``) running at once; ``ray_address`` as in ``init_ray``; ``retries``
     and ``retry_backoff_s`` bound the retries of an infrastructure failure; ``overwrite`` redoes stale
-    work instead of refusing it."""
+    work instead of refusing it; ``stall_timeout_s`` fails the stage when no block finishes for that long
+    (0: no limit)."""
 
     def __init__(
         self,
@@ -123,6 +124,7 @@ class StageRunner:
         retries: int = 3,
         retry_backoff_s: float = 2.0,
         overwrite: bool = False,
+        stall_timeout_s: float = 0,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
@@ -130,6 +132,8 @@ class StageRunner:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if retries < 0 or retry_backoff_s < 0:
             raise ValueError(f"retries and retry_backoff_s must be >= 0, got {retries} and {retry_backoff_s}")
+        if stall_timeout_s < 0:
+            raise ValueError(f"stall_timeout_s must be >= 0 (0 = no limit), got {stall_timeout_s}")
         self.out_dir = Path(out_dir)
         self.process = process
         self.chunk_size = chunk_size
@@ -144,6 +148,7 @@ class StageRunner:
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self.overwrite = overwrite
+        self.stall_timeout_s = stall_timeout_s
 
     # ---------------------------------------------------------------- paths
     def part_path(self, chunk: int) -> Path:
@@ -211,7 +216,8 @@ class StageRunner:
                          self.config_hash, self.desc, self.retries, self.retry_backoff_s, self.overwrite)
         counts = {"reused": 0, "done": 0, "outputs": 0, "rejects": 0}
         try:
-            for row in (run_blocks(ds, task, self.process, num_workers=self.num_workers) if total else ()):
+            for row in (run_blocks(ds, task, self.process, num_workers=self.num_workers,
+                                             stall_timeout_s=self.stall_timeout_s) if total else ()):
                 if row["status"] == "input_changed":
                     raise StaleOutput(f"{self.out_dir}: {row['detail']}; rerun with --overwrite to redo it, "
                                       "or use another --output folder")
@@ -326,7 +332,7 @@ def run_once(path: str | Path, compute: Callable[[], list[dict]], *, config: dic
 
 def add_backbone_args(parser) -> None:
     """The backbone flags every pipeline takes: ``--ray_address``, ``--num_workers``, ``--overwrite``,
-    ``--failure_retries``."""
+    ``--failure_retries``, ``--stall_timeout_s``."""
     parser.add_argument("--ray_address", default=None,
                         help="Ray cluster to run on ('auto', 'ray://host:port'); default: a local in-process Ray. "
                         "On a cluster --output must be on storage shared by every node")
@@ -338,6 +344,10 @@ def add_backbone_args(parser) -> None:
     parser.add_argument("--failure_retries", type=int, default=3,
                         help="retries of a block whose stage raised (a server down, out of memory), with "
                         "exponential backoff, before the run fails; records the stage refuses are rejects")
+    parser.add_argument("--stall_timeout_s", type=float, default=0,
+                        help="fail a stage when no block has finished for this many seconds (0, the default: no "
+                        "limit; a block of LLM calls on a loaded machine can take longer than any fixed limit, "
+                        "and every remote call has its own timeout)")
 
 
 def runner_options(args) -> dict[str, Any]:
@@ -346,5 +356,7 @@ def runner_options(args) -> dict[str, Any]:
         raise SystemExit(f"error: --num_workers must be >= 1, got {args.num_workers}")
     if args.failure_retries < 0:
         raise SystemExit(f"error: --failure_retries must be >= 0, got {args.failure_retries}")
+    if args.stall_timeout_s < 0:
+        raise SystemExit(f"error: --stall_timeout_s must be >= 0 (0 = no limit), got {args.stall_timeout_s}")
     return {"ray_address": args.ray_address, "num_workers": args.num_workers, "retries": args.failure_retries,
-            "overwrite": args.overwrite}
+            "overwrite": args.overwrite, "stall_timeout_s": args.stall_timeout_s}

@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
-from pathlib import Path
 
 import torch
-from workflow_steps import Workflow, curve, final_checkpoint, training_metrics
+from workflow_steps import Workflow, curve, final_checkpoint, workflow_parser
 
 from data_pipelines.common.corpus import make_corpus
-from posttrain.common.cli_help import CommandParser
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
 
@@ -91,19 +88,16 @@ def held_out_pairs(seed: int, num_entities: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = CommandParser(description=__doc__)
-    p.add_argument("--out", type=Path, default=Path("outputs/workflow-entropylong-lm"))
+    p = workflow_parser(__doc__, "entropylong-lm", "data", "train")
     p.add_argument("--model", default="smollm2-135m", help="the causal model trained (and the probe's tokenizer)")
     p.add_argument("--probe_seed", type=int, default=1000, help="seed of the held-out corpus")
     p.add_argument("--probe_entities", type=int, default=16, help="planted pairs in the held-out corpus")
     p.add_argument("--no_ablation", action="store_true", help="skip the run on the documents without contexts")
-    p.add_argument("--data_args", default="", help="more `posttrain data entropylong` flags, one string")
-    p.add_argument("--train_args", default="", help="more `posttrain train` flags, one string (override the defaults)")
     args = p.parse_args(argv)
     flow = Workflow("entropylong-lm", args.out)
     data = args.out / "data"
     flow.run("entropylong", ["posttrain", "data", "entropylong", "--output", str(data), "--no_progress",
-                             *shlex.split(args.data_args)])
+                             *args.data_args])
     rows = [json.loads(line) for line in (data / "sequences.jsonl").read_text().splitlines() if line.strip()]
     (data / "documents.jsonl").write_text("".join(json.dumps({"id": r["id"], "text": r["text"][r["d_offset_chars"]:]})
                                                   + "\n" for r in rows))
@@ -115,12 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     for name, dataset in runs.items():
         train_dir = args.out / f"train-{name}"
-        flow.run(f"train-{name}", ["posttrain", "train", "--algo", "sft", "--task", "dataset", "--dataset", str(dataset),
-                                   "--text_column", "text", "--model", args.model, "--steps", str(steps),
-                                   "--max_target_tokens", str(longest), *TRAIN_DEFAULTS, "--output_dir", str(train_dir),
-                                   "--report_to", "jsonl", "--progress", "false", *shlex.split(args.train_args)])
-        results[name] = {"checkpoint": str(final_checkpoint(train_dir)),
-                         "curve": curve(training_metrics(train_dir), "loss", "train/")}
+        metrics = flow.train(f"train-{name}", ["--algo", "sft", "--task", "dataset", "--dataset", str(dataset),
+                                               "--text_column", "text", "--model", args.model, "--steps", str(steps),
+                                               "--max_target_tokens", str(longest), *TRAIN_DEFAULTS],
+                             train_dir, args.train_args)
+        results[name] = {"checkpoint": str(final_checkpoint(train_dir)), "curve": curve(metrics, "loss", "train/")}
     separator = rows[0]["params"]["separator"]
     pairs = held_out_pairs(args.probe_seed, args.probe_entities)
     table = {"before": probe(model_path, pairs, separator),

@@ -13,18 +13,13 @@
 
 The defaults are the trainer's (200 steps, 16 prompts x 8, lr 1e-4, the embedded warm-started policy), as in
 ``benchmarks/grpo_remote_reward.py``, which runs the same two commands over three seeds (its results are this
-workflow's numbers: ``benchmarks/workflows.md``). ``--train_args``
-(one quoted string) overrides them; the tests run this in miniature that way.
+workflow's numbers: ``benchmarks/workflows.md``). ``--train_args`` / ``--serve_args`` (one quoted string each)
+go to those commands and override the defaults; the tests run this in miniature that way.
 """
 
 from __future__ import annotations
 
-import shlex
-from pathlib import Path
-
-from workflow_steps import Workflow, curve, training_metrics
-
-from posttrain.common.cli_help import CommandParser
+from workflow_steps import Workflow, curve, first_and_last, remote_reward_env, workflow_parser
 
 TRAIN_DEFAULTS = ["--steps", "200", "--prompts_per_step", "16", "--group_size", "8", "--micro_batch_size", "128",
                   "--eval_every", "50", "--eval_examples", "128"]
@@ -32,29 +27,22 @@ TRAIN_DEFAULTS = ["--steps", "200", "--prompts_per_step", "16", "--group_size", 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = CommandParser(description=__doc__)
-    p.add_argument("--out", type=Path, default=Path("outputs/workflow-mr3-grpo"))
+    p = workflow_parser(__doc__, "mr3-grpo", "serve", "train")
     p.add_argument("--judge", default=None, help="the served judge's --model (default: the embedded tiny mR3 judge)")
     p.add_argument("--reference", action="store_true", help="show the judge the gold answer")
-    p.add_argument("--serve_args", default="", help="more `posttrain serve` flags, one string")
-    p.add_argument("--train_args", default="", help="more `posttrain train` flags, one string")
     args = p.parse_args(argv)
     flow = Workflow("mr3-grpo", args.out)
-    train_dir = args.out / "train"
     serve = [*(["--model", args.judge] if args.judge else []), "--threads", "1", "--log_level", "warning",
-             "--max_batch_size", "64", *shlex.split(args.serve_args)]
+             "--max_batch_size", "64", *args.serve_args]
     with flow.served("judge", serve) as url:
-        env = {"POSTTRAIN_REWARD_URL": url, "POSTTRAIN_REWARD_MODE": "binary", "POSTTRAIN_REWARD_TIMEOUT": "120",
-               "POSTTRAIN_REWARD_REFERENCE": "1" if args.reference else "0"}
-        flow.run("train", ["posttrain", "train", "--algo", "grpo", "--task", "arithmetic",
-                           "--reward", "rewards.remote:reward", *TRAIN_DEFAULTS, "--save_every", "0", "--output_dir", str(train_dir),
-                           "--report_to", "jsonl", "--progress", "false", *shlex.split(args.train_args)], env=env)
-    metrics = training_metrics(train_dir)
-    evals = [r["eval/accuracy"] for r in metrics if "eval/accuracy" in r]
+        metrics = flow.train("train", ["--algo", "grpo", "--task", "arithmetic", "--reward", "rewards.remote:reward",
+                                       *TRAIN_DEFAULTS, "--save_every", "0"], args.out / "train", args.train_args,
+                             env=remote_reward_env(url, args.reference, timeout_s=120))
+    first, last = first_and_last(metrics, "eval/accuracy")
     gaps = [abs(r["reward/mean"] - r["train/accuracy"]) for r in metrics if "reward/mean" in r and "train/accuracy" in r]
     flow.write_summary({
         "judge": args.judge or "embedded tiny mR3 judge", "reference_shown_to_judge": args.reference,
-        "eval_accuracy_first": evals[0] if evals else None, "eval_accuracy_last": evals[-1] if evals else None,
+        "eval_accuracy_first": first, "eval_accuracy_last": last,
         "mean_abs_reward_minus_accuracy": round(sum(gaps) / len(gaps), 4) if gaps else None,
         "curve": curve(metrics, "reward/", "train/accuracy", "eval/"),
     })

@@ -19,12 +19,9 @@ quoted string each) go to those commands; the tests run this in miniature that w
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
-from workflow_steps import Workflow, curve, final_checkpoint, training_metrics
-
-from posttrain.common.cli_help import CommandParser
+from workflow_steps import Workflow, curve, final_checkpoint, workflow_parser
 
 TRAIN_DEFAULTS = ["--steps", "12", "--prompts_per_step", "2", "--micro_batch_size", "1", "--lr", "1e-5",
                   "--max_prompt_tokens", "4096", "--max_target_tokens", "1024", "--eval_every", "0", "--save_every", "0"]
@@ -38,18 +35,14 @@ def bench_scores(results: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = CommandParser(description=__doc__)
-    p.add_argument("--out", type=Path, default=Path("outputs/workflow-sci2pol-sft"))
+    p = workflow_parser(__doc__, "sci2pol-sft", "corpus", "bench", "train")
     p.add_argument("--model", default="smollm2-135m", help="the model fine-tuned and benched")
     p.add_argument("--judge", default="smollm2-135m", help="the corpus miner's and the bench's judge")
-    p.add_argument("--corpus_args", default="", help="more `posttrain data sci2pol corpus` flags, one string")
-    p.add_argument("--bench_args", default="", help="more `posttrain data sci2pol bench` flags, one string")
-    p.add_argument("--train_args", default="", help="more `posttrain train` flags, one string (override the defaults)")
     args = p.parse_args(argv)
     flow = Workflow("sci2pol-sft", args.out)
     corpus = args.out / "corpus"
     flow.run("corpus", ["posttrain", "data", "sci2pol", "corpus", "--judge", args.judge, "--output", str(corpus),
-                        "--no_progress", *shlex.split(args.corpus_args)])
+                        "--no_progress", *args.corpus_args])
     pairs = [line for line in (corpus / "pairs.jsonl").read_text().splitlines() if line.strip()]
     if len(pairs) < 2:
         raise SystemExit(f"the corpus miner wrote {len(pairs)} pair(s) to {corpus / 'pairs.jsonl'}; SFT needs at least 2 "
@@ -58,21 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     def bench(step: str, model: str) -> dict:
         out = args.out / step
         flow.run(step, ["posttrain", "data", "sci2pol", "bench", "--model", model, "--judge", args.judge,
-                        "--output", str(out), "--no_progress", *shlex.split(args.bench_args)])
+                        "--output", str(out), "--no_progress", *args.bench_args])
         return bench_scores(out / "results.json")
 
     before = bench("bench-before", args.model)
     train_dir = args.out / "train"
-    flow.run("train", ["posttrain", "train", "--algo", "sft", "--task", "dataset", "--dataset", str(corpus / "pairs.jsonl"),
-                       "--model", args.model, *TRAIN_DEFAULTS, "--output_dir", str(train_dir), "--report_to", "jsonl",
-                       "--progress", "false", *shlex.split(args.train_args)])
+    metrics = flow.train("train", ["--algo", "sft", "--task", "dataset", "--dataset", str(corpus / "pairs.jsonl"),
+                                   "--model", args.model, *TRAIN_DEFAULTS], train_dir, args.train_args)
     tuned = final_checkpoint(train_dir)
     after = bench("bench-after", str(tuned))
     flow.write_summary({"model": args.model, "judge": args.judge, "pairs": len(pairs), "fine_tuned": str(tuned),
                         "bench_before": before, "bench_after": after,
                         "overall_change": None if None in (before["overall"], after["overall"])
                         else round(after["overall"] - before["overall"], 3),
-                        "sft_curve": curve(training_metrics(train_dir), "loss", "train/")})
+                        "sft_curve": curve(metrics, "loss", "train/")})
     return 0
 
 

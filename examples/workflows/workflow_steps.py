@@ -1,15 +1,21 @@
-"""The steps the workflows in this folder share: run one CLI command, serve a judge, read a training run.
+"""The steps the workflows in this folder share: their flags, run one CLI command, serve a judge, train, read
+a training run.
 
 Every workflow drives the toolkit through its command lines (``posttrain data ...``, ``posttrain train ...``,
 ``posttrain serve ...``), exactly as a user would type them, so what a workflow shows is what the commands
 do. Each command's output goes to ``OUT/logs/NAME.log``; a failing command stops the workflow with the
 log's tail. ``summary.json`` records every command with its wall time.
+
+Flags (``workflow_parser``): every workflow takes ``--out`` and, for each command it runs, ``--<name>_args``:
+more flags of that command in one quoted string, placed after the workflow's own, so they override its
+defaults (``--train_args "--steps 2"``). The tests run each workflow in miniature that way.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -19,12 +25,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from posttrain.common.cli_help import CommandParser
 from posttrain.engines.weight_transfer import free_port
 from posttrain.engines.worker import wait_until_ready
 
 REPO = Path(__file__).resolve().parents[2]
 POSTTRAIN = [sys.executable, "-m", "posttrain.cli"]
 """The ``posttrain`` command, run by this interpreter (so a virtual environment's scripts need not be on PATH)."""
+PASS_THROUGH = {"train": "posttrain train", "serve": "posttrain serve", "designer": "posttrain data designer",
+                "data": "posttrain data entropylong", "corpus": "posttrain data sci2pol corpus",
+                "bench": "posttrain data sci2pol bench"}
+"""The commands whose flags a workflow passes through, by the name of their ``--<name>_args`` flag."""
+
+
+def workflow_parser(description: str, name: str, *passes: str) -> CommandParser:
+    """The flags every workflow shares: ``--out`` (default ``outputs/workflow-NAME``) and, for each of
+    ``passes`` (keys of ``PASS_THROUGH``), ``--<pass>_args`` parsed into a list of flags."""
+    parser = CommandParser(description=description)
+    parser.add_argument("--out", type=Path, default=Path(f"outputs/workflow-{name}"),
+                        help="output folder: each command's outputs, logs/ and summary.json")
+    for key in passes:
+        if key not in PASS_THROUGH:
+            raise ValueError(f"workflow_parser: no pass-through command {key!r} (known: {sorted(PASS_THROUGH)})")
+        parser.add_argument(f"--{key}_args", type=shlex.split, default="",
+                            help=f"more `{PASS_THROUGH[key]}` flags, one quoted string (they override the workflow's; default: none)")
+    return parser
 
 
 class Workflow:
@@ -77,6 +102,14 @@ class Workflow:
                     os.killpg(server.pid, signal.SIGKILL)
                     server.wait(timeout=30)
 
+    def train(self, step: str, flags: list[str], output_dir: Path, extra: list[str],
+              env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """``posttrain train FLAGS`` writing to ``output_dir`` (metrics to ``metrics.jsonl``, no progress bar),
+        then ``extra`` (a user's ``--train_args``, overriding); the run's metric rows."""
+        self.run(step, ["posttrain", "train", *flags, "--output_dir", str(output_dir), "--report_to", "jsonl",
+                        "--progress", "false", *extra], env=env)
+        return training_metrics(output_dir)
+
     def write_summary(self, results: dict[str, Any]) -> Path:
         """``OUT/summary.json``: the workflow's results and every command it ran."""
         path = self.out / "summary.json"
@@ -84,6 +117,19 @@ class Workflow:
                                     **results, "commands": self.commands}, indent=2) + "\n")
         print(f"[{self.name}] -> {path}", flush=True)
         return path
+
+
+def remote_reward_env(url: str, reference: bool, timeout_s: int) -> dict[str, str]:
+    """The environment of ``--reward rewards.remote:reward`` asking the judge at ``url`` for binary verdicts
+    ("is this answer correct?"), shown the gold answer when ``reference``; ``timeout_s`` per request."""
+    return {"POSTTRAIN_REWARD_URL": url, "POSTTRAIN_REWARD_MODE": "binary",
+            "POSTTRAIN_REWARD_REFERENCE": "1" if reference else "0", "POSTTRAIN_REWARD_TIMEOUT": str(timeout_s)}
+
+
+def first_and_last(rows: list[dict[str, Any]], key: str) -> tuple[Any, Any]:
+    """The first and last value of metric ``key`` over the rows that have it (None, None if none do)."""
+    values = [r[key] for r in rows if key in r]
+    return (values[0], values[-1]) if values else (None, None)
 
 
 def log_tail(path: Path, chars: int = 3000) -> str:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,28 @@ def test_runner_outputs_rejects_and_resume(tmp_path, ray_session):
         StageRunner(tmp_path / "out", _square, chunk_size=4, progress=False).run(src)
     with pytest.raises(StaleOutput, match="config.k: None -> 1"):
         StageRunner(tmp_path / "out", _square, chunk_size=8, config={"k": 1}, progress=False).run(src)
+
+
+def _slow_copy(batch):
+    time.sleep(3)
+    return [dict(r) for r in batch]
+
+
+def test_a_slow_block_is_not_a_stall_unless_the_limit_says_so(tmp_path, ray_session, monkeypatch):
+    """Ray Data's own no-progress guard (here 1 s, by default 30 min) would fail a block slower than it;
+    the runner turns it off, and ``stall_timeout_s`` sets one."""
+    from ray.data import DataContext
+    from ray.data.exceptions import ExecutionTimeoutError
+
+    monkeypatch.setattr(DataContext.get_current(), "execution_no_progress_timeout_s", 1.0)
+    records = [{"id": 0}, {"id": 1}]
+    slow = StageRunner(tmp_path / "off", _slow_copy, chunk_size=2, progress=False)
+    assert slow.run(records).records_out == 2
+    limited = StageRunner(tmp_path / "on", _slow_copy, chunk_size=2, progress=False, stall_timeout_s=1.0)
+    with pytest.raises(ExecutionTimeoutError, match="no progress"):
+        limited.run(records)
+    with pytest.raises(ValueError, match="stall_timeout_s"):
+        StageRunner(tmp_path / "bad", _slow_copy, stall_timeout_s=-1)
 
 
 def test_ids_are_content_hashes_of_input_and_config(tmp_path, ray_session):
