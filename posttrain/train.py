@@ -15,6 +15,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from posttrain.algos import algorithm_names, get_algorithm
+from posttrain.common.memory import fix_malloc_thresholds
 from posttrain.config import ConfigError, build_config, help_text, requested_algo
 from posttrain.tasks.dataset import DatasetError
 
@@ -30,6 +31,7 @@ def _usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    fix_malloc_thresholds()  # resident memory stays flat over many steps and weight syncs (common/memory.py)
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = [a for a in argv if not a.startswith("--local_rank") and not a.startswith("--local-rank")]
     wants_help = any(a in HELP_FLAGS for a in argv)

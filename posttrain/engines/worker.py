@@ -42,6 +42,7 @@ import sys
 import time
 
 from posttrain.common.cli_help import CommandParser
+from posttrain.common.memory import MALLOC_ENV
 from posttrain.engines.remote import SERVED_MODEL_NAME
 from posttrain.engines.vllm_setup import INSTALL_HINT, cpu_scheduler_options, vllm_servable_problem
 from posttrain.engines.worker_auth import (
@@ -83,8 +84,8 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
 
 
 def worker_environment(base: dict[str, str] | None = None, cuda: bool | None = None) -> dict[str, str]:
-    """The environment of a rollout worker: ``base`` (default ``os.environ``) plus dev mode and the CPU
-    defaults (user settings win)."""
+    """The environment of a rollout worker: ``base`` (default ``os.environ``) plus dev mode, the CPU defaults
+    and fixed malloc thresholds (``common.memory.MALLOC_ENV``); user settings win."""
     env = dict(os.environ if base is None else base)
     env["VLLM_SERVER_DEV_MODE"] = "1"
     # The colocated engine's in-process default (engines/vllm_setup.py) must not leak into a server, whose
@@ -96,6 +97,8 @@ def worker_environment(base: dict[str, str] | None = None, cuda: bool | None = N
         cuda = torch.cuda.is_available()
     if not cuda:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    for name, value in MALLOC_ENV.items():  # flat resident memory over many weight syncs
+        env.setdefault(name, value)
     return env
 
 
