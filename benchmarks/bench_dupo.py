@@ -59,7 +59,8 @@ COMMON = ["--prompts_per_step", "8", "--group_size", "8", "--micro_batch_size", 
 
 
 CURVES = ("eval/accuracy", "train/accuracy", "reward/mean", "dupo/selection_pass_rate", "dupo/dual_accuracy",
-          "dupo/filtered_fraction", "dupo/dual_distance")
+          "dupo/dual_accuracy_right_answers", "dupo/dual_accuracy_wrong_answers", "dupo/filtered_fraction",
+          "dupo/dual_distance")
 
 
 def rerank_table(ns: list[int], k: int, examples: int, seeds: list[int]) -> dict[str, dict[str, float]]:

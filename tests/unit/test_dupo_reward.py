@@ -108,6 +108,22 @@ def test_a_problem_without_a_number_is_counted_not_dropped() -> None:
     assert stats.no_number == 1 and stats.metrics()["dupo/no_number_fraction"] == 0.5
 
 
+def test_recovery_is_split_by_the_verifiers_verdict_for_the_log() -> None:
+    def fooled_by_eight(problem: str, answer: str, variable: str) -> str:
+        return inverse_of_addition(problem, answer, variable) if answer == "7" else "4"
+
+    completions = ["1", "2", "7", "8", "8", "no idea"]
+    _, stats = group_dual_rewards(["How many pens?"] * 2 + [PROBLEM] * 4, completions, 2, ScriptedEngine(
+        fooled_by_eight), settings("none"))
+    # 7 recovers both hidden numbers (3 and 4); 8 only the 4 (the solver answers 4 whatever is hidden): 1/2
+    assert stats.recovery == [None, None, 1.0, 0.5, 0.5, None]
+    split = stats.answer_split([False, False, True, False, False, False])
+    assert split == {"dupo/dual_accuracy_right_answers": 1.0, "dupo/dual_accuracy_wrong_answers": 0.5}
+    assert stats.answer_split([False] * 6)["dupo/dual_accuracy_right_answers"] == 0.0  # none right: 0, not NaN
+    with pytest.raises(ValueError, match="5 verdicts for 6"):
+        stats.answer_split([True] * 5)
+
+
 def test_groups_must_be_copies_of_one_prompt() -> None:
     with pytest.raises(ValueError, match="one group"):
         group_dual_rewards([PROBLEM, "Bob has 1 cup, gets 2. How many?"], ["7", "3"], 2,

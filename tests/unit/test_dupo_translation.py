@@ -82,6 +82,7 @@ def test_back_translation_reward_follows_bleu() -> None:
     assert len(engine.questions) == 3  # one dual question per distinct non-empty completion
     assert stats.no_answer == 1 and stats.metrics()["dupo/dual_accuracy"] == pytest.approx(1 / 3)
     assert 1 / 3 < stats.metrics()["dupo/dual_distance"] < 2 / 3
+    assert stats.recovery == [1.0, 1.0, 0.0, None, 0.0]  # per completion: exact round trips of its one answer
     lam2, _ = group_back_translation_rewards([PROMPT] * 2, ["wo ol ra nu", ""], 2, BackTranslator(), settings(lam=2.0))
     assert lam2 == pytest.approx([1.0, math.exp(-2)])
 

@@ -150,7 +150,8 @@ class DuPO(GRPO):
     def score(self, group: list[Example], rollouts: Rollouts, step: int
               ) -> tuple[torch.Tensor, torch.Tensor, list[bool], dict[str, float]]:
         """Dual rewards from the prompts and completions alone (the columns, which hold the dataset's answers,
-        are deliberately ignored), and the dual reward's counts."""
+        are deliberately ignored), and the dual reward's counts; the verifier's verdicts (``train/accuracy``'s)
+        only split the dual's recovery into right and wrong answers for the log (``DualStats.answer_split``)."""
         stats = []
 
         def dual_reward(prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
@@ -160,4 +161,5 @@ class DuPO(GRPO):
 
         reward, valid, correct = score_rollouts(self.ctx, group, rollouts, dual_reward)
         snapshot = snapshot_step(step, self.config.dual_refresh_every) if self.declares(SOLVER) else 0
-        return reward, valid, correct, {**stats[0].metrics(), "dupo/snapshot_step": float(snapshot)}
+        return reward, valid, correct, {**stats[0].metrics(), **stats[0].answer_split(correct),
+                                        "dupo/snapshot_step": float(snapshot)}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from posttrain.algos.dupo.dual import bleu_distance, dual_reward
-from posttrain.algos.dupo.dual_solve import solve_duals
+from posttrain.algos.dupo.dual_solve import backward_accuracy, solve_duals
 from posttrain.algos.dupo.reward import DualSettings, DualStats, prompt_groups
 from posttrain.engines.base import GenerationEngine
 from posttrain.tasks.dual_questions import back_translation_prompt, translation_request
@@ -57,6 +57,7 @@ def group_back_translation_rewards(prompts: Sequence[str], completions: Sequence
             stats.dual_answers += len(distances[row])
             stats.recovered += sum(d == 0.0 for d in distances[row])
             stats.distance += sum(distances[row])
+        stats.recovery += [backward_accuracy(distances[row_of[t]]) if t else None for t in texts]
         rewards += [sum(dual_reward(d, settings.lam) for d in distances[row_of[t]]) / settings.samples
                     if t else failed for t in texts]
     return rewards, stats

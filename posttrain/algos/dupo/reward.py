@@ -25,7 +25,7 @@ function is handed prompts and completions only: it never sees the dataset's ans
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from posttrain.algos.dupo.dual import dual_reward, final_answer
 from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_distances
@@ -66,6 +66,10 @@ class DualStats:
     recovered: int = 0
     distance: float = 0.0
     """Sum of the dual answers' distances."""
+    recovery: list[float | None] = field(default_factory=list)
+    """Per completion, in order: its answer's backward accuracy over every dual question asked of it, before
+    selection (None: no answer, no usable number, or no question asked). ``DuPO.score`` splits it by the
+    verifier's verdict, for monitoring only (``answer_split``)."""
 
     def metrics(self) -> dict[str, float]:
         """Pass rate of the selection (kept / built questions), filtered and answerless fractions, dual accuracy
@@ -79,6 +83,18 @@ class DualStats:
             "dupo/dual_distance": self.distance / max(1, self.dual_answers),
             "dupo/dual_questions_per_problem": self.questions / max(1, self.groups - self.no_number),
         }
+
+    def answer_split(self, correct: Sequence[bool]) -> dict[str, float]:
+        """The mean ``recovery`` of the completions the task's verifier calls right, and of those it calls wrong
+        (0.0 where there are none): with the answers known, whether the dual solver still recovers the hidden
+        number from a right answer (its competence) and how often a wrong one fools it. A monitoring metric
+        like ``train/accuracy``: the reward never sees it."""
+        if len(correct) != len(self.recovery):
+            raise ValueError(f"{len(correct)} verdicts for {len(self.recovery)} completions' recoveries")
+        right = [r for r, ok in zip(self.recovery, correct, strict=True) if ok and r is not None]
+        wrong = [r for r, ok in zip(self.recovery, correct, strict=True) if not ok and r is not None]
+        return {"dupo/dual_accuracy_right_answers": sum(right) / max(1, len(right)),
+                "dupo/dual_accuracy_wrong_answers": sum(wrong) / max(1, len(wrong))}
 
 
 def prompt_groups(prompts: Sequence[str], completions: Sequence[str], group_size: int) -> list[tuple[str, list[str]]]:
@@ -128,11 +144,15 @@ def group_dual_rewards(prompts: Sequence[str], completions: Sequence[str], group
         stats.no_answer += sum(a is None for a in answers)
         if not has_number:
             stats.no_number += 1
+            stats.recovery += [None] * len(answers)
             rewards += [None] * len(answers)
             continue
         per_question = []
-        for q in range(len(masked)):
-            rows = {a: distances[first + q * len(distinct) + j] for j, a in enumerate(distinct)}
+        asked = [{a: distances[first + q * len(distinct) + j] for j, a in enumerate(distinct)}
+                 for q in range(len(masked))]
+        stats.recovery += [None if a is None or not asked else
+                           sum(backward_accuracy(rows[a]) for rows in asked) / len(asked) for a in answers]
+        for rows in asked:
             stats.dual_answers += sum(len(r) for r in rows.values())
             stats.recovered += sum(d == 0.0 for r in rows.values() for d in r)
             stats.distance += sum(d for r in rows.values() for d in r)
