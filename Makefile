@@ -44,9 +44,10 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh -m "not gpu and not heavy"
 
-## The data-to-trainer workflows end to end in miniature (marked workflow: minutes each, so not in `make test`).
-test-workflows: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh -m workflow
+## The tests marked long (minutes each, so not in `make test`): workflows in miniature, the multi-launch fault run,
+## second kill points.
+test-long: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH bash scripts/run_tests.sh -m long
 
 lint: $(STAMP) lint-imports
 	$(BIN)/ruff check posttrain rewards data_pipelines tests benchmarks

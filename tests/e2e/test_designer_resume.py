@@ -52,8 +52,9 @@ def _report(out: Path) -> dict:
     return report
 
 
-@pytest.mark.parametrize(("stage", "delay_on"), [("7-generate", "Source text:"),
-                                                 ("9-respond", "Think step by step")])
+@pytest.mark.parametrize(("stage", "delay_on"), [
+    pytest.param("7-generate", "Source text:", marks=pytest.mark.long),  # the second kill point: `make test-long`
+    ("9-respond", "Think step by step")])
 def test_kill_and_resume_equals_a_clean_run(tmp_path, ray_session, clean, stage, delay_on) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     killed = tmp_path / "killed"

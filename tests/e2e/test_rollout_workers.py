@@ -166,6 +166,7 @@ def _assert_worker_holds_checkpoint(url: str, model_path: Path, checkpoint: Path
 
 
 @pytest.mark.distributed
+@pytest.mark.long  # three 2-rank launches and a --dist_timeout_s wait, minutes on 2 cores: `make test-long`
 def test_a_rank_failing_or_hanging_in_a_sync_fails_the_run_which_resumes_on_the_same_and_a_fresh_worker(
         workers, vllm_tiny: Path, tmp_path: Path) -> None:
     """Issue 27 items 3 and 4 through train.py, one run of 3 steps killed twice:

@@ -90,7 +90,7 @@ def scripted_completions() -> Iterator[str]:
         server.server_close()
 
 
-@pytest.mark.workflow  # 5 minutes at load 40-70 (DESIGNER's eight stages, each a Ray job: 167 s): `make test-workflows`
+@pytest.mark.long  # 5 minutes at load 40-70 (DESIGNER's eight stages, each a Ray job: 167 s): `make test-long`
 def test_designer_grpo(tiny_arithmetic: Path, tmp_path: Path) -> None:
     """DESIGNER's every stage (scripted LLM replies through the HTTP engine, hashing embedder) writes questions
     with reference answers; GRPO trains the tiny model on them for two steps, rewarded by a served judge."""
@@ -119,6 +119,7 @@ def test_mr3_judge_grpo(tiny_arithmetic: Path, tmp_path: Path) -> None:
     assert summary["eval_accuracy_first"] is not None and summary["eval_accuracy_last"] is not None
 
 
+@pytest.mark.long  # 70-130 s on 2 cores (a Ray pipeline, two trainings, three probes): `make test-long`
 def test_entropylong_lm(corpus_lm: Path, tmp_path: Path) -> None:
     data = (f"--model {corpus_lm} --num_entities 2 --num_misc 1 --retriever bm25 --top_k 2 --chunk_size 5 "
             "--target-length 300")
@@ -137,7 +138,7 @@ def test_entropylong_lm(corpus_lm: Path, tmp_path: Path) -> None:
         assert math.isfinite(run["curve"][-1]["train/loss"])
 
 
-@pytest.mark.workflow  # about 2.5 minutes on 2 cores: out of CI's time budget, `make test-workflows` runs it
+@pytest.mark.long  # about 2.5 minutes on 2 cores: out of CI's time budget, `make test-long` runs it
 def test_sci2pol_sft(corpus_lm: Path, tmp_path: Path) -> None:
     summary = run_workflow(
         "sci2pol_sft.py", tmp_path, "--model", str(corpus_lm), "--judge", "tiny",

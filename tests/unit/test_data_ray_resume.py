@@ -68,7 +68,7 @@ def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, en
     assert (entropylong_run / "sequences.jsonl").read_bytes() == entropylong_whole  # nothing overwritten
 
 
-@pytest.mark.parametrize("step", ["verified", "parts"])
+@pytest.mark.parametrize("step", [pytest.param("verified", marks=pytest.mark.long), "parts"])  # `make test-long`
 def test_entropylong_killed_with_max_reuse_resumes_to_the_uninterrupted_output(tmp_path, ray_session,
                                                                                 entropylong_whole, step):
     num_blocks = len(entropylong_whole.splitlines()) // 2
