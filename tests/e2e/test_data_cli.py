@@ -86,6 +86,7 @@ def _el_argv(out, *extra: str) -> list[str]:
             "--corpus_style", "chars", "--retriever", "bm25", "--chunk_size", "3", "--no_progress", *extra]
 
 
+@pytest.mark.long  # 1 vs 2 workers byte-identical is unit-tested in test_data_runner: `make test-long`
 def test_entropylong_max_reuse_binds_and_two_workers_write_what_one_writes(tmp_path):
     """Chunk reuse is counted in input order over the whole run, in the driver between verification and
     assembly (its kill -9 / resume identity is in tests/unit/test_data_ray_resume.py), so two Ray workers,

@@ -157,7 +157,8 @@ def _resume_args(model: Path, out: Path, refresh_every: int) -> list[str]:
             "--progress", "false", "--keep_last", "3"]
 
 
-@pytest.mark.parametrize("refresh_every,snapshot_steps", [(2, [1, 1, 3, 3]), (3, [1, 1, 1, 4])])
+@pytest.mark.parametrize("refresh_every,snapshot_steps", [(2, [1, 1, 3, 3]),
+                                                          pytest.param(3, [1, 1, 1, 4], marks=pytest.mark.long)])
 def test_dupo_sigkill_and_resume_equals_uninterrupted(tiny_word_arithmetic: Path, tmp_path: Path, refresh_every: int,
                                                       snapshot_steps: list[int]) -> None:
     """Killed after step 2 and resumed; with refresh_every 3 the resumed step 3 answers with the step-1 snapshot,

@@ -45,6 +45,7 @@ def _results(out: Path) -> dict:
     return report
 
 
+@pytest.mark.long  # the corpus builder's kill test covers the backbone in CI: `make test-long`
 def test_bench_killed_then_rerun_equals_uninterrupted(tmp_path, ray_session):
     assert _run(_bench_argv(tmp_path / "whole", ray_session)) == 0
     whole = _results(tmp_path / "whole")

@@ -59,7 +59,8 @@ def entropylong_whole(entropylong_run) -> bytes:
 
 
 @pytest.mark.parametrize("flag, value, change", [("--chunk_chars", "512", "config.chunk_chars: 2048 -> 512"),
-                                                 ("--corpus_seed", "1", "config.builtin_corpus.seed: 0 -> 1")])
+                                                 pytest.param("--corpus_seed", "1", "config.builtin_corpus.seed: 0 -> 1",
+                                                              marks=pytest.mark.long)])  # `make test-long`
 def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, entropylong_whole, capsys, flag,
                                                              value, change):
     """Contexts are looked up by chunk index: a rerun that would chunk the corpus differently never reuses."""
@@ -77,6 +78,7 @@ def test_entropylong_killed_with_max_reuse_resumes_to_the_uninterrupted_output(t
     assert (tmp_path / "killed" / "sequences.jsonl").read_bytes() == entropylong_whole
 
 
+@pytest.mark.long  # a kill point of the shared backbone that EntropyLong's [parts] kill covers in CI: `make test-long`
 def test_dmap_scoring_killed_resumes_to_the_uninterrupted_output(tmp_path, ray_session):
     from data_pipelines.common.corpus import make_corpus
 
