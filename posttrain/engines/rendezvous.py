@@ -58,8 +58,8 @@ def log_nccl_interface(url: str, address: str) -> None:
 def local_address_towards(url: str) -> str:
     """This machine's address on the route to ``url``'s host: where a worker there can reach the transfer
     group's rendezvous, which rank 0 hosts (no packet is sent; connecting a UDP socket only picks the route)."""
-    host = httpx.URL(url).host
-    port = httpx.URL(url).port or 80
+    parsed = httpx.URL(url)
+    host, port = parsed.host, parsed.port or 80
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             probe.connect((host, port))
