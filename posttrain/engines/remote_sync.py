@@ -59,8 +59,6 @@ class RemoteWeightSync:
     def __init__(self, urls: list[str], control: list[ControlClient], *, sync_timeout_s: float,
                  dtype: torch.dtype, rank: int | None = None, master_address: str | None = None,
                  transport: str | None = None) -> None:
-        if len(control) != len(urls):
-            raise ValueError(f"RemoteWeightSync: {len(urls)} worker URLs but {len(control)} control clients")
         self.urls = list(urls)
         self.control = control
         self.sync_timeout_s = sync_timeout_s
