@@ -1,4 +1,4 @@
-"""The trainer's side of the gloo weight-transfer group (``weight_transfer.open_gloo_group``): rank 0 listens on
+"""The trainer's side of the gloo weight-transfer group (``gloo_group.open_gloo_group``): rank 0 listens on
 the address it is given only (the interface facing the workers), for the rendezvous store and for gloo's own
 connections, and a broadcast over the group arrives."""
 
