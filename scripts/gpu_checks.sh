@@ -112,7 +112,7 @@ import torch
 
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.remote import RemoteVLLMEngine
-from posttrain.engines.weight_transfer import free_port
+from posttrain.engines.rendezvous import free_port
 from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.tiny import RECIPES, build_model, build_tiny
@@ -128,7 +128,7 @@ try:
     wait_until_ready(url, worker, 600, sys.argv[1])
     model, tokenizer = load_causal_lm(path).cuda(), load_tokenizer(path)
     engine = RemoteVLLMEngine([url], tokenizer, model, sync_timeout_s=120, generation_timeout_s=120)  # version 0, bf16
-    assert engine._served_dtype == torch.bfloat16, engine._served_dtype
+    assert engine._weights.served_dtype == torch.bfloat16, engine._weights.served_dtype
     prompts = [tokenizer.encode(p) for p in ("12+7=", "3-1=", "45+45=", "9-3=")]
     out = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=0.0))
     pad_id = tokenizer.pad_token_id

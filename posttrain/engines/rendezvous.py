@@ -1,5 +1,5 @@
 """Where a weight-transfer group meets: the address rank 0 hosts its rendezvous on, for the remote rollout workers
-(``engines/remote.py``).
+(``engines/remote.py``), and a port free there (``free_port``).
 
 Rank 0 hosts each worker's transfer group on its own address on the route to that worker
 (``local_address_towards``), or on the address the user gives; the rendezvous store of either transport listens
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 def rendezvous_address(url: str, master_address: str | None = None) -> str:
     """Where rank 0 hosts the transfer group of the worker at ``url``: ``master_address`` when given, else its
     address on the route to the worker (``local_address_towards``). Both transports' rendezvous stores listen on
-    this address only: ours (``weight_transfer.open_gloo_group``) and vLLM's ``StatelessProcessGroup`` for NCCL
+    this address only: ours (``gloo_group.open_gloo_group``) and vLLM's ``StatelessProcessGroup`` for NCCL
     (vLLM 0.30-0.32 bind its listening socket to ``master_address``), never on every interface; a wildcard
     ``master_address`` (``0.0.0.0``, ``::``) would listen everywhere and is refused."""
     if master_address is None:
@@ -36,6 +36,13 @@ def rendezvous_address(url: str, master_address: str | None = None) -> str:
         raise ValueError(f"RemoteVLLMEngine: master_address {master_address!r} would make the transfer group's "
                          "rendezvous store listen on every interface; give the address that faces the workers")
     return master_address
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (for a transfer group's rendezvous, or a server's port)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 def log_nccl_interface(url: str, address: str) -> None:

@@ -237,7 +237,9 @@ class VLLMRolloutEngine:
             model.load_weights(list(zip(names, tensors)))
 
     def _send_over_gloo(self, source: Any, version: int) -> None:
-        from posttrain.engines.weight_transfer import GlooTrainerInitInfo, WeightSender, free_port
+        from posttrain.engines.rendezvous import free_port
+        from posttrain.engines.weight_sender import WeightSender
+        from posttrain.engines.weight_transfer import GlooTrainerInitInfo
 
         if self._sender is None:
             info = GlooTrainerInitInfo(master_address="127.0.0.1", master_port=free_port(), world_size=2,
@@ -250,14 +252,14 @@ class VLLMRolloutEngine:
     def sync_from(self, weights: TrainerWeights, version: int) -> None:
         """Load the trainer's weights (``weights.gather``: ZeRO-3 gathered a layer at a time on every rank
         together; PEFT adapters already merged) and record ``version``, the trainer step they belong to."""
-        from posttrain.engines.weight_transfer import TrainerWeightSource
+        from posttrain.engines.weight_sources import TrainerWeightSource
 
         self._send(TrainerWeightSource(weights, self.dtype), version)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Load named full tensors (names as ``weights.canonical_name`` maps them; adapter tensors skipped);
         ``version`` defaults to the current one plus 1."""
-        from posttrain.engines.weight_transfer import NamedTensorSource
+        from posttrain.engines.weight_sources import NamedTensorSource
 
         self._send(NamedTensorSource(named_tensors, self.dtype), self._version + 1 if version is None else version)
 

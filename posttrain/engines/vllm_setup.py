@@ -141,7 +141,7 @@ def colocated_weight_path(cuda: bool) -> str:
     the model lives in this process (vLLM then turns multiprocessing off itself), so the trainer's gathered
     tensors load straight into it, which is what TRL does for an engine that shares the trainer's GPU. On CPU
     the gloo transport runs vLLM's own reload protocol (``start_weight_update`` ... ``finish``), which also
-    re-packs the CPU GEMM kernels (``weight_transfer.repack_cpu_heads``); a direct ``load_weights`` would not."""
+    re-packs the CPU GEMM kernels (``weight_receiver.repack_cpu_heads``); a direct ``load_weights`` would not."""
     return DIRECT_LOAD if cuda else GLOO_TRANSFER
 
 
@@ -164,8 +164,10 @@ def colocated_llm_options(weight_path: str, model_path: str, *, dtype: str, seed
         return options
     from vllm.config import WeightTransferConfig
 
+    from posttrain.engines.weight_receiver import register_gloo_receiver
     from posttrain.engines.weight_transfer import GLOO_BACKEND
 
+    register_gloo_receiver()  # the engine runs in this process: its vLLM must know the backend
     options.update(weight_transfer_config=WeightTransferConfig(backend=GLOO_BACKEND),
                    enforce_eager=True,  # no graph compilation on CPU (tens of seconds per start, no gain here)
                    **cpu_scheduler_options(model_path, max_model_len))

@@ -12,9 +12,9 @@ command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind
   ``POSTTRAIN_WORKER_SECRET`` or ``POSTTRAIN_WORKER_SECRET_FILE``) every route but ``/health`` answers 401
   without it (``--middleware`` = ``worker_auth.SharedSecretMiddleware``), and a non-loopback ``--host``
   without a secret is refused.
-- ``--worker-extension-cls`` = ``weight_transfer.WORKER_EXTENSION``: vLLM imports it in its worker
+- ``--worker-extension-cls`` = ``weight_receiver.WORKER_EXTENSION``: vLLM imports it in its worker
   process, which registers our gloo weight transport there; ``--weight-transfer-config`` selects it on
-  CPU and vLLM's own ``nccl`` on CUDA (``remote.default_transport``: the trainer decides the same way).
+  CPU and vLLM's own ``nccl`` on CUDA (``remote_sync.default_transport``: the trainer decides the same way).
 - ``--logprobs-mode processed_logprobs``: completions report the log-probs of the distribution actually
   sampled (after temperature / top-k / top-p), which the importance ratio needs.
 - ``--served-model-name default``: the name ``RemoteVLLMEngine`` asks for.
@@ -60,7 +60,8 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
                    secret: bool = False) -> list[str]:
     """The vLLM server command line of a rollout worker (``model`` already resolved to a path); ``secret``:
     put its routes behind the shared secret of its environment (the secret itself is not on the line)."""
-    from posttrain.engines.weight_transfer import GLOO_BACKEND, WORKER_EXTENSION  # imports vLLM
+    from posttrain.engines.weight_receiver import WORKER_EXTENSION  # imports vLLM
+    from posttrain.engines.weight_transfer import GLOO_BACKEND
 
     if cuda is None:
         import torch

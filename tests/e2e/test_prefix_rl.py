@@ -45,7 +45,7 @@ def test_trainer_builds_the_roles_and_never_changes_the_target(answer_format_mod
                                                               algo: str) -> None:
     from posttrain.algos import get_algorithm
     from posttrain.config import build_config
-    from posttrain.engines.weight_transfer import free_port
+    from posttrain.engines.rendezvous import free_port
     from posttrain.trainer import Trainer
 
     # the in-process trainer's one-rank group; set here so the variables do not leak into later subprocesses

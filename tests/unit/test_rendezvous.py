@@ -43,7 +43,8 @@ def test_each_transports_store_listens_on_the_workers_address_only(transport: st
     opened as rank 0 of a one-rank group on the address the trainer picks for a worker on our first interface."""
     from vllm.distributed.utils import StatelessProcessGroup
 
-    from posttrain.engines.weight_transfer import free_port, open_gloo_group
+    from posttrain.engines.gloo_group import open_gloo_group
+    from posttrain.engines.rendezvous import free_port
 
     address = rendezvous_address(f"http://{_own_addresses()[0]}:8100")
     port = free_port(address)
@@ -74,7 +75,7 @@ def test_the_nccl_group_is_opened_on_the_workers_address(monkeypatch: pytest.Mon
     engine = RemoteVLLMEngine([f"http://{address}:8100"], tokenizer=object(), transport="nccl", rank=0,
                               dtype=torch.float32)
     with caplog.at_level(logging.INFO, logger="posttrain.engines.rendezvous"):
-        engine._sender(0, source=None)
+        engine._weights._sender(0, source=None)
     (info,) = opened
     assert info.master_address == address and info.world_size == 2 and info.rank == 0
     assert _listening(info.master_port) == []  # free there (vLLM's store binds it)

@@ -1,4 +1,4 @@
-"""The trainer's side of the gloo weight-transfer group (``weight_transfer.open_gloo_group``): rank 0 listens on
+"""The trainer's side of the gloo weight-transfer group (``gloo_group.open_gloo_group``): rank 0 listens on
 the address it is given only (the interface facing the workers), for the rendezvous store and for gloo's own
 connections, and a broadcast over the group arrives."""
 
@@ -15,7 +15,8 @@ psutil = pytest.importorskip("psutil")
 
 
 def test_rank_0_listens_on_the_given_address_only() -> None:
-    from posttrain.engines.weight_transfer import _broadcast, free_port, open_gloo_group
+    from posttrain.engines.gloo_group import broadcast_bucket, open_gloo_group
+    from posttrain.engines.rendezvous import free_port
 
     before = {c.laddr for c in psutil.Process(os.getpid()).net_connections("tcp") if c.status == "LISTEN"}
     port = free_port("127.0.0.1")
@@ -28,8 +29,8 @@ def test_rank_0_listens_on_the_given_address_only() -> None:
     assert (("127.0.0.1", port)) in listening  # the store, on the given port
     assert listening and all(address.ip == "127.0.0.1" for address in listening)  # nothing on 0.0.0.0 / ::
     received = torch.zeros(3)
-    receiver = threading.Thread(target=lambda: _broadcast(groups[1], received, "a test bucket"))
+    receiver = threading.Thread(target=lambda: broadcast_bucket(groups[1], received, "a test bucket"))
     receiver.start()
-    _broadcast(groups[0], torch.tensor([1.0, 2.0, 3.0]), "a test bucket")
+    broadcast_bucket(groups[0], torch.tensor([1.0, 2.0, 3.0]), "a test bucket")
     receiver.join()
     assert received.tolist() == [1.0, 2.0, 3.0]
