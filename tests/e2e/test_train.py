@@ -75,24 +75,36 @@ def test_other_algorithms_plain_python(tiny_arithmetic: Path, tmp_path: Path, al
     assert weights_changed(tiny_arithmetic, out, 2)
 
 
-def test_bad_config_names_field_and_valid_values(tmp_path: Path) -> None:
-    result = run_entry(["--algo", "grpo", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "5",
-                        "--output_dir", str(tmp_path)])
-    assert result.returncode == 2
-    assert "micro_batch_size" in result.stderr and "[1, 2, 4, 8, 16]" in result.stderr
-    result = run_entry(["--algo", "grpo", "--loss_agg", "mean", "--output_dir", str(tmp_path)])
-    assert result.returncode == 2 and "loss_agg" in result.stderr and "token-mean" in result.stderr
-    result = run_entry(["--algo", "grpo", "--lerning_rate", "1", "--output_dir", str(tmp_path)])
-    assert result.returncode == 2 and "lerning_rate" in result.stderr
-    result = run_entry(["--algo", "nope"])
-    assert result.returncode == 2 and "grpo" in result.stderr
+def _main(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """``posttrain/train.py``'s ``main`` in this process: argument errors and ``--help`` end before any
+    training, so a subprocess (seconds of imports each) adds nothing these checks need. The malloc tuning a
+    run starts with is left out of the test process."""
+    from posttrain import train
+
+    monkeypatch.setattr(train, "fix_malloc_thresholds", lambda: None)
+    return train.main(argv)
 
 
-def test_help_lists_documented_fields() -> None:
-    result = run_entry(["--algo", "grpo", "--help"])
-    assert result.returncode == 0
-    assert "--group_size" in result.stdout and "Completions sampled per prompt" in result.stdout
-    assert "--kl_estimator" in result.stdout
+def test_bad_config_names_field_and_valid_values(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _main(["--algo", "grpo", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "5",
+                  "--output_dir", str(tmp_path)], monkeypatch) == 2
+    stderr = capsys.readouterr().err
+    assert "micro_batch_size" in stderr and "[1, 2, 4, 8, 16]" in stderr
+    assert _main(["--algo", "grpo", "--loss_agg", "mean", "--output_dir", str(tmp_path)], monkeypatch) == 2
+    stderr = capsys.readouterr().err
+    assert "loss_agg" in stderr and "token-mean" in stderr
+    assert _main(["--algo", "grpo", "--lerning_rate", "1", "--output_dir", str(tmp_path)], monkeypatch) == 2
+    assert "lerning_rate" in capsys.readouterr().err
+    assert _main(["--algo", "nope"], monkeypatch) == 2
+    assert "grpo" in capsys.readouterr().err
+
+
+def test_help_lists_documented_fields(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _main(["--algo", "grpo", "--help"], monkeypatch) == 0
+    stdout = capsys.readouterr().out
+    assert "--group_size" in stdout and "Completions sampled per prompt" in stdout
+    assert "--kl_estimator" in stdout
 
 
 def test_bad_dataset_row_names_file_row_and_field(tiny_arithmetic: Path, tmp_path: Path) -> None:
