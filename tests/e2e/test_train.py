@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from tests.e2e.conftest import deepspeed_launcher, run_entry
+from tests.e2e.conftest import deepspeed_launcher, run_entry, train_in_process
 
 SMALL = ["--reward", "tests.e2e.rewards:digit_fraction", "--steps", "2", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "8",
          "--eval_every", "2", "--eval_examples", "16", "--pass_k", "2", "--max_new_tokens", "8", "--progress", "false"]
@@ -75,33 +75,23 @@ def test_other_algorithms_plain_python(tiny_arithmetic: Path, tmp_path: Path, al
     assert weights_changed(tiny_arithmetic, out, 2)
 
 
-def _main(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
-    """``posttrain/train.py``'s ``main`` in this process: argument errors and ``--help`` end before any
-    training, so a subprocess (seconds of imports each) adds nothing these checks need. The malloc tuning a
-    run starts with is left out of the test process."""
-    from posttrain import train
-
-    monkeypatch.setattr(train, "fix_malloc_thresholds", lambda: None)
-    return train.main(argv)
-
-
 def test_bad_config_names_field_and_valid_values(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _main(["--algo", "grpo", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "5",
+    assert train_in_process(["--algo", "grpo", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "5",
                   "--output_dir", str(tmp_path)], monkeypatch) == 2
     stderr = capsys.readouterr().err
     assert "micro_batch_size" in stderr and "[1, 2, 4, 8, 16]" in stderr
-    assert _main(["--algo", "grpo", "--loss_agg", "mean", "--output_dir", str(tmp_path)], monkeypatch) == 2
+    assert train_in_process(["--algo", "grpo", "--loss_agg", "mean", "--output_dir", str(tmp_path)], monkeypatch) == 2
     stderr = capsys.readouterr().err
     assert "loss_agg" in stderr and "token-mean" in stderr
-    assert _main(["--algo", "grpo", "--lerning_rate", "1", "--output_dir", str(tmp_path)], monkeypatch) == 2
+    assert train_in_process(["--algo", "grpo", "--lerning_rate", "1", "--output_dir", str(tmp_path)], monkeypatch) == 2
     assert "lerning_rate" in capsys.readouterr().err
-    assert _main(["--algo", "nope"], monkeypatch) == 2
+    assert train_in_process(["--algo", "nope"], monkeypatch) == 2
     assert "grpo" in capsys.readouterr().err
 
 
 def test_help_lists_documented_fields(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _main(["--algo", "grpo", "--help"], monkeypatch) == 0
+    assert train_in_process(["--algo", "grpo", "--help"], monkeypatch) == 0
     stdout = capsys.readouterr().out
     assert "--group_size" in stdout and "Completions sampled per prompt" in stdout
     assert "--kl_estimator" in stdout
