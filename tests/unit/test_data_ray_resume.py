@@ -58,15 +58,24 @@ def entropylong_whole(entropylong_run) -> bytes:
     return whole
 
 
-@pytest.mark.parametrize("flag, value, change", [("--chunk_chars", "512", "config.chunk_chars: 2048 -> 512"),
+@pytest.mark.parametrize("flag, value, change", [("--chunk_chars", "64", "config.chunk_chars: 2048 -> 64"),
                                                  pytest.param("--corpus_seed", "1", "config.builtin_corpus.seed: 0 -> 1",
                                                               marks=pytest.mark.long)])  # `make test-long`
-def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, entropylong_whole, capsys, flag,
-                                                             value, change):
-    """Contexts are looked up by chunk index: a rerun that would chunk the corpus differently never reuses."""
+def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, entropylong_whole, capsys, monkeypatch,
+                                                             flag, value, change):
+    """Contexts are looked up by chunk index: a rerun that would chunk the corpus differently never reuses. It
+    is refused before any index work (the new chunks' index is never built)."""
+    from data_pipelines.entropylong import run
+
+    def no_index(*args, **kwargs):
+        raise AssertionError("a refused rerun built an index")
+
+    monkeypatch.setattr(run, "build_index", no_index)
+    indexes = sorted((entropylong_run / "index").iterdir())
     assert data_main([*_el_argv(entropylong_run), flag, value]) == 1
     assert change in capsys.readouterr().err
     assert (entropylong_run / "sequences.jsonl").read_bytes() == entropylong_whole  # nothing overwritten
+    assert sorted((entropylong_run / "index").iterdir()) == indexes
 
 
 @pytest.mark.parametrize("step", [pytest.param("verified", marks=pytest.mark.long), "parts"])  # `make test-long`
