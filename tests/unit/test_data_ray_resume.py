@@ -24,9 +24,14 @@ pytestmark = pytest.mark.heavy  # starts Ray and kills pipeline processes
 REPO = Path(__file__).resolve().parents[2]
 
 
+EL_CHUNK = 3
+"""Root documents per EntropyLong block: the built-in corpus's 24 documents in 8 blocks per step (each block a
+Ray task: more, smaller blocks cost time and no coverage)."""
+
+
 def _el_argv(out: Path) -> list[str]:
     return ["entropylong", "--model", "cachelm", "--output", str(out), "--num_entities", "10", "--num_misc", "4",
-            "--corpus_style", "chars", "--retriever", "bm25", "--chunk_size", "2", "--max-reuse", "1",
+            "--corpus_style", "chars", "--retriever", "bm25", "--chunk_size", str(EL_CHUNK), "--max-reuse", "1",
             "--no_progress"]
 
 
@@ -81,7 +86,7 @@ def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, en
 @pytest.mark.parametrize("step", [pytest.param("verified", marks=pytest.mark.long), "parts"])  # `make test-long`
 def test_entropylong_killed_with_max_reuse_resumes_to_the_uninterrupted_output(tmp_path, ray_session,
                                                                                 entropylong_whole, step):
-    num_blocks = len(entropylong_whole.splitlines()) // 2
+    num_blocks = -(-len(entropylong_whole.splitlines()) // EL_CHUNK)
     done = _kill_and_resume(_el_argv(tmp_path / "killed"), tmp_path / "killed", ray_session, parts=step)
     assert 2 <= done < num_blocks, done  # really interrupted mid-way through that step
     assert (tmp_path / "killed" / "sequences.jsonl").read_bytes() == entropylong_whole
