@@ -21,8 +21,10 @@ folder must be on storage every worker and the driver see.
 models, block size, input length) and the block's input records hash to what its ``meta.json`` recorded.
 Any mismatch refuses the run with ``StaleOutput`` naming what changed (``config.tasks: ['task1'] ->
 ['task2']``, or the block whose input differs), unless ``overwrite=True`` (``--overwrite``), which redoes
-the mismatched work; stale work is never reused. ``run_once`` keeps the same promise for a whole-dataset
-step (clustering, dedup, filtering): its identity is its config plus a hash of its input records.
+the mismatched work; stale work is never reused. ``StageRunner.check_config`` gives the config part of that
+refusal before the caller prepares anything costly for the stage (an index, a model). ``run_once`` keeps the
+same promise for a whole-dataset step (clustering, dedup, filtering): its identity is its config plus a hash
+of its input records.
 
 **Failures.** Data rejects (malformed, invalid, ``Reject`` returned by the stage) are written with their
 reason and the block is done. An exception is an infrastructure failure (a server down, a missing package,
