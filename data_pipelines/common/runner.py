@@ -21,8 +21,10 @@ folder must be on storage every worker and the driver see.
 models, block size, input length) and the block's input records hash to what its ``meta.json`` recorded.
 Any mismatch refuses the run with ``StaleOutput`` naming what changed (``config.tasks: ['task1'] ->
 ['task2']``, or the block whose input differs), unless ``overwrite=True`` (``--overwrite``), which redoes
-the mismatched work; stale work is never reused. ``run_once`` keeps the same promise for a whole-dataset
-step (clustering, dedup, filtering): its identity is its config plus a hash of its input records.
+the mismatched work; stale work is never reused. ``StageRunner.check_config`` gives the config part of that
+refusal before the caller prepares anything costly for the stage (an index, a model). ``run_once`` keeps the
+same promise for a whole-dataset step (clustering, dedup, filtering): its identity is its config plus a hash
+of its input records.
 
 **Failures.** Data rejects (malformed, invalid, ``Reject`` returned by the stage) are written with their
 reason and the block is done. An exception is an infrastructure failure (a server down, a missing package,
@@ -160,6 +162,23 @@ class StageRunner:
     def num_chunks(self, num_records: int) -> int:
         return -(-num_records // self.chunk_size)
 
+    def check_config(self) -> None:
+        """Refuse now, before the caller prepares anything costly for this stage (an index, a model), when
+        ``run.json`` holds a run of another config: ``StaleOutput`` naming what changed, as ``run`` would
+        raise it after that work. Nothing is refused with ``overwrite`` (``run`` then redoes the stage)."""
+        path = self.out_dir / "run.json"
+        if self.overwrite or not path.exists():
+            return
+        old = json.loads(path.read_text())
+        changed = identity_changes({"config": old.get("config")}, {"config": self.config})
+        if changed:
+            raise self._stale(changed)
+
+    def _stale(self, changed: list[str]) -> StaleOutput:
+        return StaleOutput(f"{self.out_dir} holds a {self.desc} run made with other settings "
+                           f"({'; '.join(changed) or 'config hash'}); rerun with --overwrite to redo it, "
+                           "or use another --output folder")
+
     def _check_identity(self, input_name: str, num_records: int) -> None:
         """Compare ``run.json`` with this run (config, block size, input length): write it on a first run;
         on a mismatch raise ``StaleOutput`` naming what changed, or with ``overwrite`` clear the folder."""
@@ -173,9 +192,7 @@ class StageRunner:
             if not changed and old.get("config_hash") == self.config_hash:
                 return
             if not self.overwrite:
-                raise StaleOutput(f"{self.out_dir} holds a {self.desc} run made with other settings "
-                                  f"({'; '.join(changed) or 'config hash'}); rerun with --overwrite to redo it, "
-                                  "or use another --output folder")
+                raise self._stale(changed)
             logger.warning("%s: redoing %s (%s)", self.desc, self.out_dir, "; ".join(changed))
             for stale in self.out_dir.glob("part-*"):
                 stale.unlink()

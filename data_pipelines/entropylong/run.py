@@ -17,7 +17,8 @@ The run is an index and three steps on the resumable backbone, each resumable, i
    (or BM25-fitted) and MinHashed once, in the driver (``entropylong.index``); the actors load it. Its
    identity (the chunks' content, so ``--chunk_chars``, ``--text_field``, ``--id_field`` and the built-in
    corpus flags, the scorer, retriever, embedder and ``--near-dup-threshold``) is part of both steps'
-   config: a rerun with one of them changed is refused, naming it.
+   config: a rerun with one of them changed is refused, naming it, before any index work (the stage's
+   stored config is checked first: a changed flag would otherwise build a new index only to be refused).
 1. ``verified/``: anchors, retrieval and verification (``EntropyLong.verify_documents``), one Ray Data
    step over the root documents with the scorer held by ``--num_workers`` actors; malformed or invalid
    records land in ``verified/part-*.rejects.jsonl`` with the reason.
@@ -154,17 +155,19 @@ def check_inputs(args, roots: list[dict]) -> None:
     check_representable(tokenizer, scorer, args.separator, "the separator")
 
 
-def prepare_index(args, roots: list[dict], parent: Path) -> tuple[dict, Path]:
-    """Build the retrieval index once (``ensure_index``) in a folder of ``parent`` named by a hash of its
-    identity (content-addressed: a run with other chunks or another scorer gets its own index, and the stages,
-    whose identity holds the index's, then refuse or redo by the backbone's rule); its identity and folder."""
-    from data_pipelines.common.embed import load_embedder
-
-    chunks = _chunks(args, roots)
+def index_location(args, chunks: list[dict], parent: Path) -> tuple[dict, Path]:
+    """The retrieval index's identity and its folder in ``parent``, named by a hash of that identity
+    (content-addressed: a run with other chunks or another scorer gets its own index, and the stages, whose
+    identity holds the index's, then refuse or redo by the backbone's rule). Nothing is built."""
     identity = {"chunks_sha256": chunks_digest(chunks), "scorer": args.model, "tokenizer": args.tokenizer,
                 "retriever": args.retriever, "embedder": args.embedder if args.retriever == "faiss" else None,
                 "near_dup_threshold": args.near_dup_threshold}
-    folder = parent / hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return identity, parent / hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prepare_index(args, chunks: list[dict], identity: dict, folder: Path) -> None:
+    """Build the retrieval index of ``chunks`` in ``folder`` once (``ensure_index``)."""
+    from data_pipelines.common.embed import load_embedder
 
     def build() -> None:
         tokenizer, scorer = _scorer_tokenizer(args)
@@ -173,7 +176,6 @@ def prepare_index(args, roots: list[dict], parent: Path) -> tuple[dict, Path]:
 
     built = ensure_index(folder, identity, build, overwrite=args.overwrite)
     print(f"index: {len(chunks)} chunks {'indexed' if built else 'already indexed'} in {folder}")
-    return identity, folder
 
 
 def build_pipeline(args, index_dir: str, with_retriever: bool = True) -> EntropyLong:
@@ -255,7 +257,8 @@ def run_entropylong(args) -> int:
     try:
         check_inputs(args, roots)
         config = _config(args)
-        index, index_folder = prepare_index(args, roots, out / "index")
+        chunks = _chunks(args, roots)
+        index, index_folder = index_location(args, chunks, out / "index")
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     validate = functools.partial(_validate, args.text_field)
@@ -277,6 +280,11 @@ def run_entropylong(args) -> int:
                                                         num_actors=args.num_workers, num_gpus=num_gpus),
                            chunk_size=args.chunk_size, **options, validate=validate, config=stage_config,
                            desc="entropylong verify", progress=not args.no_progress)
+    verified.check_config()  # a rerun with a changed flag is refused before the index (a new one) is built
+    try:
+        prepare_index(args, chunks, index, index_folder)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
     _print_step("verify", verified.run(roots if builtin else args.input), "documents verified", out / "verified")
     selected = run_once(out / "selected.jsonl", functools.partial(select_all, verified, config),
                         config=stage_config, inputs=verified.iter_outputs(), overwrite=args.overwrite)

@@ -52,6 +52,16 @@ def run_entry(args: list[str], launcher: list[str] | None = None, timeout: float
     return result
 
 
+def train_in_process(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """``posttrain/train.py``'s ``main`` in the test process, for argument errors and ``--help``, which end
+    before any training: a subprocess (seconds of imports) adds nothing such a check needs. The malloc tuning a
+    run starts with is left out of the test process."""
+    from posttrain import train
+
+    monkeypatch.setattr(train, "fix_malloc_thresholds", lambda: None)
+    return train.main(argv)
+
+
 def _assert_no_shm_buffer_left(port: str) -> None:
     """A finished run leaves none of DeepSpeed's CPU all-reduce buffers in /dev/shm (``posttrain.dist`` unlinks
     them once every rank has mapped them; DeepSpeed itself never does, 69 MB per rank per run)."""

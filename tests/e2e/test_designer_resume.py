@@ -22,7 +22,9 @@ from tests.unit.test_designer_scripted import ScriptedDesignerEngine, designer_a
 
 REPO = Path(__file__).resolve().parents[2]
 
-SMALL = "--chunk_size 1 --max-questions 12 --max-segments 6"  # 6 generation blocks: the kill lands mid-stage
+SMALL = "--chunk_size 2 --max-questions 12 --max-segments 6"
+"""3 generation blocks and 3 answer blocks (of 6 and 5 records), so either kill lands mid-stage (each block is a
+Ray task: blocks of one record cost time and no coverage)."""
 _RUN = f"""
 import sys
 from data_pipelines.common.embed import HashingEmbedder

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from posttrain.algos import ALGORITHM_MODULES
-from tests.e2e.conftest import deepspeed_launcher, run_entry
+from tests.e2e.conftest import deepspeed_launcher, run_entry, train_in_process
 
 pytestmark = pytest.mark.skipif(  # the entry point (a subprocess) only knows the algorithms listed there
     "posttrain.algos.espo" not in ALGORITHM_MODULES,
@@ -90,10 +90,12 @@ def test_diffusion_sft_rejects_a_target_longer_than_the_canvas(tiny_diffusion: P
     assert "over max_new_tokens=8" in result.stderr
 
 
-def test_causal_algorithms_refuse_the_diffusion_sampler(tmp_path: Path) -> None:
-    result = run_entry(["--algo", "grpo", "--rollout", "diffusion", "--output_dir", str(tmp_path / "grpo")])
-    assert result.returncode == 2
-    assert "rollout" in result.stderr and "diffusion" in result.stderr
+def test_causal_algorithms_refuse_the_diffusion_sampler(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert train_in_process(["--algo", "grpo", "--rollout", "diffusion", "--output_dir", str(tmp_path / "grpo")],
+                            monkeypatch) == 2
+    stderr = capsys.readouterr().err
+    assert "rollout" in stderr and "diffusion" in stderr
 
 
 def test_espo_on_a_remote_code_checkpoint(tmp_path: Path) -> None:

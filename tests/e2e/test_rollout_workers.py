@@ -2,10 +2,11 @@
 the module and always torn down, driven by ``RemoteVLLMEngine`` and by `posttrain/train.py --rollout
 vllm-remote`: the workers' greedy log-probs equal the HF model's scores of the same tokens (greedy tokens
 under a JSON schema equal the HF engine's), both workers are synced after a training step, a sync resets their
-prefix caches, two ZeRO-3 ranks leave them on the trainer's weights (synchronous and async GRPO, every rollout's
-weight version checked), a request without the workers' shared secret is refused and changes no weight, a
-failed sync is cleaned up and a new trainer syncs the same workers again, a worker on another weight version, a
-silent worker, a worker killed in the middle of a broadcast and a dead worker each give an error naming it. Through
+prefix caches, two ZeRO-3 ranks leave them on the trainer's weights (async GRPO, every rollout's weight version
+checked; synchronous GRPO in ``make test-long``), a request without the workers' shared secret is refused and
+changes no weight, a failed sync is cleaned up and a new trainer syncs the same workers again, a worker on another
+weight version, a silent worker, a worker killed in the middle of a broadcast and a dead worker each give an error
+naming it. Through
 ``train.py`` on 2 ZeRO-3 ranks (``faulty_train.py`` injecting the fault), a rank that hangs or fails in a sync fails
 the run within ``--dist_timeout_s``, and ``--resume auto`` continues against the same worker and a fresh one.
 Weights are compared through log-probs, not greedy tokens, which two kernels may decide differently on a
@@ -307,7 +308,9 @@ def test_async_grpo_on_two_zero3_ranks_through_train_py_with_remote_workers(work
     rank's requests run (issue 27 item 1: the worker died on layers the reload had put on the meta device).
     Every rollout's weight version is checked twice by the run itself: the workers must report the version
     a ``generate`` started with, and ``AsyncRollouts.take`` the version a generation was launched on; the
-    evaluation at step 2 is followed by a sync at step 3."""
+    evaluation at step 2 is followed by a sync at step 3. Both workers then decode with the final checkpoint's
+    weights, not the starting model's (the ZeRO-3 gather and push of 2 ranks; the synchronous twin of this run
+    is the long test below)."""
     urls = ",".join(url for url, _ in workers)
     out = tmp_path / "run"
     result = run_entry(["--algo", "grpo", "--model", str(vllm_tiny), "--rollout", "vllm-remote",
@@ -315,14 +318,15 @@ def test_async_grpo_on_two_zero3_ranks_through_train_py_with_remote_workers(work
                         "--zero_stage", "3", "--steps", "3", "--prompts_per_step", "4", "--group_size", "4",
                         "--micro_batch_size", "8", "--max_new_tokens", "6", "--eval_every", "2", "--eval_examples",
                         "4", "--pass_k", "1", "--save_every", "0", "--progress", "false", "--report_to", "jsonl",
-                        "--output_dir", str(out), "--num_threads", "1"],
+                        "--output_dir", str(out), "--num_threads", "1", "--lr", "3e-3"],
                        launcher=deepspeed_launcher(2), env={"OMP_NUM_THREADS": "1"}, timeout=1200)
     assert result.returncode == 0, result.stderr[-4000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "async/staleness" in r] == [1, 2, 3]
     assert [r["async/staleness"] for r in rows if "async/staleness" in r] == [0.0, 1.0, 1.0]
-    for url, _ in workers:  # every worker ends on the trainer's last step
+    for url, _ in workers:  # every worker ends on the trainer's last step (saved at the end: step_3)
         assert _version(url) == "3"
+        _assert_worker_holds_checkpoint(url, vllm_tiny, out / "checkpoints" / "step_3")
 
 
 def test_a_request_without_the_secret_is_refused_and_changes_no_weight(workers, vllm_tiny: Path) -> None:
@@ -402,6 +406,7 @@ def test_a_sync_resets_the_workers_prefix_cache(workers, vllm_tiny: Path) -> Non
 
 
 @pytest.mark.distributed
+@pytest.mark.long  # a second 2-rank launch: the async run above checks the same gather and push in CI
 def test_two_zero3_ranks_leave_the_workers_on_the_trainers_weights(workers, vllm_tiny: Path, tmp_path: Path) -> None:
     """2 ZeRO-3 ranks, 2 steps through the real trainer, then the workers' greedy tokens equal the trainer's
     model's. The system prompt gives every prompt a shared prefix longer than a KV block, which step 2's

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from tests.e2e.conftest import deepspeed_launcher, run_entry
+from tests.e2e.conftest import deepspeed_launcher, run_entry, train_in_process
 
 SMALL = ["--reward", "tests.e2e.rewards:digit_fraction", "--steps", "2", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "8",
          "--eval_every", "2", "--eval_examples", "16", "--pass_k", "2", "--max_new_tokens", "8", "--progress", "false"]
@@ -75,24 +75,26 @@ def test_other_algorithms_plain_python(tiny_arithmetic: Path, tmp_path: Path, al
     assert weights_changed(tiny_arithmetic, out, 2)
 
 
-def test_bad_config_names_field_and_valid_values(tmp_path: Path) -> None:
-    result = run_entry(["--algo", "grpo", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "5",
-                        "--output_dir", str(tmp_path)])
-    assert result.returncode == 2
-    assert "micro_batch_size" in result.stderr and "[1, 2, 4, 8, 16]" in result.stderr
-    result = run_entry(["--algo", "grpo", "--loss_agg", "mean", "--output_dir", str(tmp_path)])
-    assert result.returncode == 2 and "loss_agg" in result.stderr and "token-mean" in result.stderr
-    result = run_entry(["--algo", "grpo", "--lerning_rate", "1", "--output_dir", str(tmp_path)])
-    assert result.returncode == 2 and "lerning_rate" in result.stderr
-    result = run_entry(["--algo", "nope"])
-    assert result.returncode == 2 and "grpo" in result.stderr
+def test_bad_config_names_field_and_valid_values(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    assert train_in_process(["--algo", "grpo", "--prompts_per_step", "4", "--group_size", "4", "--micro_batch_size", "5",
+                  "--output_dir", str(tmp_path)], monkeypatch) == 2
+    stderr = capsys.readouterr().err
+    assert "micro_batch_size" in stderr and "[1, 2, 4, 8, 16]" in stderr
+    assert train_in_process(["--algo", "grpo", "--loss_agg", "mean", "--output_dir", str(tmp_path)], monkeypatch) == 2
+    stderr = capsys.readouterr().err
+    assert "loss_agg" in stderr and "token-mean" in stderr
+    assert train_in_process(["--algo", "grpo", "--lerning_rate", "1", "--output_dir", str(tmp_path)], monkeypatch) == 2
+    assert "lerning_rate" in capsys.readouterr().err
+    assert train_in_process(["--algo", "nope"], monkeypatch) == 2
+    assert "grpo" in capsys.readouterr().err
 
 
-def test_help_lists_documented_fields() -> None:
-    result = run_entry(["--algo", "grpo", "--help"])
-    assert result.returncode == 0
-    assert "--group_size" in result.stdout and "Completions sampled per prompt" in result.stdout
-    assert "--kl_estimator" in result.stdout
+def test_help_lists_documented_fields(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert train_in_process(["--algo", "grpo", "--help"], monkeypatch) == 0
+    stdout = capsys.readouterr().out
+    assert "--group_size" in stdout and "Completions sampled per prompt" in stdout
+    assert "--kl_estimator" in stdout
 
 
 def test_bad_dataset_row_names_file_row_and_field(tiny_arithmetic: Path, tmp_path: Path) -> None:
@@ -105,9 +107,11 @@ def test_bad_dataset_row_names_file_row_and_field(tiny_arithmetic: Path, tmp_pat
     assert str(data) in message and "2" in message and "answer" in message
 
 
-def test_logged_eval_matches_exported_checkpoint(tiny_arithmetic: Path, tmp_path: Path) -> None:
+def test_logged_evals_match_the_exported_checkpoint_and_a_non_log_step_evaluation_is_logged(
+        tiny_arithmetic: Path, tmp_path: Path) -> None:
     """The final evaluation scores the trained weights (also for SFT, whose rollout engine is only
-    synced for evaluation): re-evaluating the exported checkpoint gives the logged numbers."""
+    synced for evaluation): re-evaluating the exported checkpoint gives the logged numbers. Step 2 evaluates
+    (eval_every 2) but is no log step (log_every 5, 3 steps): its evaluation is logged. One run checks both."""
     from posttrain.engines.base import SamplingParams
     from posttrain.engines.hf import HFRolloutEngine
     from posttrain.models.loading import load_causal_lm, load_tokenizer
@@ -116,10 +120,14 @@ def test_logged_eval_matches_exported_checkpoint(tiny_arithmetic: Path, tmp_path
 
     out = tmp_path / "sft"
     result = run_entry(["--algo", "sft", "--model", str(tiny_arithmetic), "--output_dir", str(out), "--steps", "3",
-                        "--prompts_per_step", "8", "--micro_batch_size", "8", "--lr", "1e-2", "--eval_every", "3",
-                        "--eval_examples", "32", "--pass_k", "1", "--max_new_tokens", "8", "--progress", "false"])
+                        "--prompts_per_step", "8", "--micro_batch_size", "8", "--lr", "1e-2", "--eval_every", "2",
+                        "--log_every", "5", "--eval_examples", "32", "--pass_k", "1", "--max_new_tokens", "8",
+                        "--save_every", "0", "--progress", "false"])
     assert result.returncode == 0, result.stderr[-3000:]
-    logged = read_metrics(out)[-1]
+    rows = read_metrics(out)
+    assert [r["step"] for r in rows] == [0, 2, 3]
+    assert all("eval/accuracy" in r for r in rows) and "train/loss" in rows[1]
+    logged = rows[-1]
     path = out / "checkpoints" / "step_3" / "hf"
     tokenizer, model = load_tokenizer(str(path)), load_causal_lm(str(path))
     task = TASKS.get("arithmetic")()
@@ -130,17 +138,4 @@ def test_logged_eval_matches_exported_checkpoint(tiny_arithmetic: Path, tmp_path
     length = sum(len(c) for c in greedy.completion_ids) / len(examples)
     assert logged["eval/accuracy"] == accuracy
     assert logged["eval/completion_length"] == length
-    assert read_metrics(out)[0]["eval/completion_length"] != length or read_metrics(out)[0]["eval/accuracy"] != accuracy
-
-
-def test_an_evaluation_at_a_non_log_step_is_logged(tiny_arithmetic: Path, tmp_path: Path) -> None:
-    """Step 2 evaluates (eval_every 2) but is no log step (log_every 5, 3 steps): its evaluation is logged."""
-    out = tmp_path / "sft"
-    result = run_entry(["--algo", "sft", "--model", str(tiny_arithmetic), "--output_dir", str(out), "--steps", "3",
-                        "--prompts_per_step", "4", "--micro_batch_size", "4", "--eval_every", "2", "--log_every", "5",
-                        "--eval_examples", "4", "--pass_k", "1", "--max_new_tokens", "4", "--save_every", "0",
-                        "--progress", "false"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = read_metrics(out)
-    assert [r["step"] for r in rows] == [0, 2, 3]
-    assert all("eval/accuracy" in r for r in rows) and "train/loss" in rows[1]
+    assert rows[0]["eval/completion_length"] != length or rows[0]["eval/accuracy"] != accuracy

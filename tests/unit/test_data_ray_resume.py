@@ -24,9 +24,14 @@ pytestmark = pytest.mark.heavy  # starts Ray and kills pipeline processes
 REPO = Path(__file__).resolve().parents[2]
 
 
+EL_CHUNK = 3
+"""Root documents per EntropyLong block: the built-in corpus's 24 documents in 8 blocks per step (each block a
+Ray task: more, smaller blocks cost time and no coverage)."""
+
+
 def _el_argv(out: Path) -> list[str]:
     return ["entropylong", "--model", "cachelm", "--output", str(out), "--num_entities", "10", "--num_misc", "4",
-            "--corpus_style", "chars", "--retriever", "bm25", "--chunk_size", "2", "--max-reuse", "1",
+            "--corpus_style", "chars", "--retriever", "bm25", "--chunk_size", str(EL_CHUNK), "--max-reuse", "1",
             "--no_progress"]
 
 
@@ -58,21 +63,30 @@ def entropylong_whole(entropylong_run) -> bytes:
     return whole
 
 
-@pytest.mark.parametrize("flag, value, change", [("--chunk_chars", "512", "config.chunk_chars: 2048 -> 512"),
+@pytest.mark.parametrize("flag, value, change", [("--chunk_chars", "64", "config.chunk_chars: 2048 -> 64"),
                                                  pytest.param("--corpus_seed", "1", "config.builtin_corpus.seed: 0 -> 1",
                                                               marks=pytest.mark.long)])  # `make test-long`
-def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, entropylong_whole, capsys, flag,
-                                                             value, change):
-    """Contexts are looked up by chunk index: a rerun that would chunk the corpus differently never reuses."""
+def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, entropylong_whole, capsys, monkeypatch,
+                                                             flag, value, change):
+    """Contexts are looked up by chunk index: a rerun that would chunk the corpus differently never reuses. It
+    is refused before any index work (the new chunks' index is never built)."""
+    from data_pipelines.entropylong import run
+
+    def no_index(*args, **kwargs):
+        raise AssertionError("a refused rerun built an index")
+
+    monkeypatch.setattr(run, "build_index", no_index)
+    indexes = sorted((entropylong_run / "index").iterdir())
     assert data_main([*_el_argv(entropylong_run), flag, value]) == 1
     assert change in capsys.readouterr().err
     assert (entropylong_run / "sequences.jsonl").read_bytes() == entropylong_whole  # nothing overwritten
+    assert sorted((entropylong_run / "index").iterdir()) == indexes
 
 
 @pytest.mark.parametrize("step", [pytest.param("verified", marks=pytest.mark.long), "parts"])  # `make test-long`
 def test_entropylong_killed_with_max_reuse_resumes_to_the_uninterrupted_output(tmp_path, ray_session,
                                                                                 entropylong_whole, step):
-    num_blocks = len(entropylong_whole.splitlines()) // 2
+    num_blocks = -(-len(entropylong_whole.splitlines()) // EL_CHUNK)
     done = _kill_and_resume(_el_argv(tmp_path / "killed"), tmp_path / "killed", ray_session, parts=step)
     assert 2 <= done < num_blocks, done  # really interrupted mid-way through that step
     assert (tmp_path / "killed" / "sequences.jsonl").read_bytes() == entropylong_whole

@@ -55,6 +55,11 @@ def test_runner_outputs_rejects_and_resume(tmp_path, ray_session):
         StageRunner(tmp_path / "out", _square, chunk_size=4, progress=False).run(src)
     with pytest.raises(StaleOutput, match="config.k: None -> 1"):
         StageRunner(tmp_path / "out", _square, chunk_size=8, config={"k": 1}, progress=False).run(src)
+    # the same refusal before any run (a pipeline checks it before costly preparation); none with --overwrite
+    with pytest.raises(StaleOutput, match="config.k: None -> 1"):
+        StageRunner(tmp_path / "out", _square, chunk_size=8, config={"k": 1}, progress=False).check_config()
+    StageRunner(tmp_path / "out", _square, chunk_size=8, progress=False).check_config()
+    StageRunner(tmp_path / "out", _square, config={"k": 1}, progress=False, overwrite=True).check_config()
 
 
 def _slow_copy(batch):
