@@ -23,6 +23,9 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   bounds each generation request, and a worker with requests in flight that answers none of them for that long
   fails the call: its queued requests (and every other worker's) are cancelled and ``WorkerError`` names it, so
   a silent worker fails the step within one timeout, not after each queued request has timed out in turn.
+  Each request's own HTTP timeout is twice ``generation_timeout_s`` (``HTTP_TIMEOUT_FACTOR``), so that
+  watchdog, which names the worker and cancels the queue, fires first even on a loaded machine; the HTTP bound
+  only ends the threads of requests already sent.
   After each ``generate`` every worker that served it is asked for its weight version (``GET
   /weight_info``); a worker not on the version the call started with (restarted, synced by someone else,
   or synced while the call ran) raises ``WorkerError`` naming it and both versions.
@@ -49,11 +52,11 @@ from posttrain.engines.worker_control import ControlClient, WorkerError
 
 T = TypeVar("T")
 
-
-T = TypeVar("T")
-
 SERVED_MODEL_NAME = "default"
 """The model name ``posttrain rollout-worker`` serves under (``--served-model-name``)."""
+
+HTTP_TIMEOUT_FACTOR = 2.0
+"""A generation request's HTTP timeout, in units of ``generation_timeout_s`` (see the module docstring)."""
 
 
 def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
@@ -95,7 +98,8 @@ class RemoteVLLMEngine:
         self.concurrency = concurrency
         headers = secret_headers(secret)
         self._clients = [OpenAIHTTPEngine(url, tokenizer, model=SERVED_MODEL_NAME, concurrency=concurrency,
-                                          max_retries=retries, timeout_s=generation_timeout_s, headers=headers)
+                                          max_retries=retries, timeout_s=HTTP_TIMEOUT_FACTOR * generation_timeout_s,
+                                          headers=headers)
                          for url in self.urls]
         self._control = [ControlClient(url, sync_timeout_s, headers) for url in self.urls]
         self._weights = RemoteWeightSync(self.urls, self._control, sync_timeout_s=sync_timeout_s, dtype=dtype,

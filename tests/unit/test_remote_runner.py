@@ -53,3 +53,12 @@ def test_a_failed_request_cancels_the_queued_ones_and_results_keep_their_order()
         engine._run_requests([lambda i=i: request(i) for i in range(200)], [0] * 100 + [1] * 100)
     time.sleep(0.5)
     assert len(started) < 200
+
+
+def test_a_requests_own_http_timeout_outlasts_the_watchdog() -> None:
+    """The watchdog, not a request's HTTP timeout, must be what a silent worker hits first: the two equal made the
+    error a race between "answered none" (queue cancelled) and a bare "generation failed: ReadTimeout"."""
+    engine = _engine(generation_timeout_s=3.0)
+    read_timeouts = {client._http._client.timeout.read for client in engine._clients}
+    assert read_timeouts == {6.0}
+    engine.close()
