@@ -62,20 +62,31 @@ def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     started = []
     saved_secret = os.environ.get(SECRET_ENV)
     os.environ[SECRET_ENV] = SECRET  # the workers' and every trainer's of this module (train.py children too)
+
+    def spawn(i: int, attempt: int) -> tuple[str, subprocess.Popen, Path]:
+        port = free_port()
+        log = logs / f"w{i}-{attempt}.log"
+        # on CUDA (scripts/gpu_checks.sh) both workers share one GPU: a quarter of its memory each
+        gpu_share = ["--", "--gpu-memory-utilization", "0.25"] if torch.cuda.is_available() else []
+        process = spawn_rollout_worker(str(vllm_tiny), port, log,
+                                       extra_args=["--max-model-len", "256", "--dtype", "float32", *gpu_share],
+                                       env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+                                            # its own compile cache: a cache shared with other jobs on the
+                                            # machine once gave a worker a broken header
+                                            "TORCHINDUCTOR_CACHE_DIR": str(logs / f"inductor{i}")})
+        return f"http://127.0.0.1:{port}", process, log
+
     try:
-        for i in range(2):  # both start at once: a start is most of this module's time
-            port = free_port()
-            # on CUDA (scripts/gpu_checks.sh) both workers share one GPU: a quarter of its memory each
-            gpu_share = ["--", "--gpu-memory-utilization", "0.25"] if torch.cuda.is_available() else []
-            process = spawn_rollout_worker(str(vllm_tiny), port, logs / f"w{i}.log",
-                                           extra_args=["--max-model-len", "256", "--dtype", "float32", *gpu_share],
-                                           env={"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-                                                # its own compile cache: a cache shared with other jobs on the
-                                                # machine once gave a worker a broken header
-                                                "TORCHINDUCTOR_CACHE_DIR": str(logs / f"inductor{i}")})
-            started.append((f"http://127.0.0.1:{port}", process, logs / f"w{i}.log"))
-        for url, process, log in started:
-            wait_until_ready(url, process, STARTUP_TIMEOUT_S, log)
+        started.extend(spawn(i, 0) for i in range(2))  # both start at once: a start is most of this module's time
+        for i, (url, process, log) in enumerate(list(started)):
+            try:
+                wait_until_ready(url, process, STARTUP_TIMEOUT_S, log)
+            except RuntimeError as err:
+                # free_port's port can be taken by another process before the worker binds it: start again once
+                if "address already in use" not in str(err).lower():
+                    raise
+                started[i] = spawn(i, 1)
+                wait_until_ready(started[i][0], started[i][1], STARTUP_TIMEOUT_S, started[i][2])
         yield [(url, process) for url, process, _ in started]
     finally:
         for _, process, _ in started:
