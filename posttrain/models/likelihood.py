@@ -143,6 +143,7 @@ def packed_token_logprobs(
     at the positions whose next token is scored (a real token among the last ``last`` columns). Outputs have
     the padded shape, 0 where the padded call would score a pad (the callers mask those positions out).
     The model runs without a KV cache (transformers detects packing only then)."""
+    _check_packing_support(model)
     if input_ids.shape[1] < 2:
         raise ValueError(f"input_ids has {input_ids.shape[1]} column(s); scoring a next token needs at least 2")
     real = attention_mask.bool()
@@ -160,6 +161,23 @@ def packed_token_logprobs(
     logprobs = _scatter_rows(logprobs_from_logits(logits, targets, temperature), scored, last)
     entropy = _scatter_rows(entropy_from_logits(logits, temperature), scored, last) if with_entropy else None
     return logprobs, entropy
+
+
+PACKING_ATTENTION = frozenset({"sdpa", "eager", "flash_attention_2", "flex_attention"})
+"""transformers attention implementations whose mask comes from ``masking_utils`` (packed sequences detected)."""
+
+
+def _check_packing_support(model: torch.nn.Module) -> None:
+    """Refuse a model whose attention may not separate packed sequences: only transformers' own model classes
+    (under a DeepSpeed or PEFT wrapper too) with a ``PACKING_ATTENTION`` implementation build the block-diagonal
+    mask; any other would let sequences attend to each other silently."""
+    base = getattr(model, "module", model)  # DeepSpeed engine
+    base = base.get_base_model() if hasattr(base, "get_base_model") else base  # PEFT
+    attention = getattr(getattr(base, "config", None), "_attn_implementation", None)
+    if not type(base).__module__.startswith("transformers.models.") or attention not in PACKING_ATTENTION:
+        raise ValueError(f"padding_free: {type(base).__name__} (attention {attention!r}) is not a transformers model "
+                         f"with one of {sorted(PACKING_ATTENTION)}; it may not separate packed sequences, "
+                         "so set padding_free false")
 
 
 def _scatter_rows(values: torch.Tensor, where: torch.Tensor, last: int | None) -> torch.Tensor:

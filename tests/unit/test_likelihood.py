@@ -119,3 +119,21 @@ def test_padding_free_scores_only_real_tokens():
     assert logp.shape == (2, 3)
     assert (logp[:, 0] == 0).all() and logp[1, 1] == 0
     assert (logp[0, 1:] < 0).all() and logp[1, 2] < 0
+
+
+def test_padding_free_refuses_a_model_that_may_not_separate_packed_sequences():
+    """A model outside transformers' own classes (e.g. remote code) gets an error naming the option, not numbers
+    computed with sequences attending to each other."""
+    from posttrain.models.likelihood import causal_token_logprobs
+
+    class Custom(torch.nn.Module):
+        def forward(self, **kwargs):
+            raise AssertionError("never called")
+
+    ids = torch.tensor([[1, 2, 3]])
+    with pytest.raises(ValueError, match="padding_free"):
+        causal_token_logprobs(Custom(), ids, torch.ones_like(ids), padding_free=True)
+    eager = _tiny_causal_lm("llama")
+    eager.config._attn_implementation = "some_kernel"
+    with pytest.raises(ValueError, match="padding_free"):
+        causal_token_logprobs(eager, ids, torch.ones_like(ids), padding_free=True)
