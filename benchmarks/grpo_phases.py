@@ -96,3 +96,31 @@ def phase_peak_fractions(steps: list[dict[str, Any]], params: int, peak_flops: f
             entry["median_fraction_of_peak"] = statistics.median(fractions) if fractions else None
         out[phase] = entry
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Add ``phase_breakdown`` to a partial results file of ``bench_grpo_vs_trl.py`` (one stopped before its
+    matmul-peak measurement), against a peak measured apart (``--peak_flops``, its source recorded)."""
+    import json
+    from pathlib import Path
+
+    from posttrain.common.cli_help import CommandParser
+
+    parser = CommandParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="bench_grpo_vs_trl.py --out file.")
+    parser.add_argument("--params", type=int, required=True, help="Model parameters (tied embedding counted once).")
+    parser.add_argument("--peak_flops", type=float, required=True, help="Matmul peak FLOP/s to divide by.")
+    parser.add_argument("--peak_source", required=True, help="Where and when --peak_flops was measured (recorded).")
+    args = parser.parse_args(argv)
+    report = json.loads(args.results.read_text())
+    report["phase_breakdown"] = {side: phase_peak_fractions([s for r in rs for s in r["steps"]], args.params,
+                                                            args.peak_flops)
+                                 for side, rs in report["runs"].items() if rs}
+    report["phase_breakdown_peak"] = {"peak_flops": args.peak_flops, "source": args.peak_source}
+    args.results.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report["phase_breakdown"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

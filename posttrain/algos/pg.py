@@ -106,9 +106,10 @@ class GRPOConfig(TrainConfig):
     tis_cap: float | None = opt(None, "Truncated importance sampling of the sampler's lag and mismatch: each token's "
                                       "loss is weighted min(pi_prox / pi_sampler, C) with this cap C; unset = 2.0 "
                                       "for vLLM rollouts, --async_rollouts or --sync_every > 1, else off; 0 = off.")
-    padding_free: bool = opt(True, "Log-prob forwards (training, old policy, reference) over each micro-batch's real "
-                                   "tokens packed into one row (position ids restarting per sequence, a "
-                                   "block-diagonal causal mask), no padding; the same numbers as the padded batch.")
+    padding_free: bool = opt(False, "Log-prob forwards (training, old policy, reference) over each micro-batch's "
+                                    "real tokens packed into one row (position ids restarting per sequence, a "
+                                    "block-diagonal causal mask), no padding; the same numbers as the padded batch. "
+                                    "Off by default: not measured faster (benchmarks/grpo_vs_trl.md, SmolLM2).")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
         bad = group_pg_incompatibilities(self)
