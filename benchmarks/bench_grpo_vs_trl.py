@@ -17,6 +17,11 @@ Our side is the shipped code, unpatched (one rollout batch per step via ``rollou
 ``lru_cache``d ``math_equal``, each distinct prompt encoded once); the only wrapper is a pass-through around
 ``Trainer._train_on`` that reads the trained batch's token counts (instrumentation, no change to the work).
 
+Each step also records its phases on both sides (``benchmarks/grpo_phases.py``: generation, reward, no-grad
+log-prob forwards, training forward, backward, optimizer, sync, other; pass-through timers), reported per side
+with each matmul phase's useful FLOP/s as a fraction of the peak below. ``--sides ours-packed`` is our side with
+the padding-free lever on (``padding_free=True``), so its ratio to ``ours`` in one invocation is that lever's.
+
 Also measures this CPU's fp32 and bf16 matmul peak (torch.matmul, square, 1 thread and all threads) and
 reports our achieved useful FLOP/s as a fraction of it.
 
@@ -55,6 +60,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.grpo_phases import phase_peak_fractions
 from posttrain.common.cli_help import CommandParser
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,7 +84,12 @@ def _current_rss_mb() -> float:
         return float("nan")
 
 
-SIDES = ("ours", "ours-async", "trl", "trl-vllm")
+SIDE_OVERRIDES: dict[str, dict[str, Any]] = {
+    "ours": {}, "ours-async": {"async_rollouts": True}, "ours-packed": {"padding_free": True},
+}
+"""Our sides: the shipped GRPOConfig defaults plus these fields (ours-packed: the padding-free lever on)."""
+
+SIDES = (*SIDE_OVERRIDES, "trl", "trl-vllm")
 
 
 def _median(xs: list[float]) -> float:
@@ -106,12 +117,15 @@ def _model_params(model_dir: str) -> int:
 def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
+    from benchmarks.grpo_phases import PhaseClock
+
     from posttrain.algos.pg import GRPOConfig
     from posttrain.trainer import Trainer
 
     torch.set_num_threads(args.threads)
     out_dir = tempfile.mkdtemp(prefix="bench-grpo-ours-")
-    async_rollouts = args.worker == "ours-async"
+    overrides = SIDE_OVERRIDES[args.worker]
+    async_rollouts = overrides.get("async_rollouts", False)
     # async: one step more than timed, since the last step only drains (nothing is left to generate ahead)
     total = args.warmup + args.steps + (1 if async_rollouts else 0)
     config = GRPOConfig(
@@ -120,9 +134,9 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         prompts_per_step=args.prompts, group_size=args.group, micro_batch_size=args.micro_batch, mu=1,
         lr=args.lr, weight_decay=0.0, warmup_steps=0, lr_scheduler="constant", max_grad_norm=1.0, zero_stage=0,
         precision=args.precision, gradient_checkpointing=False, rollout=args.rollout,
-        async_rollouts=async_rollouts, max_new_tokens=args.max_new_tokens,
+        max_new_tokens=args.max_new_tokens,
         temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
-        advantage="grpo",
+        advantage="grpo", **overrides,
     )
     trainer = Trainer(config)
     rss_before = _current_rss_mb()
@@ -133,6 +147,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         "rollout_engine": type(trainer.rollout).__name__,
         "rollout_max_batch_size": getattr(trainer.rollout, "max_batch_size", None),
         "async_rollouts": config.async_rollouts,
+        "padding_free": config.padding_free,
         "config_rollout_batch_size": config.rollout_batch_size,
         "math_equal_lru_cached": hasattr(math_equal, "cache_info"),
     }
@@ -147,16 +162,23 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
 
     # Instrumentation only: a pass-through wrapper that reads the token counts off the experience it trains on.
     trainer._train_on = counting_train_on
+    clock = PhaseClock()  # pass-through timers; generation, reward and sync come from the trainer's own timer
+    clock.wrap(trainer.algo, "logprobs", "logprobs")
+    clock.wrap(trainer.algo, "loss", "forward")
+    clock.wrap(trainer.deepspeed_model, "backward", "backward")
+    clock.wrap(trainer.deepspeed_model, "step", "optimizer")
     steps = []
     last = time.perf_counter()
     for step in range(1, total + 1):
         metrics = trainer._one_step(step)
         trainer.logger.log(step, metrics)
         now = time.perf_counter()
+        for phase, key in (("generation", "time/generate"), ("reward", "time/reward"), ("sync", "time/sync")):
+            clock.seconds[phase] += metrics.get(key, 0.0)
         steps.append({
             "seconds": now - last, "tokens": captured["tokens"], "completion_tokens": captured["completion_tokens"],
             "reward_mean": metrics.get("reward/mean"),
-            "phases": {k: v for k, v in metrics.items() if k.startswith("time/")},
+            "phases": {**clock.pop(now - last), **{k: v for k, v in metrics.items() if k.startswith("time/")}},
         })
         last = now
     trainer.logger.close()
@@ -172,6 +194,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
 def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from datasets import Dataset
+    from benchmarks.grpo_phases import PhaseClock, no_grad_now
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -209,6 +232,8 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
     tokens_seen: list[float] = []
     completion_len: list[float] = []
     rewards: list[float] = []
+    clock = PhaseClock()
+    phases: list[dict[str, Any]] = []
 
     class Timer(TrainerCallback):
         def on_train_begin(self, a, state, control, **kw):
@@ -217,6 +242,13 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
 
         def on_step_end(self, a, state, control, **kw):
             times.append(time.perf_counter())
+            phases.append(clock.pop(times[-1] - times[-2]))
+
+        def on_pre_optimizer_step(self, a, state, control, **kw):
+            clock.start("optimizer")
+
+        def on_optimizer_step(self, a, state, control, **kw):
+            clock.stop("optimizer")
 
         def on_log(self, a, state, control, logs=None, **kw):
             if logs and "num_tokens" in logs:
@@ -228,13 +260,19 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
         _give_trl_vllm_our_cpu_settings()
     trainer = GRPOTrainer(model=args.model_dir, reward_funcs=task.reward, args=trl_args, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=[Timer()])
+    # pass-through timers (TRL's sync to its colocated vLLM happens inside _generate, so it counts as generation)
+    clock.wrap(trainer, "_generate", "generation")
+    clock.wrap(trainer, "_calculate_rewards", "reward")
+    clock.wrap(trainer, "_get_per_token_logps_and_entropies", "logprobs", when=no_grad_now)
+    clock.wrap(trainer, "compute_loss", "forward")
+    clock.wrap(trainer.accelerator, "backward", "backward")
     trainer.train()
     shutil.rmtree(out_dir, ignore_errors=True)
     # on_step_end fires before the step's log, so the interval between two on_step_end calls holds the
     # previous step's logging; the last step's logging is outside every interval (and the first is warm-up).
     tokens = [tokens_seen[0]] + [b - a for a, b in itertools.pairwise(tokens_seen)]
-    steps = [{"seconds": b - a, "tokens": t, "completion_tokens": cl * samples, "reward_mean": r}
-             for a, b, t, cl, r in zip(times, times[1:], tokens, completion_len, rewards)]
+    steps = [{"seconds": b - a, "tokens": t, "completion_tokens": cl * samples, "reward_mean": r, "phases": p}
+             for a, b, t, cl, r, p in zip(times, times[1:], tokens, completion_len, rewards, phases)]
     return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
             "rss_after_setup_mb": rss.get("before"), "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": _peak_gpu_mb(),
             "threads": torch.get_num_threads(), "trl_args": {k: v for k, v in trl_args.to_dict().items()
@@ -265,7 +303,8 @@ def _give_trl_vllm_our_cpu_settings() -> None:
 
 def matmul_peak(sizes: list[int], threads: list[int], seconds: float, device: str = "cpu") -> dict[str, Any]:
     """Best square-matmul FLOP/s per dtype: per thread count on the CPU (keys ``fp32_threads1``...), or on the
-    GPU (keys ``fp32_cuda``, ``bf16_cuda``; ``threads`` ignored)."""
+    GPU (keys ``fp32_cuda``, ``bf16_cuda``; ``threads`` ignored). On the CPU a size whose single matmul would
+    outlast ``seconds`` at the best rate so far is skipped, and a size is sampled once when one sample does."""
     import torch
 
     results: dict[str, Any] = {}
@@ -293,12 +332,14 @@ def matmul_peak(sizes: list[int], threads: list[int], seconds: float, device: st
             best = 0.0
             per_size = {}
             for n in sizes:
+                if per_size and 2 * n**3 / max(per_size.values()) > seconds:
+                    break  # one matmul of this size would outlast the budget (emulated bf16: 100x slower)
                 a = torch.randn(n, n, dtype=dtype)
                 b = torch.randn(n, n, dtype=dtype)
                 torch.matmul(a, b)  # warm up
                 samples = []
                 deadline = time.perf_counter() + seconds
-                while time.perf_counter() < deadline or len(samples) < 3:
+                while time.perf_counter() < deadline or (len(samples) < 3 and max(samples, default=0) < seconds):
                     start = time.perf_counter()
                     torch.matmul(a, b)
                     samples.append(time.perf_counter() - start)
@@ -436,6 +477,11 @@ def main(argv: list[str] | None = None) -> int:
                 result["started_at"] = time.strftime("%H:%M:%S")
                 result["load_average_before"], result["load_average_after"] = load_before, os.getloadavg()
                 runs[side].append(result)
+                if args.out:  # progress so far, replaced by the full report at the end
+                    args.out.parent.mkdir(parents=True, exist_ok=True)
+                    args.out.write_text(json.dumps({"command": command, "partial": True, "failures": failures,
+                                                    "summary": {k: _summary(v) for k, v in runs.items() if v},
+                                                    "runs": runs}, indent=2) + "\n")
                 gpu = f", peak GPU {result['peak_gpu_mb']:.0f} MiB" if result.get("peak_gpu_mb") else ""
                 print(f"repeat {r} {side}: median {(_median([s['seconds'] for s in result['steps']])):.3f} s/step "
                       f"peak RSS {result['peak_rss_mb']:.0f} MiB{gpu}", flush=True)
@@ -504,11 +550,21 @@ def main(argv: list[str] | None = None) -> int:
                                                                           t["per_run_median_seconds"])],
             "note": "> 1 means ours is faster; per-repeat = TRL run median / ours run median, same repeat index",
         }
+    if "ours" in summary and "ours-packed" in summary:
+        report["lever_padding_free"] = {  # ours median s/step / ours-packed median s/step: > 1 = the lever pays
+            "ratio": summary["ours"]["median_seconds_per_step"] / summary["ours-packed"]["median_seconds_per_step"],
+            "per_repeat": [o / p for o, p in zip(summary["ours"]["per_run_median_seconds"],
+                                                 summary["ours-packed"]["per_run_median_seconds"])],
+        }
+    peak_key = f"{args.precision}_cuda" if args.device == "cuda" else f"{args.precision}_threads{args.threads}"
+    report["phase_breakdown"] = {  # median seconds per phase and, for matmul phases, the fraction of the peak
+        side: phase_peak_fractions([s for r in rs for s in r["steps"]], n_params, peak.get(peak_key, {}).get("best_flops"))
+        for side, rs in runs.items() if rs}
     if "ours" in summary:
         o = summary["ours"]
         flops_per_step = 8 * n_params * o["median_tokens_per_step"]
         achieved = flops_per_step / o["median_seconds_per_step"]
-        key = f"{args.precision}_cuda" if args.device == "cuda" else f"{args.precision}_threads{args.threads}"
+        key = peak_key
         peak_same = peak.get(key, {}).get("best_flops")
         report["peak_fraction"] = {
             "flop_model": "8 * params * (prompt+completion tokens): 2N for the generation/prefill forward + 6N for "
@@ -525,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     print(json.dumps({k: report[k] for k in ("summary", "ratios_seconds_per_step_vs", "ratio_speed_ours_over_trl",
-                                             "peak_fraction", "failures") if k in report},
+                                             "lever_padding_free", "phase_breakdown", "peak_fraction", "failures")
+                      if k in report},
                      indent=2))
     return 0
 

@@ -32,6 +32,7 @@ from posttrain.engines.sync import rest_rollout, wake_rollout
 from posttrain.engines.worker_control import WorkerError
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
+from posttrain.models.autocast import autocast_dtype, autocast_forward
 from posttrain.models.diffusion import load_diffusion_lm
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
@@ -104,6 +105,10 @@ class Trainer:
         initial_policy = copy.deepcopy(policy).eval().requires_grad_(False) if needs_copy else None
         if config.lora_r:
             policy = apply_lora(policy, config)
+        amp_dtype = autocast_dtype(config.autocast, config.precision, self.info.device.type)
+        if amp_dtype is not None:  # after the engine's copy above: only the trained policy runs under autocast
+            autocast_forward(policy, self.info.device.type, amp_dtype)
+            log.info("policy forwards under %s autocast (--autocast %s)", amp_dtype, config.autocast)
         self.role_deepspeed_models: dict[str, Any] = {}  # trained roles besides the policy (e.g. PPO's critic)
         self.refreshed_roles: dict[str, ModelRole] = {}  # frozen snapshots of the policy (e.g. DuPO's solver)
         self.refreshed_modules: dict[str, torch.nn.Module] = {}

@@ -72,6 +72,12 @@ EOF
     --prompts 32 --group 8 --micro_batch 64 --max_new_tokens 128 --steps 4 --warmup 1 --repeats 2 --keep_going \
     --out "$out/grpo_vs_trl_cuda.json"
 fi
+# Issue 30: a GRPO step 1.5x TRL's on SmolLM2-135M (packaged, offline), same precision on both sides. On one fp32
+# CPU thread the step is matmul-bound on both sides (benchmarks/grpo_vs_trl.md, SmolLM2 section); on a GPU the
+# per-step overheads and the padding the lever removes are where a gap can open. ours-packed: the lever on.
+part grpo_vs_trl_smollm2 "$python" benchmarks/bench_grpo_vs_trl.py --device cuda --model_dir smollm2-135m \
+  --sides ours,ours-packed,trl --prompts 16 --group 8 --micro_batch 64 --max_new_tokens 128 --steps 5 --warmup 1 \
+  --repeats 3 --keep_going --out "$out/grpo_vs_trl_smollm2_cuda.json"
 if "$python" -c "import vllm" 2>/dev/null; then
   part vllm_rollout "$python" benchmarks/bench_vllm_rollout.py --out "$out/vllm_rollout_cuda.json"
   # Issue 27 on CUDA. Each part's log ends with pytest's PASSED / FAILED line per test (-rA) or the script's

@@ -106,6 +106,10 @@ class GRPOConfig(TrainConfig):
     tis_cap: float | None = opt(None, "Truncated importance sampling of the sampler's lag and mismatch: each token's "
                                       "loss is weighted min(pi_prox / pi_sampler, C) with this cap C; unset = 2.0 "
                                       "for vLLM rollouts, --async_rollouts or --sync_every > 1, else off; 0 = off.")
+    padding_free: bool = opt(False, "Log-prob forwards (training, old policy, reference) over each micro-batch's "
+                                    "real tokens packed into one row (position ids restarting per sequence, a "
+                                    "block-diagonal causal mask), no padding; the same numbers as the padded batch. "
+                                    "Off by default: not measured faster (benchmarks/grpo_vs_trl.md, SmolLM2).")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
         bad = group_pg_incompatibilities(self)
@@ -130,11 +134,12 @@ def _right_padded(values: list[list[float]], length: int) -> torch.Tensor:
 
 
 def completion_logprobs(model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int,
-                        temperature: float, device: torch.device | str) -> torch.Tensor:
+                        temperature: float, device: torch.device | str, padding_free: bool = False) -> torch.Tensor:
     """``model``'s log-probs (float32, on the CPU) of the last ``completion_len`` tokens of packed sequences
-    (``pack_sequences``'s ``input_ids`` / ``attention_mask``), at the sampling ``temperature``."""
+    (``pack_sequences``'s ``input_ids`` / ``attention_mask``), at the sampling ``temperature``; ``padding_free``
+    as in ``causal_token_logprobs``."""
     logprobs, _ = causal_token_logprobs(model, tensors["input_ids"].to(device), tensors["attention_mask"].to(device),
-                                        temperature=temperature, last=completion_len)
+                                        temperature=temperature, last=completion_len, padding_free=padding_free)
     return logprobs.float().cpu()
 
 
@@ -188,8 +193,9 @@ class ClippedPolicyGradient(Algorithm):
         """The numbers its terms read."""
 
     def logprobs(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:
-        """``completion_logprobs`` at the rollouts' temperature on this rank's device."""
-        return completion_logprobs(model, tensors, completion_len, self.config.temperature, self.ctx.device)
+        """``completion_logprobs`` at the rollouts' temperature on this rank's device (``--padding_free``)."""
+        return completion_logprobs(model, tensors, completion_len, self.config.temperature, self.ctx.device,
+                                   self.config.padding_free)
 
     def policy_tokens(self, policy: torch.nn.Module, batch: Experience) -> tuple[PolicyTokens, torch.Tensor]:
         """The micro-batch's log-probs under pi_theta (``policy``'s forward), pi_prox, the sampler and the reference
@@ -197,7 +203,7 @@ class ClippedPolicyGradient(Algorithm):
         mask = batch["completion_mask"] * batch["valid"].unsqueeze(-1)
         logp, entropy = causal_token_logprobs(policy, batch["input_ids"], batch["attention_mask"],
                                               temperature=self.config.temperature, with_entropy=True,
-                                              last=mask.shape[1])
+                                              last=mask.shape[1], padding_free=self.config.padding_free)
         logp = logp.float()
         proximal = batch["old_logprobs"] if "old_logprobs" in batch.tensors else logp.detach()
         tokens = PolicyTokens(logp, proximal, batch["advantages"], mask, sampling_logp=batch["sampling_logprobs"],

@@ -100,6 +100,7 @@ def causal_token_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     last: int | None = None,
+    padding_free: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of every token given its prefix: output[:, t] = log p(input_ids[:, t+1] | input_ids[:, :t+1]).
 
@@ -108,7 +109,12 @@ def causal_token_logprobs(
     follow the attention mask so left-padded batches give the same numbers as unpadded sequences.
     The entropy is a metric: it carries no gradient, so none of its ``[B, T, V]`` intermediates is kept
     for the backward pass (with a 49k vocabulary each is 0.4 GB per 16 x 128 tokens).
+
+    ``padding_free``: the same numbers from one forward over the batch's real tokens only
+    (``packed_token_logprobs``); each row's real tokens must be contiguous, as ``pack_sequences`` lays them out.
     """
+    if padding_free:
+        return packed_token_logprobs(model, input_ids, attention_mask, temperature, with_entropy, last)
     position_ids = left_padded_positions(attention_mask)
     kwargs = {"logits_to_keep": last + 1} if last else {}
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs).logits
@@ -120,3 +126,62 @@ def causal_token_logprobs(
     if with_entropy:
         entropy = entropy_from_logits(logits, temperature)
     return logprobs, entropy
+
+
+def packed_token_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    last: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``causal_token_logprobs`` without padding: the rows' real tokens (``attention_mask`` 1) are concatenated
+    into one row with position ids restarting at 0 for each, and no attention mask, from which transformers
+    (``masking_utils.find_packed_sequence_indices``) builds the block-diagonal causal mask, so no token attends
+    across sequences; the forward and backward do no work on padding, and the vocabulary projection runs only
+    at the positions whose next token is scored (a real token among the last ``last`` columns). Outputs have
+    the padded shape, 0 where the padded call would score a pad (the callers mask those positions out).
+    The model runs without a KV cache (transformers detects packing only then)."""
+    _check_packing_support(model)
+    if input_ids.shape[1] < 2:
+        raise ValueError(f"input_ids has {input_ids.shape[1]} column(s); scoring a next token needs at least 2")
+    real = attention_mask.bool()
+    if not real.any():
+        raise ValueError("attention_mask has no real token to score")
+    flat_index = real.flatten().long().cumsum(0).sub_(1).view_as(real)  # column of each real token in the packed row
+    scored = real[:, 1:] & real[:, :-1]  # targets whose context token is real
+    if last:
+        scored[:, : scored.shape[1] - last] = False
+    position_ids = left_padded_positions(attention_mask)[real].unsqueeze(0)
+    hidden_positions = flat_index[:, :-1][scored]
+    logits = model(input_ids=input_ids[real].unsqueeze(0), position_ids=position_ids, use_cache=False,
+                   logits_to_keep=hidden_positions).logits[0]
+    targets = input_ids[:, 1:][scored]
+    logprobs = _scatter_rows(logprobs_from_logits(logits, targets, temperature), scored, last)
+    entropy = _scatter_rows(entropy_from_logits(logits, temperature), scored, last) if with_entropy else None
+    return logprobs, entropy
+
+
+PACKING_ATTENTION = frozenset({"sdpa", "eager", "flash_attention_2", "flex_attention"})
+"""transformers attention implementations whose mask comes from ``masking_utils`` (packed sequences detected)."""
+
+
+def _check_packing_support(model: torch.nn.Module) -> None:
+    """Refuse a model whose attention may not separate packed sequences: only transformers' own model classes
+    (under a DeepSpeed or PEFT wrapper too) with a ``PACKING_ATTENTION`` implementation build the block-diagonal
+    mask; any other would let sequences attend to each other silently."""
+    base = getattr(model, "module", model)  # DeepSpeed engine
+    base = base.get_base_model() if hasattr(base, "get_base_model") else base  # PEFT
+    attention = getattr(getattr(base, "config", None), "_attn_implementation", None)
+    if not type(base).__module__.startswith("transformers.models.") or attention not in PACKING_ATTENTION:
+        raise ValueError(f"padding_free: {type(base).__name__} (attention {attention!r}) is not a transformers model "
+                         f"with one of {sorted(PACKING_ATTENTION)}; it may not separate packed sequences, "
+                         "so set padding_free false")
+
+
+def _scatter_rows(values: torch.Tensor, where: torch.Tensor, last: int | None) -> torch.Tensor:
+    """``values`` (one per True of ``where``, row-major) back in ``where``'s ``[B, T-1]`` shape (zeros elsewhere,
+    differentiably), then its last ``last`` columns."""
+    out = values.new_zeros(where.shape).masked_scatter(where, values)
+    return out[:, -last:] if last else out

@@ -1,6 +1,7 @@
 """GRPO on stale or mismatched rollouts (issue: off-policy correction): the ratio's old policy is the trainer's own
 (pi_prox), never the sampler's, and a deliberate sampler mismatch makes truncated importance sampling change the
-loss and its gradient, while an honest sampler leaves them as they were."""
+loss and its gradient, while an honest sampler leaves them as they were. Also which forwards a step makes (none it
+does not need) and that the padding-free forwards give the padded ones' loss and gradient."""
 
 from __future__ import annotations
 
@@ -105,3 +106,39 @@ def test_an_honest_sampler_leaves_tis_a_no_op(setup) -> None:
 ])
 def test_tis_is_on_by_default_wherever_the_sampler_can_lag(overrides: dict, expected: float) -> None:
     assert tis_cap(GRPOConfig(**overrides)) == expected
+
+
+@pytest.mark.parametrize(("overrides", "old", "reference"), [({}, False, False), ({"mu": 2}, True, False)])
+def test_no_forward_the_step_does_not_need(setup, overrides, old, reference) -> None:
+    """At mu=1 the old policy is the current one detached (no old-logprob forward) and at kl_coef=0 there is no
+    reference (no reference forward): neither tensor is made and neither timer phase runs."""
+    policy, ctx, rollouts = setup
+    algo = _grpo(ctx, **overrides)
+    ctx.timer.pop()
+    experience, _ = algo.experience_from_rollouts(EXAMPLES, rollouts, policy, staleness=0, step=1)
+    phases = ctx.timer.pop()
+    assert ("old_logprobs" in experience.tensors) is old and ("time/old_logprobs" in phases) is old
+    assert ("ref_logprobs" in experience.tensors) is reference and "time/reference" not in phases
+
+
+def test_padding_free_loss_and_gradient_equal_the_padded_ones(setup) -> None:
+    """``--padding_free`` (one packed row per micro-batch) gives the padded batch's loss, metrics, old log-probs
+    and gradient on the tiny Qwen2 policy, rollouts of unequal lengths included."""
+    policy, ctx, rollouts = setup
+    cut = [len(c) - i for i, c in enumerate(rollouts.completion_ids)]  # lengths 6, 5, 4, 3: padding to remove
+    rollouts = dataclasses.replace(rollouts, completion_ids=[c[:n] for c, n in zip(rollouts.completion_ids, cut)],
+                                   logprobs=[lp[:n] for lp, n in zip(rollouts.logprobs, cut)])
+    assert len({len(c) for c in rollouts.completion_ids}) == 4
+    results = {}
+    for padding_free in (False, True):
+        algo = _grpo(ctx, mu=2, padding_free=padding_free)
+        experience, _ = algo.experience_from_rollouts(EXAMPLES, _mismatched(rollouts), policy, staleness=0, step=1)
+        mask = experience["completion_mask"].bool()
+        results[padding_free] = (experience["old_logprobs"][mask], *_loss_and_grad(algo, policy, rollouts, 0))
+    (old_padded, loss_padded, grad_padded, metrics_padded), (old_packed, loss_packed, grad_packed, metrics_packed) = (
+        results[False], results[True])
+    torch.testing.assert_close(old_packed, old_padded, atol=1e-5, rtol=0)
+    assert loss_packed == pytest.approx(loss_padded, abs=1e-6)
+    assert metrics_packed["entropy"] == pytest.approx(metrics_padded["entropy"], abs=1e-5)
+    torch.testing.assert_close(grad_packed, grad_padded, atol=1e-5, rtol=1e-4)
+    assert grad_padded.abs().sum() > 0

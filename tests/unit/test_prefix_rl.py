@@ -133,8 +133,11 @@ def test_target_tokens_never_reach_the_loss() -> None:
     assert torch.equal(losses[0], losses[1])
 
 
-def test_only_prefix_positions_get_gradient() -> None:
-    algo, adapter = _algo(reward=_first_k_chars_reward)  # rewards that differ within a group: advantages != 0
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_only_prefix_positions_get_gradient(padding_free: bool) -> None:
+    """Padded: logits at every column, gradient only where a prefix token is scored. Padding-free: logits only
+    at the scored prefix positions (one packed row), every one of them with gradient."""
+    algo, adapter = _algo(reward=_first_k_chars_reward, padding_free=padding_free)  # advantages != 0 in a group
     adapter.train()
     experience, _ = algo.make_experience(EXAMPLES, adapter, step=1)
     captured = {}
@@ -149,6 +152,10 @@ def test_only_prefix_positions_get_gradient() -> None:
     loss.backward()
     grad = captured["logits"].grad.abs().sum(-1)  # [B, C + 1]: column j predicts completion token j
     mask = experience["completion_mask"]
+    if padding_free:
+        assert grad.shape == (1, int(mask.sum()))
+        assert torch.all(grad > 0)
+        return
     assert grad.shape[1] == mask.shape[1] + 1
     assert torch.all(grad[:, :-1][mask == 0] == 0) and torch.all(grad[:, -1] == 0)
     assert torch.all(grad[:, :-1][mask == 1] > 0)
