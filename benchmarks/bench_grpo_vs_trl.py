@@ -118,7 +118,6 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from benchmarks.grpo_phases import PhaseClock
-
     from posttrain.algos.pg import GRPOConfig
     from posttrain.trainer import Trainer
 
@@ -194,10 +193,10 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
 def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from datasets import Dataset
-    from benchmarks.grpo_phases import PhaseClock, no_grad_now
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from benchmarks.grpo_phases import PhaseClock, no_grad_now
     from posttrain.models.loading import load_tokenizer
     from posttrain.tasks.arithmetic import ArithmeticTask
     from posttrain.tasks.prompts import render_prompt
