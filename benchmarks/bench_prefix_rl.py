@@ -28,7 +28,9 @@ target's greedy held-out accuracy after each of the two 8-token openings a k = 8
 
 Writes PREFIX.json (command, per-arm and per-seed curves, summary, FLOPs) and PREFIX.png (with
 ``--no_training``: PREFIX.json with the clustering rows and the ceiling only). A finished run under ``--runs``
-is reused, so an interrupted benchmark resumes.
+is reused, so an interrupted benchmark resumes. ``--report_only`` starts no training and no clustering run: it
+writes the report from the runs (and clustering files) already finished under ``--runs``, each arm over the
+seeds it has, and lists the others under ``missing``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
+from benchmarks.seed_curves import finished, metric_curves, plot_seed_curves, run_training
 from posttrain.common.cli_help import CommandParser
 
 PREFIX_KS = (1, 2, 4, 8, 16)
@@ -171,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_prefix_rl", help="run directories")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "prefix_rl",
                         help="output prefix: writes PREFIX.json and PREFIX.png")
+    parser.add_argument("--report_only", action="store_true",
+                        help="start no run: write the report from the runs and clustering files already finished "
+                             "under --runs (the others listed as missing)")
     parser.add_argument("extra", nargs="*", help="extra trainer flags after --, e.g. -- --steps 10")
     args = parser.parse_args(argv)
 
@@ -180,17 +185,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_training:
         return training_free(args)
     runs: dict[str, dict[int, dict]] = {}
+    missing: list[str] = []
     for seed in args.seeds:
         for arm in args.arms:
             out = args.runs / arm / f"seed{seed}"
+            if args.report_only and not finished(out):
+                missing.append(f"{arm} seed {seed}")
+                continue
             run_training(COMMON + ARMS[arm], seed, out, args.extra)
             runs.setdefault(arm, {})[seed] = metric_curves(out, CURVES)
-    summary = {arm: summarise([c["eval/accuracy"] for c in per_seed.values()]) for arm, per_seed in runs.items()}
+    summary = {arm: {"seeds": list(per_seed), **summarise([c["eval/accuracy"] for c in per_seed.values()])}
+               for arm, per_seed in runs.items()}
     for arm, numbers in summary.items():
         numbers.update(training_flops(arm))
-    report: dict = {"command": " ".join([sys.executable, *sys.argv]), "summary": summary, "runs": runs}
+    report: dict = {"command": " ".join([sys.executable, *sys.argv]), "report_only": args.report_only,
+                    "missing": missing, "summary": summary, "runs": runs}
     if not args.no_clustering:
-        report["clustering"] = clustering_rows(args.seeds, args.runs)
+        seeds = [s for s in args.seeds if not args.report_only or clustering_path(args.runs, s).exists()]
+        missing.extend(f"clustering seed {s}" for s in args.seeds if s not in seeds)
+        if seeds:
+            report["clustering"] = clustering_rows(seeds, args.runs)
     for upper in ("full-rl", "full-rl-4x"):
         if upper in summary:
             start, gain = summary[upper]["start_mean"], summary[upper]["final_mean"] - summary[upper]["start_mean"]
@@ -207,9 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def clustering_path(runs: Path, seed: int) -> Path:
+    """Where ``run_clustering`` writes (and finds) the clustering run of ``seed`` under ``--runs``."""
+    return runs / "clustering" / f"seed{seed}.json"
+
+
 def clustering_rows(seeds: list[int], runs: Path) -> dict:
     """``posttrain prefix-cluster`` per seed (``run_clustering``): mean held-out accuracies and the per-seed rows."""
-    clusters = [run_clustering(seed, runs / "clustering" / f"seed{seed}.json") for seed in seeds]
+    clusters = [run_clustering(seed, clustering_path(runs, seed)) for seed in seeds]
     return {"target_alone": statistics.mean(c["heldout"]["target_alone"]["accuracy"] for c in clusters),
             "with_prefix": statistics.mean(c["heldout"]["with_chosen_prefix"]["accuracy"] for c in clusters),
             "per_seed": [{"chosen_prefix": c["chosen_prefix"], "clusters_chosen": c["clusters_chosen"],
