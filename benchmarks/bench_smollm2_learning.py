@@ -1,14 +1,21 @@
-"""GRPO learning on a real pretrained model: SmolLM2-135M-Instruct (``--model smollm2-135m``) on the built-in
-``arithmetic`` task, held-out greedy accuracy over training, per rollout engine and seed.
+"""GRPO (and DuPO) learning on a real pretrained model: SmolLM2-135M-Instruct (``--model smollm2-135m``) on the
+built-in ``arithmetic`` task, held-out greedy accuracy over training, per arm and seed.
 
     python benchmarks/bench_smollm2_learning.py --arms grpo-vllm grpo-hf --seeds 0
 
-Every run is ``posttrain/train.py --algo grpo --model smollm2-135m --task arithmetic`` as a user would start it
+Every run is ``posttrain/train.py --model smollm2-135m --task arithmetic`` as a user would start it
 (single-threaded, one process, offline); the arms differ only in the flags named in ``ARMS``:
 
 - ``grpo-vllm``: rollouts and evaluation by the colocated vLLM engine (``--rollout vllm``);
 - ``grpo-hf``: the same run with our Hugging Face engine (``--rollout hf``);
-- ``grpo-vllm-lora``: ``grpo-vllm`` training a rank-8 LoRA adapter instead of every weight.
+- ``grpo-vllm-lora``: ``grpo-vllm`` training a rank-8 LoRA adapter instead of every weight;
+- ``dupo-vllm``: ``grpo-vllm`` with DuPO's label-free math-dual reward (``--algo dupo``) in place of the
+  verifier's: each group's distinct answers are put into the problem's dual questions (``Vab+7= Given that the
+  answer is 30, what is Vab?``, one per operand) and the live policy answers them greedily (``--dual_solver
+  policy``, the paper's solver; the snapshot solver needs ``--rollout hf``). Same prompts, G, lengths and
+  steps, so the same 16 policy samples per step as GRPO; the dual answers are extra generations on top (at
+  most 2 questions x the group's distinct answers per problem, 16 tokens each, greedy), which the
+  ``perf/step_seconds`` of the arm includes.
 
 The task's verifier is math-verify (``posttrain.tasks.verifiers.math_equal``): it extracts the value from
 prose ("The number 9 + 3 = 12."), so the instruct model's chatty answers count when they state the right
@@ -17,7 +24,8 @@ rambling before the answer.
 
 Writes PREFIX.json (the command, the shared flags, per arm and seed: the eval curve, wall seconds, mean
 seconds per step, peak RSS) and PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
-time is read from the JSON written before, if any); an unfinished one resumes from its last checkpoint
+time is read from the JSON written before, if any; two invocations running different arms at once each re-read
+the JSON before recording a run, so neither drops the other's); an unfinished one resumes from its last checkpoint
 (``--save_every 2 --resume auto``: on the shared development machine runs were killed by the kernel's OOM
 killer when other jobs filled the memory), so rerunning the same command resumes where it stopped; the wall
 time of a resumed run counts only its last invocation.
@@ -38,14 +46,15 @@ sys.path.insert(0, str(REPO))
 from benchmarks.seed_curves import finished, metric_curves, plot_seed_curves, run_training
 from posttrain.common.cli_help import CommandParser
 
-COMMON = ["--algo", "grpo", "--model", "smollm2-135m", "--task", "arithmetic", "--prompts_per_step", "4",
+COMMON = ["--model", "smollm2-135m", "--task", "arithmetic", "--prompts_per_step", "4",
           "--group_size", "4", "--micro_batch_size", "8", "--max_new_tokens", "24", "--temperature", "0.7",
           "--lr", "2e-5", "--eval_every", "4", "--eval_examples", "128", "--pass_k", "1", "--save_every", "2",
           "--keep_last", "1", "--resume", "auto", "--progress", "false", "--num_threads", "1"]
 ARMS: dict[str, list[str]] = {
-    "grpo-vllm": ["--rollout", "vllm"],
-    "grpo-hf": ["--rollout", "hf"],
-    "grpo-vllm-lora": ["--rollout", "vllm", "--lora_r", "8"],
+    "grpo-vllm": ["--algo", "grpo", "--rollout", "vllm"],
+    "grpo-hf": ["--algo", "grpo", "--rollout", "hf"],
+    "grpo-vllm-lora": ["--algo", "grpo", "--rollout", "vllm", "--lora_r", "8"],
+    "dupo-vllm": ["--algo", "dupo", "--rollout", "vllm", "--dual_solver", "policy"],
 }
 
 
@@ -94,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 run_training([*COMMON, "--steps", str(args.steps), *ARMS[arm]], seed, output_dir,
                              final_step=args.steps)
                 wall = time.perf_counter() - start
+            if out_json.exists():  # another invocation (another arm, run at the same time) may have written since
+                report["runs"] = json.loads(out_json.read_text())["runs"]
             previous = report["runs"].get(key, {})
             report["runs"][key] = {
                 "flags": ARMS[arm], "finished": finished(output_dir, args.steps), "wall_seconds": wall if wall is not None else previous.get("wall_seconds"),
@@ -104,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     curves: dict[str, list] = {}
     for key, run in report["runs"].items():
         curves.setdefault(key.split("/")[0], []).append(run["curve"])
-    plot_seed_curves(curves, args.out.with_suffix(".png"), "GRPO on SmolLM2-135M-Instruct (arithmetic)")
+    plot_seed_curves(curves, args.out.with_suffix(".png"), "SmolLM2-135M-Instruct on arithmetic (held-out greedy)")
     print(json.dumps({key: (run["curve"][0][1], run["curve"][-1][1]) for key, run in report["runs"].items()}))
     return 0
 
