@@ -23,7 +23,8 @@ number within ``--max_new_tokens``; what it cannot do at the start is subtract i
 rambling before the answer.
 
 Writes PREFIX.json (the command, the shared flags, per arm and seed: the eval curve, wall seconds, mean
-seconds per step, peak RSS) and PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
+seconds per step, peak RSS and its value after each step; per arm: mean and std over finished seeds) and
+PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
 time is read from the JSON written before, if any; two invocations running different arms at once each re-read
 the JSON before recording a run, so neither drops the other's); an unfinished one resumes from its last checkpoint
 (``--save_every 2 --resume auto``: on the shared development machine runs were killed by the kernel's OOM
@@ -68,7 +69,34 @@ def run_summary(output_dir: Path) -> dict[str, float | None]:
     if not (steps or peaks) and len(rows) > 1:
         raise ValueError(f"{output_dir}/metrics.jsonl logs no perf/step_seconds or perf/peak_memory_mb")
     return {"seconds_per_step_mean": statistics.mean(steps) if steps else None,
-            "peak_memory_mb": max(peaks) if peaks else None, "steps_done": len(steps)}
+            "peak_memory_mb": max(peaks) if peaks else None, "steps_done": len(steps),
+            "peak_memory_mb_by_step": [(row["step"], row["perf/peak_memory_mb"]) for row in rows
+                                       if "perf/peak_memory_mb" in row]}
+
+
+def mean_std(values: list[float]) -> dict[str, float | int | None]:
+    """Mean, sample standard deviation (None for one value) and count."""
+    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
+            "n": len(values)}
+
+
+def arm_summaries(runs: dict[str, dict]) -> dict[str, dict]:
+    """Per arm, over its finished seeds: held-out accuracy at each evaluated step, mean s/step, peak RSS and
+    wall seconds, each as ``mean_std`` (the write-up's table)."""
+    by_arm: dict[str, list[dict]] = {}
+    for key, run in runs.items():
+        if run["finished"]:
+            by_arm.setdefault(key.split("/")[0], []).append(run)
+    summaries = {}
+    for arm, arm_runs in by_arm.items():
+        steps = sorted({step for run in arm_runs for step, _ in run["curve"]})
+        accuracy = {str(step): mean_std([value for run in arm_runs for s, value in run["curve"] if s == step])
+                    for step in steps}
+        measured = {name: [run[name] for run in arm_runs if run.get(name) is not None]
+                    for name in ("seconds_per_step_mean", "peak_memory_mb", "wall_seconds")}
+        summaries[arm] = {"seeds": len(arm_runs), "accuracy_by_step": accuracy,
+                          **{name: mean_std(values) if values else None for name, values in measured.items()}}
+    return summaries
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             args.out.parent.mkdir(parents=True, exist_ok=True)
             out_json.write_text(json.dumps(report, indent=2))
+    report["summary"] = arm_summaries(report["runs"])
+    out_json.write_text(json.dumps(report, indent=2))
     curves: dict[str, list] = {}
     for key, run in report["runs"].items():
         curves.setdefault(key.split("/")[0], []).append(run["curve"])
