@@ -28,8 +28,9 @@ PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
 time is read from the JSON written before, if any; two invocations running different arms at once each re-read
 the JSON before recording a run, so neither drops the other's); an unfinished one resumes from its last checkpoint
 (``--save_every 2 --resume auto``: on the shared development machine runs were killed by the kernel's OOM
-killer when other jobs filled the memory), so rerunning the same command resumes where it stopped; the wall
-time of a resumed run counts only its last invocation.
+killer when other jobs filled the memory), so rerunning the same command resumes where it stopped; a resumed
+run records ``resumed: true`` and no ``wall_seconds`` (only ``wall_seconds_last_invocation``): its s/step is
+what compares.
 """
 
 from __future__ import annotations
@@ -126,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.collect_only and not (output_dir / "metrics.jsonl").exists():
                 continue
             done = finished(output_dir, args.steps)
+            resumed = None
             if not args.collect_only and not done:
+                resumed = (output_dir / "metrics.jsonl").exists()
                 start = time.perf_counter()
                 run_training([*COMMON, "--steps", str(args.steps), *ARMS[arm]], seed, output_dir,
                              final_step=args.steps)
@@ -134,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
             if out_json.exists():  # another invocation (another arm, run at the same time) may have written since
                 report["runs"] = json.loads(out_json.read_text())["runs"]
             previous = report["runs"].get(key, {})
+            timing = ({"wall_seconds": None if resumed else wall, "resumed": resumed,
+                       "wall_seconds_last_invocation": wall} if wall is not None else
+                      {name: previous.get(name) for name in ("wall_seconds", "resumed", "wall_seconds_last_invocation")})
             report["runs"][key] = {
-                "flags": ARMS[arm], "finished": finished(output_dir, args.steps), "wall_seconds": wall if wall is not None else previous.get("wall_seconds"),
+                "flags": ARMS[arm], "finished": finished(output_dir, args.steps), **timing,
                 "curve": metric_curves(output_dir, ["eval/accuracy"])["eval/accuracy"], **run_summary(output_dir),
             }
             args.out.parent.mkdir(parents=True, exist_ok=True)
