@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     out_json.write_text(json.dumps(report, indent=2))
     curves: dict[str, list] = {}
     for key, run in report["runs"].items():
-        curves.setdefault(key.split("/")[0], []).append(run["curve"])
+        if run["finished"]:  # an unfinished run's shorter curve would cut its arm's mean curve short
+            curves.setdefault(key.split("/")[0], []).append(run["curve"])
     plot_seed_curves(curves, args.out.with_suffix(".png"), "SmolLM2-135M-Instruct on arithmetic (held-out greedy)")
     print(json.dumps({key: (run["curve"][0][1], run["curve"][-1][1]) for key, run in report["runs"].items()}))
     return 0
