@@ -1,14 +1,21 @@
-"""GRPO learning on a real pretrained model: SmolLM2-135M-Instruct (``--model smollm2-135m``) on the built-in
-``arithmetic`` task, held-out greedy accuracy over training, per rollout engine and seed.
+"""GRPO (and DuPO) learning on a real pretrained model: SmolLM2-135M-Instruct (``--model smollm2-135m``) on the
+built-in ``arithmetic`` task, held-out greedy accuracy over training, per arm and seed.
 
     python benchmarks/bench_smollm2_learning.py --arms grpo-vllm grpo-hf --seeds 0
 
-Every run is ``posttrain/train.py --algo grpo --model smollm2-135m --task arithmetic`` as a user would start it
+Every run is ``posttrain/train.py --model smollm2-135m --task arithmetic`` as a user would start it
 (single-threaded, one process, offline); the arms differ only in the flags named in ``ARMS``:
 
 - ``grpo-vllm``: rollouts and evaluation by the colocated vLLM engine (``--rollout vllm``);
 - ``grpo-hf``: the same run with our Hugging Face engine (``--rollout hf``);
-- ``grpo-vllm-lora``: ``grpo-vllm`` training a rank-8 LoRA adapter instead of every weight.
+- ``grpo-vllm-lora``: ``grpo-vllm`` training a rank-8 LoRA adapter instead of every weight;
+- ``dupo-vllm``: ``grpo-vllm`` with DuPO's label-free math-dual reward (``--algo dupo``) in place of the
+  verifier's: each group's distinct answers are put into the problem's dual questions (``Vab+7= Given that the
+  answer is 30, what is Vab?``, one per operand) and the live policy answers them greedily (``--dual_solver
+  policy``, the paper's solver; the snapshot solver needs ``--rollout hf``). Same prompts, G, lengths and
+  steps, so the same 16 policy samples per step as GRPO; the dual answers are extra generations on top (at
+  most 2 questions x the group's distinct answers per problem, 16 tokens each, greedy), which the
+  ``perf/step_seconds`` of the arm includes.
 
 The task's verifier is math-verify (``posttrain.tasks.verifiers.math_equal``): it extracts the value from
 prose ("The number 9 + 3 = 12."), so the instruct model's chatty answers count when they state the right
@@ -16,11 +23,14 @@ number within ``--max_new_tokens``; what it cannot do at the start is subtract i
 rambling before the answer.
 
 Writes PREFIX.json (the command, the shared flags, per arm and seed: the eval curve, wall seconds, mean
-seconds per step, peak RSS) and PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
-time is read from the JSON written before, if any); an unfinished one resumes from its last checkpoint
+seconds per step, peak RSS and its value after each step; per arm: mean and std over finished seeds) and
+PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
+time is read from the JSON written before, if any; two invocations running different arms at once each re-read
+the JSON before recording a run, so neither drops the other's); an unfinished one resumes from its last checkpoint
 (``--save_every 2 --resume auto``: on the shared development machine runs were killed by the kernel's OOM
-killer when other jobs filled the memory), so rerunning the same command resumes where it stopped; the wall
-time of a resumed run counts only its last invocation.
+killer when other jobs filled the memory), so rerunning the same command resumes where it stopped; a resumed
+run records ``resumed: true`` and no ``wall_seconds`` (only ``wall_seconds_last_invocation``): its s/step is
+what compares.
 """
 
 from __future__ import annotations
@@ -38,14 +48,15 @@ sys.path.insert(0, str(REPO))
 from benchmarks.seed_curves import finished, metric_curves, plot_seed_curves, run_training
 from posttrain.common.cli_help import CommandParser
 
-COMMON = ["--algo", "grpo", "--model", "smollm2-135m", "--task", "arithmetic", "--prompts_per_step", "4",
+COMMON = ["--model", "smollm2-135m", "--task", "arithmetic", "--prompts_per_step", "4",
           "--group_size", "4", "--micro_batch_size", "8", "--max_new_tokens", "24", "--temperature", "0.7",
           "--lr", "2e-5", "--eval_every", "4", "--eval_examples", "128", "--pass_k", "1", "--save_every", "2",
           "--keep_last", "1", "--resume", "auto", "--progress", "false", "--num_threads", "1"]
 ARMS: dict[str, list[str]] = {
-    "grpo-vllm": ["--rollout", "vllm"],
-    "grpo-hf": ["--rollout", "hf"],
-    "grpo-vllm-lora": ["--rollout", "vllm", "--lora_r", "8"],
+    "grpo-vllm": ["--algo", "grpo", "--rollout", "vllm"],
+    "grpo-hf": ["--algo", "grpo", "--rollout", "hf"],
+    "grpo-vllm-lora": ["--algo", "grpo", "--rollout", "vllm", "--lora_r", "8"],
+    "dupo-vllm": ["--algo", "dupo", "--rollout", "vllm", "--dual_solver", "policy"],
 }
 
 
@@ -59,7 +70,34 @@ def run_summary(output_dir: Path) -> dict[str, float | None]:
     if not (steps or peaks) and len(rows) > 1:
         raise ValueError(f"{output_dir}/metrics.jsonl logs no perf/step_seconds or perf/peak_memory_mb")
     return {"seconds_per_step_mean": statistics.mean(steps) if steps else None,
-            "peak_memory_mb": max(peaks) if peaks else None, "steps_done": len(steps)}
+            "peak_memory_mb": max(peaks) if peaks else None, "steps_done": len(steps),
+            "peak_memory_mb_by_step": [(row["step"], row["perf/peak_memory_mb"]) for row in rows
+                                       if "perf/peak_memory_mb" in row]}
+
+
+def mean_std(values: list[float]) -> dict[str, float | int | None]:
+    """Mean, sample standard deviation (None for one value) and count."""
+    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
+            "n": len(values)}
+
+
+def arm_summaries(runs: dict[str, dict]) -> dict[str, dict]:
+    """Per arm, over its finished seeds: held-out accuracy at each evaluated step, mean s/step, peak RSS and
+    wall seconds, each as ``mean_std`` (the write-up's table)."""
+    by_arm: dict[str, list[dict]] = {}
+    for key, run in runs.items():
+        if run["finished"]:
+            by_arm.setdefault(key.split("/")[0], []).append(run)
+    summaries = {}
+    for arm, arm_runs in by_arm.items():
+        steps = sorted({step for run in arm_runs for step, _ in run["curve"]})
+        accuracy = {str(step): mean_std([value for run in arm_runs for s, value in run["curve"] if s == step])
+                    for step in steps}
+        measured = {name: [run[name] for run in arm_runs if run.get(name) is not None]
+                    for name in ("seconds_per_step_mean", "peak_memory_mb", "wall_seconds")}
+        summaries[arm] = {"seeds": len(arm_runs), "accuracy_by_step": accuracy,
+                          **{name: mean_std(values) if values else None for name, values in measured.items()}}
+    return summaries
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,22 +127,32 @@ def main(argv: list[str] | None = None) -> int:
             if args.collect_only and not (output_dir / "metrics.jsonl").exists():
                 continue
             done = finished(output_dir, args.steps)
+            resumed = None
             if not args.collect_only and not done:
+                resumed = (output_dir / "metrics.jsonl").exists()
                 start = time.perf_counter()
                 run_training([*COMMON, "--steps", str(args.steps), *ARMS[arm]], seed, output_dir,
                              final_step=args.steps)
                 wall = time.perf_counter() - start
+            if out_json.exists():  # another invocation (another arm, run at the same time) may have written since
+                report["runs"] = json.loads(out_json.read_text())["runs"]
             previous = report["runs"].get(key, {})
+            timing = ({"wall_seconds": None if resumed else wall, "resumed": resumed,
+                       "wall_seconds_last_invocation": wall} if wall is not None else
+                      {name: previous.get(name) for name in ("wall_seconds", "resumed", "wall_seconds_last_invocation")})
             report["runs"][key] = {
-                "flags": ARMS[arm], "finished": finished(output_dir, args.steps), "wall_seconds": wall if wall is not None else previous.get("wall_seconds"),
+                "flags": ARMS[arm], "finished": finished(output_dir, args.steps), **timing,
                 "curve": metric_curves(output_dir, ["eval/accuracy"])["eval/accuracy"], **run_summary(output_dir),
             }
             args.out.parent.mkdir(parents=True, exist_ok=True)
             out_json.write_text(json.dumps(report, indent=2))
+    report["summary"] = arm_summaries(report["runs"])
+    out_json.write_text(json.dumps(report, indent=2))
     curves: dict[str, list] = {}
     for key, run in report["runs"].items():
-        curves.setdefault(key.split("/")[0], []).append(run["curve"])
-    plot_seed_curves(curves, args.out.with_suffix(".png"), "GRPO on SmolLM2-135M-Instruct (arithmetic)")
+        if run["finished"]:  # an unfinished run's shorter curve would cut its arm's mean curve short
+            curves.setdefault(key.split("/")[0], []).append(run["curve"])
+    plot_seed_curves(curves, args.out.with_suffix(".png"), "SmolLM2-135M-Instruct on arithmetic (held-out greedy)")
     print(json.dumps({key: (run["curve"][0][1], run["curve"][-1][1]) for key, run in report["runs"].items()}))
     return 0
 

@@ -31,6 +31,15 @@ def test_plain_numbers_and_decimals_are_candidates() -> None:
     assert candidates("Ann has 3 pens, gets 12. A pen costs 2.5 dollars.") == ["3", "12", "2.5"]
 
 
+@pytest.mark.parametrize("problem,expected", [("23+7=", ["23", "7"]), ("3-15=", ["3", "15"]), ("0-0=", ["0", "0"])])
+def test_arithmetic_task_prompts_give_one_dual_question_per_operand(problem: str, expected: list[str]) -> None:
+    """The ``arithmetic`` task's bare ``a+b=`` / ``a-b=`` prompts (DuPO on SmolLM2, benchmarks/smollm2.md)."""
+    masked = masked_problems(problem, max_questions=3)
+    assert [m.hidden for m in masked] == expected
+    assert dual_prompt(masked[1], "-12") == (
+        f"{problem[:masked[1].start]}{masked[1].variable}= Given that the answer is -12, what is {masked[1].variable}?")
+
+
 @pytest.mark.parametrize("problem,expected", [
     ("Solve x_1 + 3 = 7.", ["3", "7"]),
     ("Let a_{12} = 4.", ["4"]),
