@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from posttrain.algos.dupo.dual import final_answer
+from posttrain.common.cli_help import CommandParser
+from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.tasks.arithmetic import ArithmeticTask
 from posttrain.tasks.prompts import encode_prompts
 from posttrain.tasks.verifiers import math_equal
@@ -42,8 +43,8 @@ def restates_the_problem(completion: str, prompt: str, answer: str) -> bool:
 
 def final_answers(checkpoint: Path, problems: int, max_new_tokens: int) -> dict:
     """Per problem: prompt, answer, completion and final answer; the counts right and operand-repeating."""
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    tokenizer = load_tokenizer(str(checkpoint))
+    model = load_causal_lm(str(checkpoint))
     rows = []
     for example in ArithmeticTask().split("test")[:problems]:
         ids = torch.tensor(encode_prompts(tokenizer, [example], None, 256))
@@ -62,11 +63,11 @@ def final_answers(checkpoint: Path, problems: int, max_new_tokens: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="+", help="ARM=PATH of a checkpoint's hf/ folder")
-    parser.add_argument("--problems", type=int, default=32)
-    parser.add_argument("--max_new_tokens", type=int, default=24)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--problems", type=int, default=32, help="held-out problems answered per checkpoint")
+    parser.add_argument("--max_new_tokens", type=int, default=24, help="greedy tokens per answer")
+    parser.add_argument("--out", type=Path, required=True, help="results JSON to write")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     report = {"command": " ".join([sys.executable, *sys.argv]), "arms": {}}

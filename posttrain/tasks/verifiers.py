@@ -6,6 +6,11 @@ against 1-4 ms per call through ``math_verify.parse``/``verify``); everything el
 math-verify, which extracts answers from surrounding text and LaTeX and never raises on garbage.
 math-verify's 5 s time limits use ``signal.alarm``, which only works in the main thread; called from
 any other thread (e.g. a reward server's workers) the limits are switched off.
+
+A completion must state the value, not restate the problem: when the answer is a number, a completion whose
+final expression is still a sum, a difference or a product of numbers (``"The answer is: 4-15."`` for -11)
+is wrong even though math-verify would evaluate it to the answer. SmolLM2 trained with GRPO on ``arithmetic``
+found exactly that exploit (``benchmarks/smollm2.md``). A fraction (``1/2``, ``50%``) still counts as a value.
 """
 
 from __future__ import annotations
@@ -43,4 +48,34 @@ def math_equal(completion: str, answer: str) -> bool:
     predicted = parse(got, parsing_timeout=limit)
     if not gold or not predicted:
         return False
+    if getattr(gold[0], "is_Number", False) and restates_a_computation(predicted[0]):
+        return False
     return bool(verify(gold, predicted, timeout_seconds=limit))
+
+
+def restates_a_computation(expression: object) -> bool:
+    """True when ``expression`` (math-verify's parsed value) is an unevaluated computation on numbers: a sum or
+    difference anywhere in it, or a product with more than one factor that is not a divisor (``3*4``; ``1/2``
+    and ``50%`` are products with one divisor, and count as values)."""
+    import sympy
+
+    if not isinstance(expression, sympy.Basic):
+        return False
+    if expression.has(sympy.Add):
+        return True
+    for product in expression.atoms(sympy.Mul) | ({expression} if isinstance(expression, sympy.Mul) else set()):
+        factors = [f for f in product.args if not _is_divisor(f)]
+        if len(factors) > 1:
+            return True
+    return False
+
+
+def _is_divisor(factor: object) -> bool:
+    """``1/x`` inside a product: ``Pow(x, -1)``, or the number ``1/q`` that ``50%`` parses to."""
+    import sympy
+
+    if isinstance(factor, sympy.UnevaluatedExpr):
+        factor = factor.args[0]
+    if isinstance(factor, sympy.Pow):
+        return factor.exp == -1
+    return isinstance(factor, sympy.Rational) and not factor.is_Integer and abs(factor.p) == 1

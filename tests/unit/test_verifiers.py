@@ -19,6 +19,12 @@ from posttrain.tasks.verifiers import exact_match, math_equal
     ("\\boxed{19}", "19"),
     ("0.5", "1/2"),
     ("\\frac{1}{2}", "0.5"),
+    ("4 - 15 = -11", "-11"),  # the computation shown, then its value
+    ("The result is 4 - 15, which is -11.", "-11"),
+    ("The number 9 + 3 = 12.", "12"),
+    ("1/2", "\\frac{1}{2}"),  # a fraction is a value
+    ("50%", "0.5"),
+    ("1,000", "1000"),
 ])
 def test_math_equal_accepts(completion: str, answer: str) -> None:
     assert math_equal(completion, answer)
@@ -37,6 +43,17 @@ def test_math_equal_accepts(completion: str, answer: str) -> None:
     ("19", ""),
 ])
 def test_math_equal_rejects_without_raising(completion: str, answer: str) -> None:
+    assert not math_equal(completion, answer)
+
+
+@pytest.mark.parametrize(("completion", "answer"), [
+    ("The answer is: 4-15.", "-11"),  # SmolLM2's GRPO exploit: math-verify alone evaluates these to the answer
+    ("\\boxed{4-15}", "-11"),
+    ("9+3", "12"),
+    ("3*4", "12"),
+    ("2\\cdot 6", "12"),
+])
+def test_math_equal_rejects_a_restated_computation(completion: str, answer: str) -> None:
     assert not math_equal(completion, answer)
 
 
