@@ -23,7 +23,7 @@ import torch
 
 from posttrain.algos.dupo.dual import final_answer
 from posttrain.common.cli_help import CommandParser
-from posttrain.models.loading import load_causal_lm, load_tokenizer
+from posttrain.models.loading import load_causal_lm, load_tokenizer, resolve_model_name
 from posttrain.tasks.arithmetic import ArithmeticTask
 from posttrain.tasks.prompts import encode_prompts
 from posttrain.tasks.verifiers import math_equal
@@ -43,8 +43,9 @@ def restates_the_problem(completion: str, prompt: str, answer: str) -> bool:
 
 def final_answers(checkpoint: Path, problems: int, max_new_tokens: int) -> dict:
     """Per problem: prompt, answer, completion and final answer; the counts right and operand-repeating."""
-    tokenizer = load_tokenizer(str(checkpoint))
-    model = load_causal_lm(str(checkpoint))
+    path = resolve_model_name(str(checkpoint))  # a checkpoint's folder, or a model alias (the base model)
+    tokenizer = load_tokenizer(path)
+    model = load_causal_lm(path)
     rows = []
     for example in ArithmeticTask().split("test")[:problems]:
         ids = torch.tensor(encode_prompts(tokenizer, [example], None, 256))
@@ -64,7 +65,7 @@ def final_answers(checkpoint: Path, problems: int, max_new_tokens: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="+", help="ARM=PATH of a checkpoint's hf/ folder")
+    parser.add_argument("checkpoints", nargs="+", help="ARM=PATH of a checkpoint's hf/ folder, or ARM=ALIAS (smollm2-135m: the base model)")
     parser.add_argument("--problems", type=int, default=32, help="held-out problems answered per checkpoint")
     parser.add_argument("--max_new_tokens", type=int, default=24, help="greedy tokens per answer")
     parser.add_argument("--out", type=Path, required=True, help="results JSON to write")
