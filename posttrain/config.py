@@ -139,10 +139,11 @@ class TrainConfig:
     max_grad_norm: float = opt(1.0, "Gradient clipping norm; 0 = off.")
     zero_stage: int = opt(0, "DeepSpeed ZeRO stage.", [0, 1, 2, 3])
     precision: str = opt("fp32", "Training precision.", ["fp32", "bf16"])
-    autocast: str = opt("auto", "bf16 autocast of the policy's forwards, weights and optimizer kept fp32 (with "
-                                "--precision fp32): auto = on where the CPU multiplies bf16 natively (AMX-BF16 or "
-                                "AVX512-BF16 in /proc/cpuinfo), off on other CPUs and on GPUs; bf16 = always; "
-                                "off = never.", list(AUTOCAST_CHOICES))
+    autocast: str = opt("off", "bf16 autocast of the policy's forwards, weights and optimizer kept fp32 (with "
+                               "--precision fp32): auto = on where the CPU multiplies bf16 natively (AMX-BF16 or "
+                               "AVX512-BF16 in /proc/cpuinfo), off on other CPUs and on GPUs; bf16 = always; "
+                               "off = never. Default off, so a run's numbers do not depend on which CPU it lands "
+                               "on.", list(AUTOCAST_CHOICES))
     gradient_checkpointing: bool = opt(False, "Recompute activations in backward to save memory.")
     lora_r: int = opt(0, "LoRA rank via peft; 0 = full fine-tuning.")
     lora_alpha: int = opt(16, "LoRA alpha.")
