@@ -63,7 +63,7 @@ def restates_a_computation(expression: object) -> bool:
         return False
     if expression.has(sympy.Add):
         return True
-    for product in expression.atoms(sympy.Mul) | ({expression} if isinstance(expression, sympy.Mul) else set()):
+    for product in expression.atoms(sympy.Mul):  # the expression itself included
         factors = [f for f in product.args if not _is_divisor(f)]
         if len(factors) > 1:
             return True
