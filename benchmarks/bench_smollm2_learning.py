@@ -8,7 +8,10 @@ Every run is ``posttrain/train.py --model smollm2-135m --task arithmetic`` as a 
 
 - ``grpo-vllm``: rollouts and evaluation by the colocated vLLM engine (``--rollout vllm``);
 - ``grpo-hf``: the same run with our Hugging Face engine (``--rollout hf``);
-- ``grpo-vllm-lora``: ``grpo-vllm`` training a rank-8 LoRA adapter instead of every weight;
+- ``grpo-vllm-lora``: ``grpo-vllm`` training a rank-8 LoRA adapter instead of every weight, at full
+  fine-tuning's lr (2e-5);
+- ``grpo-vllm-lora-lr2e-4``: the same adapter at ten times the lr, the usual LoRA setting (an adapter's
+  low-rank update moves the weights far less per step than a full update at the same lr);
 - ``dupo-vllm``: ``grpo-vllm`` with DuPO's label-free math-dual reward (``--algo dupo``) in place of the
   verifier's: each group's distinct answers are put into the problem's dual questions (``Vab+7= Given that the
   answer is 30, what is Vab?``, one per operand) and the live policy answers them greedily (``--dual_solver
@@ -56,6 +59,7 @@ ARMS: dict[str, list[str]] = {
     "grpo-vllm": ["--algo", "grpo", "--rollout", "vllm"],
     "grpo-hf": ["--algo", "grpo", "--rollout", "hf"],
     "grpo-vllm-lora": ["--algo", "grpo", "--rollout", "vllm", "--lora_r", "8"],
+    "grpo-vllm-lora-lr2e-4": ["--algo", "grpo", "--rollout", "vllm", "--lora_r", "8", "--lr", "2e-4"],
     "dupo-vllm": ["--algo", "dupo", "--rollout", "vllm", "--dual_solver", "policy"],
 }
 
