@@ -34,7 +34,11 @@ token (``The number 16 and 6 are both integers``, ``The number 15 is a classic e
 that choice for every operand width and, in that form, stop before the result, which the frozen target then
 writes; a shorter k leaves the choice to the target, a longer one lets the adapter write the result itself,
 which turns the method into GRPO on the whole answer. The adapter can still state a result within 8 tokens in
-other forms (``The answer is 4.`` is 6 tokens): nothing forbids it, as in the paper.
+other forms (``The answer is 4.`` is 6 tokens): nothing forbids it, as in the paper. The room this leaves
+(``smollm2_prefix_ceiling.py``, ``results/smollm2_prefix_ceiling.json``): given the first 8 tokens of ``The
+number a + b =`` (``a - b``) for each problem, the frozen model answers 36 of the 128 held-out problems greedily
+within the 24 tokens (0.281: additions 0.460, subtractions 0.108), against 15 alone (0.117); an adapter that
+learns only that opening can reach about that, one that picks openings per problem could do more or less.
 
 Equal compute: every arm has the same prompts (same seed, same sampler), prompts per step, group, steps,
 answer budget and evaluation, so the same number of sampled answers per step. Training FLOPs per step differ
