@@ -37,8 +37,11 @@ which turns the method into GRPO on the whole answer. The adapter can still stat
 other forms (``The answer is 4.`` is 6 tokens): nothing forbids it, as in the paper. The room this leaves
 (``smollm2_prefix_ceiling.py``, ``results/smollm2_prefix_ceiling.json``): given the first 8 tokens of ``The
 number a + b =`` (``a - b``) for each problem, the frozen model answers 36 of the 128 held-out problems greedily
-within the 24 tokens (0.281: additions 0.460, subtractions 0.108), against 15 alone (0.117); an adapter that
-learns only that opening can reach about that, one that picks openings per problem could do more or less.
+within the 24 tokens (0.281: additions 0.460, subtractions 0.108), against 15 alone (0.117): about what an
+adapter that learns that one opening can reach (one that picks its opening per problem is not bounded by it).
+The same with k = 4 (``The number 16``) is 17 (0.133, ``_k4.json``): the choice comes after the 4th token; with
+k = 10, the whole opening for every operand width, 39 (0.305, ``_k10.json``). k = 8 keeps most of that with
+two fewer sampled tokens (operand digits the adapter would have to copy at temperature 0.7).
 
 Equal compute: every arm has the same prompts (same seed, same sampler), prompts per step, group, steps,
 answer budget and evaluation, so the same number of sampled answers per step. Training FLOPs per step differ
