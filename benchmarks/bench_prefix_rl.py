@@ -54,13 +54,15 @@ COMMON = ["--steps", "40", "--prompts_per_step", "16", "--group_size", "8", "--m
           "--eval_every", "10", "--eval_examples", "128", "--pass_k", "1", "--save_every", "0", "--lr", "1e-3",
           "--temperature", "0.7", "--progress", "false", "--num_threads", "1"]
 # The target's answers are at most 17 marker tokens + 5 + 6 + 6 characters ("Answer by steps: 40871+1 so 40872"):
-# 40 new tokens is the whole answer with room to spare, the same room as prefix-rl's k + 32.
+# 40 new tokens is the whole answer with room to spare, the same room as prefix-rl's k + 32 (its --max_new_tokens
+# is the whole answer's budget, prefix included: k, then 32 for the target, as in the results).
 TARGET_RL = ["--algo", "grpo", "--task", "answer-format", "--max_new_tokens", "40", "--kl_coef", "0.001"]
 # Learning rates of the target arms from a sweep on seed 0 (benchmarks/prefix_rl.md): full RL collapses at the
 # adapter's 1e-3 (0.60 -> 0.00) and is best at 1e-4 of {3e-5, 1e-4, 3e-4}; LoRA is best at 1e-3 of {3e-4, 1e-3,
 # 3e-3}. ``full-rl-4x`` gives full RL four times the steps, since 40 are not enough for it to converge.
 ARMS: dict[str, list[str]] = {
-    **{f"prefix-rl-k{k}": ["--algo", "prefix-rl", "--prefix_tokens", str(k)] for k in PREFIX_KS},
+    **{f"prefix-rl-k{k}": ["--algo", "prefix-rl", "--prefix_tokens", str(k), "--max_new_tokens", str(k + 32)]
+       for k in PREFIX_KS},
     "full-rl": [*TARGET_RL, "--lr", "1e-4"],
     "full-rl-4x": [*TARGET_RL, "--lr", "1e-4", "--steps", "160", "--eval_every", "20"],
     "lora-rl": [*TARGET_RL, "--lora_r", "8", "--lora_alpha", "16"],

@@ -1,5 +1,5 @@
-"""GRPO (and DuPO) learning on a real pretrained model: SmolLM2-135M-Instruct (``--model smollm2-135m``) on the
-built-in ``arithmetic`` task, held-out greedy accuracy over training, per arm and seed.
+"""GRPO, DuPO and Prefix-RL learning on a real pretrained model: SmolLM2-135M-Instruct (``--model
+smollm2-135m``) on the built-in ``arithmetic`` task, held-out greedy accuracy over training, per arm and seed.
 
     python benchmarks/bench_smollm2_learning.py --arms grpo-vllm grpo-hf --seeds 0
 
@@ -18,7 +18,43 @@ Every run is ``posttrain/train.py --model smollm2-135m --task arithmetic`` as a 
   policy``, the paper's solver; the snapshot solver needs ``--rollout hf``). Same prompts, G, lengths and
   steps, so the same 16 policy samples per step as GRPO; the dual answers are extra generations on top (at
   most 2 questions x the group's distinct answers per problem, 16 tokens each, greedy), which the
-  ``perf/step_seconds`` of the arm includes.
+  ``perf/step_seconds`` of the arm includes;
+- ``prefix-rl``: Prefix-RL (``--algo prefix-rl``, the paper's self-prefix form): a trainable SmolLM2 copy, the
+  adapter, writes the first k = ``PREFIX_TOKENS`` tokens of each answer and the frozen SmolLM2-135M-Instruct
+  target (``--target_model`` unset: the ``--model`` checkpoint itself, its own Hugging Face engine, never
+  synced) continues from the same token ids; the verifier scores the whole answer, and GRPO's group advantages
+  and a KL (beta 0.001, the paper's) to the initial adapter train the k prefix tokens only. The answer's budget is
+  GRPO's: ``--max_new_tokens 24`` is prefix and continuation together (8 + at most 16), sampled at the same
+  temperature, and the held-out evaluation answers the same way (adapter prefix, then target), greedily.
+
+Why k = 8 (``PREFIX_TOKENS``): the base model opens 112 of its 128 held-out greedy answers with ``The number``
+(``results/smollm2_final_answers_fixed_verifier.json``); the 30 that go on as an equation (``The number 9 + 3
+=`` or ``equals``, all of them additions) are right 14 times, the other 98 answers once. Whether it answers or
+rambles is decided within the first few tokens: SmolLM2's tokenizer writes each digit as its own token, so
+``The number 9 + 3 =`` is 8 tokens (``The``, `` number``, `` ``, ``9``, `` +``, `` ``, ``3``, `` =``) and is
+followed by the answer (``The number 9 + 3 = 12.``, right), while the rambles part from it at the 5th or 6th
+token (``The number 16 and 6 are both integers``, ``The number 15 is a classic example``). Eight tokens cover
+that choice for every operand width and, in that form, stop before the result, which the frozen target then
+writes; a shorter k leaves the choice to the target, a longer one lets the adapter write the result itself,
+which turns the method into GRPO on the whole answer. The adapter can still state a result within 8 tokens in
+other forms (``The answer is 4.`` is 6 tokens): nothing forbids it, as in the paper. The room this leaves
+(``smollm2_prefix_ceiling.py``, ``results/smollm2_prefix_ceiling.json``): given the first 8 tokens of ``The
+number a + b =`` (``a - b``) for each problem, the frozen model answers 36 of the 128 held-out problems greedily
+within the 24 tokens (0.281: additions 0.460, subtractions 0.108), against 15 alone (0.117): about what an
+adapter that learns that one opening can reach (one that picks its opening per problem is not bounded by it).
+The same with k = 4 (``The number 16``) is 17 (0.133, ``_k4.json``): the choice comes after the 4th token; with
+k = 10, the whole opening for every operand width, 39 (0.305, ``_k10.json``). k = 8 keeps most of that with
+two fewer sampled tokens (operand digits the adapter would have to copy at temperature 0.7).
+
+Equal compute: every arm has the same prompts (same seed, same sampler), prompts per step, group, steps,
+answer budget and evaluation, so the same number of sampled answers per step. Training FLOPs per step differ
+and are reported per run (``training_flops_per_step``, the dense-transformer count of
+``bench_prefix_rl.training_flops``): 6 N T for the update of a fully trained model (4 N T + 6 N_lora T with
+LoRA), plus 2 N T for a KL reference's forward when the run has one, summed over the step's sampled
+sequences, where T is the prompt's tokens plus the trained model's own tokens (the mean
+``completion/length_mean`` the run logged: the whole answer for GRPO, the k prefix tokens for Prefix-RL).
+Generation is not counted: every arm decodes at most 24 tokens per answer (Prefix-RL's target also re-reads
+prompt + prefix once), DuPO adds its dual answers.
 
 The task's verifier is math-verify (``posttrain.tasks.verifiers.math_equal``): it extracts the value from
 prose ("The number 9 + 3 = 12."), so the instruct model's chatty answers count when they state the right
@@ -26,8 +62,8 @@ number within ``--max_new_tokens``; what it cannot do at the start is subtract i
 rambling before the answer.
 
 Writes PREFIX.json (the command, the shared flags, per arm and seed: the eval curve, wall seconds, mean
-seconds per step, peak RSS and its value after each step; per arm: mean and std over finished seeds) and
-PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
+seconds per step, peak RSS and its value after each step, training FLOPs per step; per arm: mean and std over
+finished seeds) and PREFIX.png. A run that already finished under ``--runs`` is reused (its wall
 time is read from the JSON written before, if any; two invocations running different arms at once each re-read
 the JSON before recording a run, so neither drops the other's); an unfinished one resumes from its last checkpoint
 (``--save_every 2 --resume auto``: on the shared development machine runs were killed by the kernel's OOM
@@ -39,28 +75,40 @@ what compares.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.bench_prefix_rl import parameter_counts
 from benchmarks.seed_curves import finished, metric_curves, plot_seed_curves, run_training
 from posttrain.common.cli_help import CommandParser
+from posttrain.models.loading import load_tokenizer
+from posttrain.models.pretrained import resolve_model_name
+from posttrain.tasks import TASKS
+from posttrain.tasks.prompts import encode_prompts
 
 COMMON = ["--model", "smollm2-135m", "--task", "arithmetic", "--prompts_per_step", "4",
           "--group_size", "4", "--micro_batch_size", "8", "--max_new_tokens", "24", "--temperature", "0.7",
           "--lr", "2e-5", "--eval_every", "4", "--eval_examples", "128", "--pass_k", "1", "--save_every", "2",
           "--keep_last", "1", "--resume", "auto", "--progress", "false", "--num_threads", "1"]
+PREFIX_TOKENS = 8
+"""Prefix-RL's k on this task: the opening ``The number a + b =`` (see the module docstring)."""
 ARMS: dict[str, list[str]] = {
     "grpo-vllm": ["--algo", "grpo", "--rollout", "vllm"],
     "grpo-hf": ["--algo", "grpo", "--rollout", "hf"],
     "grpo-vllm-lora": ["--algo", "grpo", "--rollout", "vllm", "--lora_r", "8"],
     "grpo-vllm-lora-lr2e-4": ["--algo", "grpo", "--rollout", "vllm", "--lora_r", "8", "--lr", "2e-4"],
     "dupo-vllm": ["--algo", "dupo", "--rollout", "vllm", "--dual_solver", "policy"],
+    "prefix-rl": ["--algo", "prefix-rl", "--rollout", "hf", "--target_rollout", "hf", "--prefix_tokens",
+                  str(PREFIX_TOKENS)],
 }
 
 
@@ -79,6 +127,38 @@ def run_summary(output_dir: Path) -> dict[str, float | None]:
                                        if "perf/peak_memory_mb" in row]}
 
 
+@functools.cache
+def update_flops_per_token(model: str, lora_r: int, kl_coef: float) -> float:
+    """Training FLOPs per token of the loss pass (``bench_prefix_rl.training_flops``' count): 6 N for a fully
+    trained model, 4 N + 6 N_lora with LoRA, plus 2 N for the KL reference's forward when ``kl_coef`` > 0."""
+    total, trained = parameter_counts(resolve_model_name(model), lora_r)
+    update = 6.0 * trained if trained == total else 4.0 * total + 6.0 * trained
+    return update + (2.0 * total if kl_coef > 0 else 0.0)
+
+
+@functools.cache
+def mean_prompt_tokens(model: str, task: str, system_prompt: str | None, max_prompt_tokens: int) -> float:
+    """Mean prompt length in tokens over the task's train split, encoded as the trainer encodes it."""
+    prompts = encode_prompts(load_tokenizer(resolve_model_name(model)), TASKS.get(task)().split("train"),
+                             system_prompt, max_prompt_tokens)
+    return statistics.mean(len(ids) for ids in prompts)
+
+
+def training_flops_per_step(output_dir: Path) -> float | None:
+    """The run's training FLOPs per step (module docstring, "Equal compute"): ``update_flops_per_token`` x (mean
+    prompt tokens + the mean ``completion/length_mean`` it logged: the trained model's own tokens) x the step's
+    sequences, from its saved ``config.yaml``; None before its first step."""
+    config = yaml.safe_load((output_dir / "config.yaml").read_text())
+    rows = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    lengths = [row["completion/length_mean"] for row in rows if "completion/length_mean" in row]
+    if not lengths:
+        return None
+    prompt = mean_prompt_tokens(config["model"], config["task"], config["system_prompt"],
+                                config["max_prompt_tokens"])
+    per_token = update_flops_per_token(config["model"], config["lora_r"], config["kl_coef"])
+    return per_token * (prompt + statistics.mean(lengths)) * config["prompts_per_step"] * config["group_size"]
+
+
 def mean_std(values: list[float]) -> dict[str, float | int | None]:
     """Mean, sample standard deviation (None for one value) and count."""
     return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
@@ -86,8 +166,8 @@ def mean_std(values: list[float]) -> dict[str, float | int | None]:
 
 
 def arm_summaries(runs: dict[str, dict]) -> dict[str, dict]:
-    """Per arm, over its finished seeds: held-out accuracy at each evaluated step, mean s/step, peak RSS and
-    wall seconds, each as ``mean_std`` (the write-up's table)."""
+    """Per arm, over its finished seeds: held-out accuracy at each evaluated step, mean s/step, peak RSS, wall
+    seconds and training FLOPs per step, each as ``mean_std`` (the write-up's table)."""
     by_arm: dict[str, list[dict]] = {}
     for key, run in runs.items():
         if run["finished"]:
@@ -98,7 +178,8 @@ def arm_summaries(runs: dict[str, dict]) -> dict[str, dict]:
         accuracy = {str(step): mean_std([value for run in arm_runs for s, value in run["curve"] if s == step])
                     for step in steps}
         measured = {name: [run[name] for run in arm_runs if run.get(name) is not None]
-                    for name in ("seconds_per_step_mean", "peak_memory_mb", "wall_seconds")}
+                    for name in ("seconds_per_step_mean", "peak_memory_mb", "wall_seconds",
+                                 "training_flops_per_step")}
         summaries[arm] = {"seeds": len(arm_runs), "accuracy_by_step": accuracy,
                           **{name: mean_std(values) if values else None for name, values in measured.items()}}
     return summaries
@@ -147,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             report["runs"][key] = {
                 "flags": ARMS[arm], "finished": finished(output_dir, args.steps), **timing,
                 "curve": metric_curves(output_dir, ["eval/accuracy"])["eval/accuracy"], **run_summary(output_dir),
+                "training_flops_per_step": training_flops_per_step(output_dir),
             }
             args.out.parent.mkdir(parents=True, exist_ok=True)
             out_json.write_text(json.dumps(report, indent=2))

@@ -16,6 +16,7 @@ and ``tests/e2e/test_designer_resume.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -47,9 +48,11 @@ def small_overrides(config: TrainConfig, model: Path, out: Path, dataset: Path) 
              "--micro_batch_size", str(PROMPTS_PER_STEP * config.group_size), "--report_to", "jsonl",
              "--progress", "false"]
     if config.rollout != "diffusion":  # the diffusion sampler's length L is the model's canvas: kept
-        flags += ["--max_new_tokens", "8"]
-    if hasattr(config, "target_max_new_tokens"):  # Prefix-RL's frozen target
-        flags += ["--target_max_new_tokens", "8"]
+        # Prefix-RL's budget is the whole answer: its adapter's k-token prefix, then 8 for the frozen target
+        prefix = 0
+        if hasattr(config, "prefix_length"):
+            prefix = dataclasses.replace(config, model=str(model)).prefix_length()
+        flags += ["--max_new_tokens", str(prefix + 8)]
     if hasattr(config, "span_oracle"):  # Text2Grad: the program's spans (tests/e2e/test_ppo.py runs the span model)
         flags += ["--span_oracle", "true"]
     if config.task == "dataset":  # the GPU template: a small file of its columns, one CPU rank in fp32

@@ -33,31 +33,34 @@ def answer_format_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path
 def _args(models: tuple[Path, Path], out: Path) -> list[str]:
     adapter, target = models
     return ["--algo", "prefix-rl", "--model", str(adapter), "--target_model", str(target), "--output_dir", str(out),
-            "--prefix_tokens", "8", "--target_max_new_tokens", "12", "--steps", "4", "--save_every", "2",
+            "--prefix_tokens", "8", "--max_new_tokens", "20", "--steps", "4", "--save_every", "2",
             "--eval_every", "2", "--eval_examples", "8", "--prompts_per_step", "4", "--group_size", "4",
             "--micro_batch_size", "8", "--mu", "2", "--kl_coef", "0.05", "--progress", "false", "--keep_last", "3",
             "--reward", "tests.e2e.rewards:digit_fraction"]
+
+
+def _in_process_trainer(args: list[str], monkeypatch: pytest.MonkeyPatch):
+    """A ``Trainer`` built in this process from train.py's ``args``, on a one-rank group whose variables are set
+    through ``monkeypatch`` so they do not leak into later subprocesses."""
+    from posttrain.algos import get_algorithm
+    from posttrain.config import build_config, requested_algo
+    from posttrain.engines.rendezvous import free_port
+    from posttrain.trainer import Trainer
+
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", str(free_port()))):
+        monkeypatch.setenv(name, value)
+    return Trainer(build_config(get_algorithm(requested_algo(args)).config_class, args + ["--report_to", "jsonl"]))
 
 
 @pytest.mark.parametrize("algo", ["prefix-rl", "prefix-rl-ppo"])
 def test_trainer_builds_the_roles_and_never_changes_the_target(answer_format_models: tuple[Path, Path],
                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               algo: str) -> None:
-    from posttrain.algos import get_algorithm
-    from posttrain.config import build_config
-    from posttrain.engines.rendezvous import free_port
-    from posttrain.trainer import Trainer
-
-    # the in-process trainer's one-rank group; set here so the variables do not leak into later subprocesses
-    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
-                        ("MASTER_PORT", str(free_port()))):
-        monkeypatch.setenv(name, value)
-
     args = _args(answer_format_models, tmp_path / "run")
     args[args.index("--steps") + 1] = "2"
     args[args.index("--algo") + 1] = algo
-    config = build_config(get_algorithm(algo).config_class, args + ["--report_to", "jsonl"])
-    trainer = Trainer(config)
+    trainer = _in_process_trainer(args, monkeypatch)
     target = trainer.ctx.engines["target"].model
     trained = {"critic"} if algo == "prefix-rl-ppo" else set()  # the paper's PPO: a critic role of its own
     assert set(trainer.ctx.models) == {"reference"} | trained and set(trainer.ctx.engines) == {"policy", "target"}
@@ -74,6 +77,28 @@ def test_trainer_builds_the_roles_and_never_changes_the_target(answer_format_mod
     assert all("prefix_rl/answer_length_mean" in r and r["completion/length_max"] <= 8 for r in rows if r["step"])
     if trained:
         assert all("critic/value_loss" in r and "ppo/kl_coef" in r for r in rows if r["step"])
+
+
+def test_self_prefix_target_is_a_frozen_copy_of_the_model(answer_format_models: tuple[Path, Path],
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pretrained checkpoint as ``--model`` and no ``--target_model`` (the paper's self-prefix form, as on
+    SmolLM2): the target is that checkpoint loaded again, a module of its own, frozen, equal to the adapter's
+    initial weights and sharing its tokenizer; the adapter's budget is k, the target's the rest of
+    ``--max_new_tokens``."""
+    target_checkpoint = answer_format_models[1]
+    args = ["--algo", "prefix-rl", "--model", str(target_checkpoint), "--task", "arithmetic", "--prefix_tokens",
+            "4", "--max_new_tokens", "10", "--output_dir", str(tmp_path / "run"), "--progress", "false"]
+    trainer = _in_process_trainer(args, monkeypatch)
+    target, policy = trainer.ctx.engines["target"], trainer.deepspeed_model.module
+    assert {role.name: role for role in trainer.algo.roles()}["target"].checkpoint == str(target_checkpoint)
+    assert target is not trainer.rollout and target.model is not policy and target.model is not trainer.rollout.model
+    assert all(not p.requires_grad for p in target.model.parameters())
+    assert any(p.requires_grad for p in policy.parameters())
+    initial = policy.state_dict()
+    assert all(torch.equal(initial[name], value) for name, value in target.model.state_dict().items())
+    assert target.tokenizer.get_vocab() == trainer.tokenizer.get_vocab()
+    engine = trainer.algo.evaluation_engine()
+    assert (engine.prefix_tokens, engine.target_max_new_tokens) == (4, 6)
 
 
 def test_prefix_rl_sigkill_and_resume_equals_uninterrupted(answer_format_models: tuple[Path, Path],

@@ -17,9 +17,11 @@ from posttrain.algos.prefix_rl.algo import TARGET, PrefixRL, PrefixRLConfig
 from posttrain.algos.prefix_rl.generation import PrefixThenTarget
 from posttrain.algos.prefix_rl.ppo import PrefixRLPPO
 from posttrain.algos.roles import CHECKPOINT, POLICY, REFERENCE, check_roles
+from posttrain.dist import DistInfo
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.engines.spec import HFSpec
+from posttrain.evaluation import evaluate
 from posttrain.metrics import PhaseTimer
 from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 from posttrain.models.value import ValueModel
@@ -54,7 +56,7 @@ def _algo(target_seed: int = 1, reward=None, cls: type = PrefixRL, **overrides) 
     tokenizer, task = build_tokenizer(), TASKS.get("answer-format")()
     adapter = _model("causal-answer-format-adapter", seed=0)
     config = cls.config_class(prefix_tokens=K, group_size=4, prompts_per_step=2, micro_batch_size=8, kl_coef=0.1,
-                              target_max_new_tokens=12, temperature=1.0, **overrides)
+                              max_new_tokens=K + 12, temperature=1.0, **overrides)
     models = {CRITIC: ValueModel(copy.deepcopy(adapter))} if cls is PrefixRLPPO else {}
     ctx = AlgoContext(tokenizer=tokenizer, reward_fn=reward or task.reward, is_correct=task.is_correct,
                       timer=PhaseTimer(), device=torch.device("cpu"),
@@ -175,10 +177,39 @@ def test_evaluation_answers_prefix_then_target_greedily() -> None:
     assert answers.texts == algo.ctx.tokenizer.batch_decode(answers.completion_ids, skip_special_tokens=True)
 
 
+def test_held_out_evaluation_scores_prefix_then_continuation() -> None:
+    """``posttrain.evaluation.evaluate`` on Prefix-RL's evaluation engine: each answer the task judges is the
+    adapter's k greedy tokens then the target's greedy continuation of those very ids, decoded together, within the
+    answer's budget (``max_new_tokens``, prefix included)."""
+    algo, _ = _algo()
+    judged: list[str] = []
+
+    class Judged:
+        def is_correct(self, text: str, example) -> bool:
+            judged.append(text)
+            return text.startswith("Answer")
+
+    examples = TASKS.get("answer-format")().split("test")[:3]
+    metrics = evaluate(algo.evaluation_engine(), algo.ctx.tokenizer, Judged(), examples, algo.config,
+                       DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu")), step=0)
+    (prompts, _), = algo.ctx.rollout.calls
+    (target_prompts, target_params), = algo.ctx.engines[TARGET].calls
+    assert target_params.temperature == 0.0 and target_params.max_new_tokens == algo.config.max_new_tokens - K
+    continuations = algo.ctx.engines[TARGET].engine.generate(target_prompts, target_params).completion_ids
+    answers = [target[len(prompt):] + continuation
+               for prompt, target, continuation in zip(prompts, target_prompts, continuations)]
+    assert all(len(answer) > K for answer in answers)  # the target wrote after the prefix
+    assert judged == algo.ctx.tokenizer.batch_decode(answers, skip_special_tokens=True)
+    assert metrics["eval/completion_length"] == pytest.approx(sum(map(len, answers)) / len(answers))
+    right = [text.startswith("Answer") for text in judged]
+    assert metrics["eval/accuracy"] == pytest.approx(sum(right) / len(right))
+
+
 def test_bad_settings_name_their_field() -> None:
     from posttrain.config import ConfigError
 
-    for overrides, name in [({"prefix_tokens": 0}, "prefix_tokens"), ({"target_max_new_tokens": 0},
-                            "target_max_new_tokens"), ({"target_temperature": 0.0}, "target_temperature")]:
+    for overrides, name in [({"prefix_tokens": 0}, "prefix_tokens"),
+                            ({"prefix_tokens": 8, "max_new_tokens": 8}, "max_new_tokens.*prefix length k = 8"),
+                            ({"target_temperature": 0.0}, "target_temperature")]:
         with pytest.raises(ConfigError, match=name):
             PrefixRLConfig(algo="prefix-rl", **overrides).validate()

@@ -9,12 +9,13 @@ paper's self-prefix form, or without ``--model`` the task's embedded target), se
 
 Per step and prompt, G prefixes y_{1:k} ~ g_theta(.|x) of exactly ``prefix_tokens`` tokens (early stop only
 at EOS, no other stop token); the target continues each from the same token ids, y_{k+1:m} ~ f_ref(.|x,
-y_{1:k}) (one completion per prefix, as the paper's estimate of R(x, y_{1:k})); the task's reward scores the
-whole decoded answer y_{1:m}. From there the step is GRPO's (``posttrain.algos.pg``), unchanged: group
-advantages over the G prefixes of a prompt (``--advantage grpo | dr_grpo | rloo``), the clipped surrogate and
-the KL to the initial adapter on the k prefix tokens only (``pack_sequences`` packs the adapter's tokens,
-``generation.scored_prefixes``), so the target's tokens never carry the loss. Held-out evaluation answers the
-same way (adapter prefix, target continuation; ``generation.PrefixThenTarget``), greedily.
+y_{1:k}) (one completion per prefix, as the paper's estimate of R(x, y_{1:k})), for at most m - k tokens
+(``--max_new_tokens`` is m, the whole answer's budget, prefix included, as ``posttrain prefix-cluster``'s); the
+task's reward scores the whole decoded answer y_{1:m}. From there the step is GRPO's (``posttrain.algos.pg``),
+unchanged: group advantages over the G prefixes of a prompt (``--advantage grpo | dr_grpo | rloo``), the
+clipped surrogate and the KL to the initial adapter on the k prefix tokens only (``pack_sequences`` packs the
+adapter's tokens, ``generation.scored_prefixes``), so the target's tokens never carry the loss. Held-out
+evaluation answers the same way (adapter prefix, target continuation; ``generation.PrefixThenTarget``), greedily.
 
 Deviations from the paper: group advantages (GRPO/RLOO) instead of OpenRLHF's PPO with a critic and GAE,
 which is ``--algo prefix-rl-ppo`` (``posttrain.algos.prefix_rl.ppo``: ``--algo ppo`` holding the same
@@ -70,14 +71,13 @@ class PrefixRLConfig(GRPOConfig):
     target_rollout: EngineSpec = opt("hf", "Engine that serves the target, an engine spec (never synced: its "
                                                "weights never change); its options are --target_rollout.OPTION value.",
                                      TARGET_ROLLOUTS)
-    target_max_new_tokens: int = opt(32, "Longest continuation the target writes after the prefix.")
     target_temperature: float = opt(0.7, "The target's sampling temperature (greedy at evaluation).")
     temperature: float = opt(0.7, "The adapter's sampling temperature (the paper's 0.7).")
     kl_coef: float = opt(0.001, "Weight of the KL to the initial adapter (the paper's beta 0.001); 0 = none.")
     advantage: str = opt("grpo", "Advantage estimator over the G prefixes of a prompt (the paper's PPO with a "
                                  "critic is --algo prefix-rl-ppo).", ["grpo", "dr_grpo", "rloo"])
-    max_new_tokens: int = opt(16, "Not used by prefix-rl: the adapter writes --prefix_tokens tokens and the target "
-                                  "at most --target_max_new_tokens.")
+    max_new_tokens: int = opt(40, "The whole answer's budget in tokens, prefix included (as prefix-cluster's): the "
+                                  "adapter writes --prefix_tokens tokens, the target at most the rest.")
     lr: float = opt(1e-3, "Peak learning rate (AdamW) of the adapter.")
     steps: int = opt(40, "Training steps (each: prompts_per_step prompts x group_size prefixes, mu optimizer steps).")
     eval_every: int = opt(10, "Evaluate on the held-out split every N steps (and at start and end); 0 = never.")
@@ -88,6 +88,10 @@ class PrefixRLConfig(GRPOConfig):
         if self.prefix_tokens is not None:
             return self.prefix_tokens
         return PAPER_PREFIX_TOKENS if self.model else EMBEDDED_PREFIX_TOKENS
+
+    def continuation_length(self) -> int:
+        """The most tokens the target writes after the prefix: the answer's budget less k."""
+        return self.max_new_tokens - self.prefix_length()
 
     def tiny_recipe(self, kind: str) -> str:
         """The adapter: the task's embedded adapter where it has one, else the task's tiny model (self-prefix)."""
@@ -111,8 +115,10 @@ class PrefixRLConfig(GRPOConfig):
         bad = super().incompatibilities()
         if self.prefix_tokens is not None and self.prefix_tokens < 1:
             bad.append(("prefix_tokens", self.prefix_tokens, "must be >= 1 (unset = the default k)"))
-        if self.target_max_new_tokens < 1:
-            bad.append(("target_max_new_tokens", self.target_max_new_tokens, "must be >= 1"))
+        if self.continuation_length() < 1:
+            why = (f"must exceed the prefix length k = {self.prefix_length()}: it is the whole answer's budget, "
+                   "prefix included, and the target writes the rest")
+            bad.append(("max_new_tokens", self.max_new_tokens, why))
         if self.target_temperature <= 0:
             bad.append(("target_temperature", self.target_temperature, "must be > 0 (evaluation is greedy anyway)"))
         if self.rollout.kind == "diffusion":
@@ -149,7 +155,7 @@ class PrefixAnswers:
         """Adapter prefix, then target continuation (the same engines every step)."""
         cfg = self.config
         return PrefixThenTarget(self.ctx.rollout, self.ctx.engines[TARGET], cfg.prefix_length(),
-                                cfg.target_max_new_tokens, cfg.target_temperature)
+                                cfg.continuation_length(), cfg.target_temperature)
 
     def experience(self, algo: ClippedPolicyGradient, examples: list[Example], policy: torch.nn.Module,
                    step: int) -> tuple[Experience, dict[str, float]]:
