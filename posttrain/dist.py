@@ -144,11 +144,12 @@ def initialize_deepspeed_model(model: torch.nn.Module, config: TrainConfig, worl
 
     A plain torch AdamW is passed in so nothing has to be JIT-compiled on CPU; DeepSpeed keeps its
     state in checkpoints like its own optimizers. It is torch's fused kernel (``fused=True``, on CPU and CUDA
-    alike; what transformers' Trainer, and so TRL, defaults to): one pass over each tensor's parameter, gradient
-    and two moments instead of the single-tensor loop's dozen element-wise ops (``sqrt``, ``addcdiv_``, ... each
-    a full pass over memory with a temporary), the same AdamW update. On SmolLM2-135M, 1 thread, that made
-    DeepSpeed's ``step()`` several times faster (``benchmarks/bench_optimizer_phase.py``). DeepSpeed still clips
-    the gradients (``gradient_clipping``), once, before this step.
+    alike; what transformers' Trainer, and so TRL, defaults to with torch >= 2.8): one pass over each tensor's
+    parameter, gradient and two moments instead of the single-tensor loop's eight element-wise ops per tensor
+    (``lerp_``, ``sqrt``, ``addcdiv_``, ..., each a full pass over memory), the same AdamW update. On SmolLM2-135M,
+    1 thread, that made DeepSpeed's ``step()`` about 5x faster (``benchmarks/bench_optimizer_phase.py``; a CPU's
+    ``foreach=True`` is no faster than the loop). DeepSpeed still clips the gradients (``gradient_clipping``),
+    once, before this step.
     """
     import deepspeed
 
