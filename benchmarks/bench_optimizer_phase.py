@@ -57,7 +57,8 @@ def _train_config(args: Any) -> Any:
                        zero_stage=0, lr_scheduler="constant", warmup_steps=0, precision="fp32")
 
 
-def _deepspeed_variant(model: torch.nn.Module, config: Any, single_tensor: bool, clock: PhaseClock) -> Callable[[], None]:
+def _deepspeed_variant(model: torch.nn.Module, config: Any, single_tensor: bool,
+                       clock: PhaseClock) -> Callable[[], None]:
     """``engine.step`` of a DeepSpeed engine over ``model``: the trainer's own (``initialize_deepspeed_model``), or,
     with ``single_tensor``, the same engine around the single-tensor AdamW the trainer used before."""
     import deepspeed
@@ -120,8 +121,8 @@ def _top_functions(step: Callable[[], None], count: int) -> list[dict[str, Any]]
     profile.disable()
     stats = pstats.Stats(profile)
     rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:count]  # by own (total) time
-    return [{"function": f"{Path(file).name}:{line}({name})", "calls": calls, "tottime_s": tottime, "cumtime_s": cumtime}
-            for (file, line, name), (_, calls, tottime, cumtime, _) in rows]
+    return [{"function": f"{Path(file).name}:{line}({name})", "calls": calls, "tottime_s": tottime,
+             "cumtime_s": cumtime} for (file, line, name), (_, calls, tottime, cumtime, _) in rows]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,8 @@
-"""Do our DeepSpeed-wrapped model's optimizer steps equal torch AdamW after clipping once? Run like the entry point:
+"""Do our DeepSpeed-wrapped model's optimizer steps equal torch AdamW after clipping once? Run on CPU (gloo) like
+the entry point (on a machine with a GPU, hide it: ``CUDA_VISIBLE_DEVICES=``):
 
     python tests/e2e/optimizer_step_check.py OUT.json                    # one rank
-    deepspeed --num_gpus 2 tests/e2e/optimizer_step_check.py OUT.json    # two ranks (each writes OUT.rankR.json)
+    deepspeed --num_gpus 2 tests/e2e/optimizer_step_check.py OUT.json    # two ranks (OUT.rank0.json, OUT.rank1.json)
 
 For each ZeRO stage 0-3 it builds the same small MLP twice: one wrapped by ``posttrain.dist.initialize_deepspeed_model``
 (the trainer's optimizer, clipping and LR schedule), one plain copy for the reference. Three steps of a mean squared
@@ -85,6 +86,8 @@ def max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> fl
 
 def main(out: Path) -> None:
     info = init_distributed()
+    if info.device.type != "cpu":
+        raise RuntimeError(f"optimizer_step_check compares CPU steps (got {info.device}): set CUDA_VISIBLE_DEVICES=''")
     results = {}
     for stage in (0, 1, 2, 3):
         config = TrainConfig(model="unused", output_dir="unused", steps=STEPS, prompts_per_step=2, group_size=2,
