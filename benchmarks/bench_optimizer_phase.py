@@ -205,10 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write(out: Path | None, report: dict[str, Any], seconds: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
-    """Per-variant medians of every part into ``report`` (written to ``out`` when given) and, against the first
-    variant, the median over rounds of the same round's ratio (robust to load that drifts between rounds) of the
-    whole phase and of ``adamw`` alone; returns the summary."""
+def summarize(seconds: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Per variant (``seconds``: its steps' parts, one step per round, the rounds in the same order for every
+    variant): the median of every part and, against the first variant, the median over rounds of the same round's
+    ratio (robust to load that drifts between rounds) of the whole phase and of ``adamw`` alone."""
     summary: dict[str, Any] = {}
     for v, rows in seconds.items():
         if rows:
@@ -216,10 +216,17 @@ def _write(out: Path | None, report: dict[str, Any], seconds: dict[str, list[dic
             summary[v]["timed_steps"] = len(rows)
     base = next(iter(seconds))
     for v, entry in summary.items():
+        if len(seconds[v]) != len(seconds[base]):
+            raise ValueError(f"variant {v!r} has {len(seconds[v])} rounds, {base!r} {len(seconds[base])}")
         for part in ("total", "adamw"):
             pairs = zip(seconds[v], seconds[base])
             entry[f"median_round_ratio_{part}_over_{base}"] = statistics.median(a[part] / b[part] for a, b in pairs)
-    report["summary"] = summary
+    return summary
+
+
+def _write(out: Path | None, report: dict[str, Any], seconds: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """``summarize(seconds)`` and the steps into ``report``, written to ``out`` when given; returns the summary."""
+    report["summary"] = summary = summarize(seconds)
     report["steps"] = seconds
     if out is not None:
         report["load_average_latest"] = os.getloadavg()
