@@ -1,0 +1,120 @@
+"""TRL's side of ``bench_grpo_vs_trl.py``: one worker run of TRL 1.16's ``GRPOTrainer`` on the same model, prompts,
+reward and work per step as ours (``trl``: generation with the training model; ``trl-vllm``: its colocated vLLM),
+timed step by step through a ``TrainerCallback``."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from benchmarks.grpo_vs_trl_sides import current_rss_mb, peak_gpu_mb, peak_rss_mb
+
+
+def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from benchmarks.grpo_phases import PhaseClock, no_grad_now
+    from posttrain.models.loading import load_tokenizer
+    from posttrain.tasks.arithmetic import ArithmeticTask
+    from posttrain.tasks.prompts import render_prompt
+
+    torch.set_num_threads(args.threads)
+    tokenizer = load_tokenizer(args.model_dir)  # the tokenizer our trainer loads (left padding, same pad)
+    task = ArithmeticTask()
+    train = task.split("train")
+    # Already-templated text: TRL tokenizes it as-is, giving exactly the ids our encode_prompts gives.
+    dataset = Dataset.from_dict({"prompt": [render_prompt(tokenizer, ex.prompt, None) for ex in train],
+                                 "answer": [ex.answer for ex in train]})
+    total = args.warmup + args.steps
+    samples = args.prompts * args.group
+    out_dir = tempfile.mkdtemp(prefix="bench-grpo-trl-")
+    trl_args = GRPOConfig(
+        output_dir=out_dir, use_cpu=args.device == "cpu", seed=args.seed, max_steps=total,
+        per_device_train_batch_size=args.micro_batch, gradient_accumulation_steps=samples // args.micro_batch,
+        # generation_batch_size defaults to per_device * GA = prompts x group: one generation per optimizer step
+        num_generations=args.group, max_completion_length=args.max_new_tokens,
+        temperature=1.0, top_p=1.0, top_k=0, beta=0.0, num_iterations=1, epsilon=0.2,
+        scale_rewards="group", loss_type="dapo",
+        learning_rate=args.lr, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
+        bf16=args.precision == "bf16", gradient_checkpointing=False,
+        logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
+        log_completions=False,
+        # trl-vllm: TRL's colocated vLLM (the engine inside the training process, as ours with --rollout vllm).
+        use_vllm=args.worker == "trl-vllm", vllm_mode="colocate", vllm_gpu_memory_utilization=0.3,
+        vllm_enable_sleep_mode=False,
+    )
+    rss: dict[str, float] = {}
+    times: list[float] = []
+    tokens_seen: list[float] = []
+    completion_len: list[float] = []
+    rewards: list[float] = []
+    clock = PhaseClock()
+    phases: list[dict[str, Any]] = []
+
+    class Timer(TrainerCallback):
+        def on_train_begin(self, a, state, control, **kw):
+            rss["before"] = current_rss_mb()
+            times.append(time.perf_counter())
+
+        def on_step_end(self, a, state, control, **kw):
+            times.append(time.perf_counter())
+            phases.append(clock.pop(times[-1] - times[-2]))
+
+        def on_pre_optimizer_step(self, a, state, control, **kw):
+            clock.start("optimizer")
+
+        def on_optimizer_step(self, a, state, control, **kw):
+            clock.stop("optimizer")
+
+        def on_log(self, a, state, control, logs=None, **kw):
+            if logs and "num_tokens" in logs:
+                tokens_seen.append(float(logs["num_tokens"]))
+                completion_len.append(float(logs.get("completions/mean_length", float("nan"))))
+                rewards.append(float(logs.get("reward", float("nan"))))
+
+    if trl_args.use_vllm and args.device == "cpu":
+        _give_trl_vllm_our_cpu_settings()
+    trainer = GRPOTrainer(model=args.model_dir, reward_funcs=task.reward, args=trl_args, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=[Timer()])
+    # pass-through timers (TRL's sync to its colocated vLLM happens inside _generate, so it counts as generation)
+    clock.wrap(trainer, "_generate", "generation")
+    clock.wrap(trainer, "_calculate_rewards", "reward")
+    clock.wrap(trainer, "_get_per_token_logps_and_entropies", "logprobs", when=no_grad_now)
+    clock.wrap(trainer, "compute_loss", "forward")
+    clock.wrap(trainer.accelerator, "backward", "backward")
+    trainer.train()
+    shutil.rmtree(out_dir, ignore_errors=True)
+    # on_step_end fires before the step's log, so the interval between two on_step_end calls holds the
+    # previous step's logging; the last step's logging is outside every interval (and the first is warm-up).
+    tokens = [tokens_seen[0]] + [b - a for a, b in itertools.pairwise(tokens_seen)]
+    steps = [{"seconds": b - a, "tokens": t, "completion_tokens": cl * samples, "reward_mean": r, "phases": p}
+             for a, b, t, cl, r, p in zip(times, times[1:], tokens, completion_len, rewards, phases)]
+    return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
+            "rss_after_setup_mb": rss.get("before"), "peak_rss_mb": peak_rss_mb(), "peak_gpu_mb": peak_gpu_mb(),
+            "threads": torch.get_num_threads(), "trl_args": {k: v for k, v in trl_args.to_dict().items()
+                                                             if isinstance(v, (int, float, str, bool, type(None)))}}
+
+
+def _give_trl_vllm_our_cpu_settings() -> None:
+    """TRL's colocated ``vllm.LLM`` with the CPU settings our engine starts with (``engines/vllm_setup.py``): eager
+    mode and ``cpu_scheduler_options`` (chunked prefill off, a step budget holding the longest sequence), and
+    (through the subprocess environment) a 1 GiB KV cache. TRL 1.16 has no option for eager mode, so its
+    ``LLM`` is wrapped to add these arguments; nothing else changes."""
+    import trl.generation.vllm_generation as trl_vllm
+
+    from posttrain.engines.vllm_setup import cpu_scheduler_options
+
+    original = trl_vllm.LLM
+
+    def llm(**kwargs: Any) -> Any:
+        kwargs.update(cpu_scheduler_options(kwargs["model"], kwargs.get("max_model_len")), enforce_eager=True)
+        return original(**kwargs)
+
+    trl_vllm.LLM = llm
