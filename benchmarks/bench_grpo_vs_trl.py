@@ -46,6 +46,7 @@ each side's peak GPU memory, and measures the GPU's own matmul peak:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -60,10 +61,11 @@ from typing import Any
 
 from benchmarks.grpo_phases import phase_peak_fractions
 from benchmarks.grpo_vs_trl_ours import worker_ours
-from benchmarks.grpo_vs_trl_sides import SIDES
+from benchmarks.grpo_vs_trl_sides import SERVER_SIDES, SIDES, VLLMCPUSettings, server_placement
 from benchmarks.grpo_vs_trl_trl import worker_trl
 from benchmarks.matmul_peak import cpu_name, matmul_peak
 from posttrain.common.cli_help import CommandParser
+from posttrain.engines.worker import cpu_affinity_prefix
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -101,7 +103,27 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def worker_command(args: argparse.Namespace, side: str, out: Path, seed: int, settings: VLLMCPUSettings,
+                   placement: tuple[list[int], list[int]]) -> list[str]:
+    """The command of one worker run of ``side`` (this script with ``--worker``): the run's settings, and for a
+    server side its placement: on CPU (``placement`` from ``server_placement``) the worker on the trainer's CPUs,
+    handing the server's to the server it starts; on CUDA (``placement`` empty) the server's GPU."""
+    trainer_cpus, server_cpus = placement
+    command = [sys.executable, __file__, "--worker", side, "--worker_out", str(out), "--seed", str(seed),
+               "--model_dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
+               "--precision", args.precision, "--prompts", str(args.prompts), "--group", str(args.group),
+               "--micro_batch", str(args.micro_batch), "--max_new_tokens", str(args.max_new_tokens),
+               "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout,
+               "--device", args.device, *settings.worker_args()]
+    if side not in SERVER_SIDES:
+        return command
+    if not trainer_cpus:
+        return [*command, "--server_gpu", str(args.server_gpu)]
+    return [*cpu_affinity_prefix(trainer_cpus), *command, "--server_cpus", ",".join(map(str, server_cpus))]
+
+
+def build_parser() -> CommandParser:
+    """The command line of the driver and (with the hidden ``--worker``) of each worker run."""
     parser = CommandParser(description=__doc__.splitlines()[0],
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
@@ -125,16 +147,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peak_seconds", type=float, default=2.0, help="Seconds per matmul-peak measurement.")
     parser.add_argument("--sides", default="ours,trl",
                         help="Comma list of sides to run: " + ", ".join(SIDES) + " (ours-async: --async_rollouts; "
-                             "trl-vllm: TRL with use_vllm=True, vllm_mode='colocate').")
+                             "trl-vllm: TRL with use_vllm=True, vllm_mode='colocate'; ours-server: a posttrain "
+                             "rollout-worker on --server_cpus, async rollouts; trl-server: vllm_mode='server' with "
+                             "trl vllm-serve on --server_cpus; both trainers on --trainer_cpus).")
     parser.add_argument("--rollout", choices=["hf", "vllm"], default="hf",
                         help="Our rollout engine (ours and ours-async sides).")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="Where both sides train and generate (cpu hides any GPU from both).")
+    parser.add_argument("--trainer_cpus", default="0",
+                        help="CPU runs: CPUs of the server sides' trainer process (taskset list, e.g. 0 or 0-1).")
+    parser.add_argument("--server_cpus", default="1",
+                        help="CPU runs: CPUs of the server sides' vLLM server and all its processes (taskset list).")
+    parser.add_argument("--server_gpu", type=int, default=1,
+                        help="With --device cuda: the GPU of the server sides' vLLM server (the trainer takes the "
+                             "first GPU it sees; NCCL weight sync needs the two on different GPUs).")
+    parser.add_argument("--vllm_kv_cache_gib", type=int, default=int(os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")),
+                        help="KV cache of every vLLM side's CPU engine, GiB (VLLM_CPU_KVCACHE_SPACE).")
+    parser.add_argument("--vllm_threads_bind", default=os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+                        help="VLLM_CPU_OMP_THREADS_BIND of every vLLM side (auto: the CPUs the process may use; "
+                             "vLLM 0.30 applies it in its engine processes, i.e. the server sides).")
+    parser.add_argument("--vllm_compiled", action="store_true",
+                        help="Every vLLM side's CPU engine in vLLM's compiled mode (default: enforce_eager, as "
+                             "our engine on CPU).")
     parser.add_argument("--worker", choices=SIDES, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep_going", action="store_true",
                         help="Record a side that fails (e.g. a peer that cannot run here) in the report and go on.")
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--worker_out", default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     if args.worker:
@@ -148,10 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     sides = [s for s in args.sides.split(",") if s]
     if unknown := set(sides) - set(SIDES):
         parser.error(f"unknown --sides {sorted(unknown)}; choose from {', '.join(SIDES)}")
+    try:
+        settings = VLLMCPUSettings.from_args(args)
+        placement = (server_placement(args.trainer_cpus, args.server_cpus, os.sched_getaffinity(0))
+                     if set(sides) & set(SERVER_SIDES) and args.device == "cpu" else ([], []))
+    except ValueError as err:
+        parser.error(str(err))
     command = " ".join(shlex.quote(a) for a in [f"OMP_NUM_THREADS={args.threads}", "PYTHONPATH=.", "python", *sys.argv])
     if args.model_dir is None:
-        import dataclasses
-
         from posttrain.models.tiny import RECIPES, build_recipe
 
         recipe = RECIPES.get(args.recipe)
@@ -174,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     env.pop("WORLD_SIZE", None)
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # our trainer takes a GPU whenever it sees one
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # both sides' vLLM engines: 1 GiB of KV cache
+        env.update(settings.environment())  # every vLLM engine of both sides: the same KV cache and binding
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
     load_at_start = os.getloadavg()
     failures: dict[str, str] = {}  # side -> the end of its stderr, when --keep_going let it fail
@@ -183,12 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             order = sides if r % 2 == 0 else sides[::-1]  # alternate who goes first
             for side in order:
                 out = Path(tmp) / f"{side}-{r}.json"
-                cmd = [sys.executable, __file__, "--worker", side, "--worker_out", str(out), "--seed", str(r),
-                       "--model_dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
-                       "--precision", args.precision, "--prompts", str(args.prompts), "--group", str(args.group),
-                       "--micro_batch", str(args.micro_batch), "--max_new_tokens", str(args.max_new_tokens),
-                       "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout,
-                       "--device", args.device]
+                cmd = worker_command(args, side, out, r, settings, placement)
                 start = time.perf_counter()
                 load_before = os.getloadavg()
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -247,9 +290,15 @@ def main(argv: list[str] | None = None) -> int:
             "trl": "trl.GRPOTrainer(model=path, reward_funcs=task.reward, text prompts already templated), "
                    "use_cpu = (--device cpu), generation_batch_size = per_device x GA = prompts x group (one generation per step), "
                    "model.generate on the training model, loss_type dapo, save_strategy no, logging_steps 1",
-            "trl_vllm_cpu_settings": "on CPU TRL's colocated vllm.LLM gets our engine's CPU settings: "
-                                     "VLLM_CPU_KVCACHE_SPACE=1 (GiB), enforce_eager=True, "
+            "vllm_cpu_settings": {**dataclasses.asdict(settings), "applies_to": "every vLLM engine of every side "
+                                  "on CPU: KV cache and thread binding through the environment, eager or compiled "
+                                  "through each engine's own arguments"},
+            "trl_vllm_cpu_settings": "on CPU TRL's vLLM (colocated vllm.LLM, or trl vllm-serve) gets our engine's "
+                                     "CPU settings: the vllm_cpu_settings above and "
                                      "engines.vllm_setup.cpu_scheduler_options (chunked prefill off)",
+            "server_sides_placement": {"trainer_cpus": placement[0], "server_cpus": placement[1],
+                                       "server_gpu": args.server_gpu if args.device == "cuda" else None,
+                                       "sides": [s for s in sides if s in SERVER_SIDES]},
             "async_drain_step": "ours-async runs one step more than timed: its last step has nothing left to "
                                 "generate ahead, so it is kept apart (drain_steps), not in the timed steps",
             "step_timing": "interval between consecutive optimizer-step ends (includes data, generation, reward, "

@@ -1,5 +1,12 @@
 """Our side of ``bench_grpo_vs_trl.py``: one worker run of ``posttrain.trainer.Trainer`` (GRPO), the shipped code
-with pass-through instrumentation only (token counts, phase timers), timed step by step."""
+with pass-through instrumentation only (token counts, phase timers), timed step by step.
+
+``ours-server`` starts a ``posttrain rollout-worker`` (vLLM's OpenAI server) on ``--server_cpus`` (``taskset``) and
+trains with ``--rollout vllm-remote`` and async rollouts (staleness 1) in this process, which the driver runs on
+``--trainer_cpus``: the placement of TRL's server mode (``trl-server``). Every vLLM engine here gets the run's
+``VLLMCPUSettings``: through the environment (KV cache, thread binding) and, for compiled mode, ``enforce_eager``:
+the worker's command line (``--no-enforce-eager`` after our ``--enforce-eager``) or the colocated engine's
+``vllm.LLM`` arguments (``VLLMRolloutEngine.from_pretrained``'s ``llm_kwargs``)."""
 
 from __future__ import annotations
 
@@ -7,12 +14,68 @@ import argparse
 import shutil
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from benchmarks.grpo_vs_trl_sides import SIDE_OVERRIDES, current_rss_mb, peak_gpu_mb, peak_rss_mb
+from benchmarks.grpo_vs_trl_sides import (
+    SERVER_SIDES,
+    SIDE_OVERRIDES,
+    VLLMCPUSettings,
+    current_rss_mb,
+    peak_gpu_mb,
+    peak_rss_mb,
+    vllm_dtype,
+    vllm_server,
+    worker_server_cpus,
+)
 
 
 def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
+    """One run of our side ``args.worker``; a server side runs against its own rollout worker."""
+    settings = VLLMCPUSettings.from_args(args)
+    if args.worker not in SERVER_SIDES:
+        if args.rollout == "vllm" and args.device == "cpu" and not settings.eager:
+            _compile_colocated_engine()
+        return _run(args, args.rollout)
+    log_dir = tempfile.mkdtemp(prefix="bench-grpo-ours-server-")
+    try:
+        with vllm_server(lambda port, log: _start_rollout_worker(args, settings, port, log), log_dir) as url:
+            return _run(args, f"vllm-remote:{url}")
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def rollout_worker_args(precision: str, settings: VLLMCPUSettings) -> list[str]:
+    """``posttrain rollout-worker`` arguments after ``--model`` and ``--port``: the trainer's dtype, and vLLM's
+    compiled mode (after ``--``, so it follows and overrides the worker's CPU default ``--enforce-eager``)."""
+    return ["--dtype", vllm_dtype(precision), "--", *([] if settings.eager else ["--no-enforce-eager"])]
+
+
+def _start_rollout_worker(args: argparse.Namespace, settings: VLLMCPUSettings, port: int, log: Path) -> Any:
+    from posttrain.engines.worker import spawn_rollout_worker
+
+    env = settings.environment()
+    if args.device == "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = str(args.server_gpu)
+    return spawn_rollout_worker(args.model_dir, port, log, extra_args=rollout_worker_args(args.precision, settings),
+                                env=env, cpus=worker_server_cpus(args))
+
+
+def _compile_colocated_engine() -> None:
+    """Our colocated CPU engine in vLLM's compiled mode: ``enforce_eager=False`` through
+    ``VLLMRolloutEngine.from_pretrained``'s ``llm_kwargs`` (passed to ``vllm.LLM`` unchanged, after our CPU
+    default ``enforce_eager=True``)."""
+    from posttrain.engines.vllm import VLLMRolloutEngine
+
+    from_pretrained = VLLMRolloutEngine.from_pretrained
+
+    def compiled(*args: Any, **kwargs: Any) -> VLLMRolloutEngine:
+        return from_pretrained(*args, **kwargs, enforce_eager=False)
+
+    VLLMRolloutEngine.from_pretrained = staticmethod(compiled)
+
+
+def _run(args: argparse.Namespace, rollout: str) -> dict[str, Any]:
     import torch
 
     from benchmarks.grpo_phases import PhaseClock
@@ -30,7 +93,7 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         save_every=0, eval_every=0, report_to="jsonl", progress=False, num_threads=args.threads,
         prompts_per_step=args.prompts, group_size=args.group, micro_batch_size=args.micro_batch, mu=1,
         lr=args.lr, weight_decay=0.0, warmup_steps=0, lr_scheduler="constant", max_grad_norm=1.0, zero_stage=0,
-        precision=args.precision, gradient_checkpointing=False, rollout=args.rollout,
+        precision=args.precision, gradient_checkpointing=False, rollout=rollout,
         max_new_tokens=args.max_new_tokens,
         temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
         advantage="grpo", **overrides,
