@@ -32,9 +32,17 @@ With vLLM on a real model (SmolLM2-135M-Instruct, offline): ``--model_dir smollm
 ours,ours-async,trl-vllm,trl``: ours with the colocated vLLM engine (synchronous, and ``--async_rollouts``
 with staleness 1) against TRL's ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` and TRL without vLLM;
 ``--keep_going`` records a side that cannot run on this machine (with its error) instead of stopping. On CPU,
-TRL's vLLM engine gets our engine's CPU settings (1 GiB KV cache, eager mode, chunked prefill off), so the two
-vLLM sides compare like for like; ``ours-async`` runs one extra, untimed drain step (its last step has nothing
-to generate ahead). Every run records the load average before and after it.
+TRL's vLLM engine gets our engine's CPU settings (chunked prefill off, and the run's ``--vllm_kv_cache_gib``,
+default 1 GiB, ``--vllm_threads_bind`` and eager mode unless ``--vllm_compiled``: ``VLLMCPUSettings``, given alike
+to every vLLM side), so the vLLM sides compare like for like; ``ours-async`` runs one extra, untimed drain step
+(its last step has nothing to generate ahead). Every run records the load average before and after it.
+
+``ours-server`` and ``trl-server`` give each side's vLLM a server process of its own: on CPU on ``--server_cpus``
+(default CPU 1; ``taskset``, all the server's processes) with the trainer on ``--trainer_cpus`` (default CPU 0),
+on CUDA on ``--server_gpu``. Ours trains with async rollouts (staleness 1) from a ``posttrain rollout-worker``
+(weights synced over our gloo transport on CPU); TRL with ``vllm_mode="server"`` against the server ``trl
+vllm-serve`` builds (``grpo_vs_trl_trl.py``), whose weight sync is NCCL only, so on CPU that side fails while its
+trainer is built (recorded with ``--keep_going``).
 
 On a GPU, ``--device cuda`` runs both sides there (ours: DeepSpeed over NCCL; TRL: ``use_cpu=False``), records
 each side's peak GPU memory, and measures the GPU's own matmul peak:
@@ -98,6 +106,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "per_run_median_seconds": [_median([s["seconds"] for s in r["steps"]]) for r in runs],
         "peak_rss_mb_median": _median([r["peak_rss_mb"] for r in runs]),
         "peak_gpu_mb_median": _median([r["peak_gpu_mb"] for r in runs if r.get("peak_gpu_mb") is not None]),
+        "server_peak_rss_mb_median": _median([r["server_peak_rss_mb"] for r in runs if "server_peak_rss_mb" in r]),
         "rss_after_setup_mb_median": _median([r["rss_after_setup_mb"] for r in runs if r.get("rss_after_setup_mb")]),
         "timed_steps": len(steps),
     }

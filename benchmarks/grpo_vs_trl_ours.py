@@ -39,8 +39,10 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         return _run(args, args.rollout)
     log_dir = tempfile.mkdtemp(prefix="bench-grpo-ours-server-")
     try:
-        with vllm_server(lambda port, log: _start_rollout_worker(args, settings, port, log), log_dir) as url:
-            return _run(args, f"vllm-remote:{url}")
+        with vllm_server(lambda port, log: _start_rollout_worker(args, settings, port, log), log_dir) as server:
+            result = _run(args, f"vllm-remote:{server.url}")
+            result["server_peak_rss_mb"] = server.peak_rss_mb()
+            return result
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
 

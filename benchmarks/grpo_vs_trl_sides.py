@@ -110,18 +110,56 @@ SERVER_START_TIMEOUT_S = 900.0
 """Seconds a server side's vLLM server may take to answer ``/health`` (vLLM's CPU build under load is slow)."""
 
 
+@dataclass(frozen=True)
+class VLLMServer:
+    """A server side's running vLLM server: its URL and its process (the leader of its own session)."""
+
+    url: str
+    process: subprocess.Popen
+
+    def peak_rss_mb(self) -> float:
+        """The summed peak resident memory (``VmHWM``) of the server's processes so far (its session: the API
+        server and vLLM's engine processes), MiB: the memory a server side holds beside its trainer's."""
+        return sum(_peak_rss_kib(pid) for pid in session_members(self.process.pid)) / 1024
+
+
+def session_members(session_id: int) -> list[int]:
+    """The ids of the running processes in session ``session_id`` (from ``/proc``)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields[3]) == session_id:  # after the command: state, ppid, pgrp, session
+            members.append(int(entry.name))
+    return members
+
+
+def _peak_rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 @contextmanager
-def vllm_server(start: Callable[[int, Path], subprocess.Popen], log_dir: str) -> Iterator[str]:
+def vllm_server(start: Callable[[int, Path], subprocess.Popen], log_dir: str) -> Iterator[VLLMServer]:
     """Run the vLLM server that ``start(port, log_path)`` launches (in a session of its own) until the block ends,
-    yielding its URL once it answers ``/health``; if the block fails, the server log's tail goes to stderr (the
-    driver records it with the side's failure). The server and its engine processes are killed at the end."""
+    yielding it once it answers ``/health``; if the block fails, the server log's tail goes to stderr (the driver
+    records it with the side's failure). The server and its engine processes are killed at the end."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = Path(log_dir) / "vllm-server.log"
     process = start(port, log)
     try:
         wait_until_ready(url, process, SERVER_START_TIMEOUT_S, log)
-        yield url
+        yield VLLMServer(url, process)
     except BaseException:
         sys.stderr.write(f"--- vLLM server log (tail) ---\n{log.read_text(errors='replace')[-4000:]}\n")
         raise

@@ -43,8 +43,10 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
         return _run(args, settings, None)
     log_dir = tempfile.mkdtemp(prefix="bench-grpo-trl-server-")
     try:
-        with vllm_server(lambda port, log: _start_trl_vllm_serve(args, settings, port, log), log_dir) as url:
-            return _run(args, settings, url)
+        with vllm_server(lambda port, log: _start_trl_vllm_serve(args, settings, port, log), log_dir) as server:
+            result = _run(args, settings, server.url)
+            result["server_peak_rss_mb"] = server.peak_rss_mb()
+            return result
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
 

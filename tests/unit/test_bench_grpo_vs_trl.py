@@ -3,6 +3,9 @@ side gets alike, and the server command lines (no engine, trainer or server is s
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +13,14 @@ import pytest
 
 from benchmarks.bench_grpo_vs_trl import build_parser, worker_command
 from benchmarks.grpo_vs_trl_ours import rollout_worker_args
-from benchmarks.grpo_vs_trl_sides import VLLMCPUSettings, parse_cpus, server_placement, worker_server_cpus
+from benchmarks.grpo_vs_trl_sides import (
+    VLLMCPUSettings,
+    VLLMServer,
+    parse_cpus,
+    server_placement,
+    session_members,
+    worker_server_cpus,
+)
 from benchmarks.grpo_vs_trl_trl import trl_vllm_serve_command
 
 
@@ -99,3 +109,21 @@ def test_our_rollout_worker_turns_eager_off_only_when_compiled() -> None:
     assert rollout_worker_args("fp32", VLLMCPUSettings()) == ["--dtype", "float32", "--"]
     assert rollout_worker_args("bf16", VLLMCPUSettings(eager=False)) == ["--dtype", "bfloat16", "--",
                                                                          "--no-enforce-eager"]
+
+
+def test_a_server_sides_memory_is_its_whole_session() -> None:
+    """The server's peak RSS sums its session (API server and engine processes), and only it."""
+    script = ("import subprocess, sys, time; "
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              "print(flush=True); time.sleep(60)")
+    leader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        leader.stdout.readline()  # the child has been started
+        members = session_members(leader.pid)
+        assert leader.pid in members and len(members) == 2
+        assert VLLMServer("http://127.0.0.1:1", leader).peak_rss_mb() > 0
+        assert session_members(leader.pid + 10**7) == []
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
