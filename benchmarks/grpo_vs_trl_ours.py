@@ -22,10 +22,9 @@ from benchmarks.grpo_vs_trl_sides import (
     SIDE_OVERRIDES,
     VLLMCPUSettings,
     current_rss_mb,
-    peak_gpu_mb,
-    peak_rss_mb,
+    process_readings,
+    run_with_server,
     vllm_dtype,
-    vllm_server,
     worker_server_cpus,
 )
 
@@ -37,14 +36,8 @@ def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
         if args.rollout == "vllm" and args.device == "cpu" and not settings.eager:
             _compile_colocated_engine()
         return _run(args, args.rollout)
-    log_dir = tempfile.mkdtemp(prefix="bench-grpo-ours-server-")
-    try:
-        with vllm_server(lambda port, log: _start_rollout_worker(args, settings, port, log), log_dir) as server:
-            result = _run(args, f"vllm-remote:{server.url}")
-            result["server_peak_rss_mb"] = server.peak_rss_mb()
-            return result
-    finally:
-        shutil.rmtree(log_dir, ignore_errors=True)
+    return run_with_server(lambda port, log: _start_rollout_worker(args, settings, port, log),
+                           lambda url: _run(args, f"vllm-remote:{url}"))
 
 
 def rollout_worker_args(precision: str, settings: VLLMCPUSettings) -> list[str]:
@@ -149,5 +142,4 @@ def _run(args: argparse.Namespace, rollout: str) -> dict[str, Any]:
         shipped["math_equal_cache_info"] = math_equal.cache_info()._asdict()
     timed, drain = (steps[args.warmup:-1], steps[-1:]) if config.async_rollouts else (steps[args.warmup:], [])
     return {"steps": timed, "warmup_steps": steps[: args.warmup], "drain_steps": drain,
-            "rss_after_setup_mb": rss_before, "peak_rss_mb": peak_rss_mb(), "peak_gpu_mb": peak_gpu_mb(),
-            "threads": torch.get_num_threads(), "shipped_code_paths": shipped}
+            **process_readings(rss_before), "shipped_code_paths": shipped}

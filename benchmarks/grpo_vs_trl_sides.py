@@ -5,8 +5,10 @@ alike, the core placement of the server sides, and the memory readings each work
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -167,9 +169,29 @@ def vllm_server(start: Callable[[int, Path], subprocess.Popen], log_dir: str) ->
         stop_rollout_worker(process)
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory, MiB."""
-    return peak_memory_mb("cpu")
+def run_with_server(start: Callable[[int, Path], subprocess.Popen],
+                    run: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """A server side's run: ``run(url)`` against the server ``start`` launches (``vllm_server``), with the server's
+    peak RSS added to its result as ``server_peak_rss_mb``."""
+    log_dir = tempfile.mkdtemp(prefix="bench-grpo-server-")
+    try:
+        with vllm_server(start, log_dir) as server:
+            result = run(server.url)
+            result["server_peak_rss_mb"] = server.peak_rss_mb()
+            return result
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def process_readings(rss_after_setup_mb: float | None) -> dict[str, Any]:
+    """What every worker reports about its own process at the end of a run: its resident memory after setup
+    (``rss_after_setup_mb``, read then with ``current_rss_mb``), its peak RSS and peak GPU memory, its torch
+    threads."""
+    import torch
+
+    return {"rss_after_setup_mb": rss_after_setup_mb, "peak_rss_mb": peak_memory_mb("cpu"),
+            "peak_gpu_mb": peak_memory_mb("cuda") if torch.cuda.is_available() else None,
+            "threads": torch.get_num_threads()}
 
 
 def current_rss_mb() -> float:
@@ -179,10 +201,3 @@ def current_rss_mb() -> float:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except OSError:
         return float("nan")
-
-
-def peak_gpu_mb() -> float | None:
-    """Peak CUDA memory allocated by this process, MiB; None without a GPU."""
-    import torch
-
-    return peak_memory_mb("cuda") if torch.cuda.is_available() else None

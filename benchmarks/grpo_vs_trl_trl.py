@@ -28,10 +28,9 @@ from typing import Any
 from benchmarks.grpo_vs_trl_sides import (
     VLLMCPUSettings,
     current_rss_mb,
-    peak_gpu_mb,
-    peak_rss_mb,
+    process_readings,
+    run_with_server,
     vllm_dtype,
-    vllm_server,
     worker_server_cpus,
 )
 
@@ -41,14 +40,8 @@ def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
     settings = VLLMCPUSettings.from_args(args)
     if args.worker != "trl-server":
         return _run(args, settings, None)
-    log_dir = tempfile.mkdtemp(prefix="bench-grpo-trl-server-")
-    try:
-        with vllm_server(lambda port, log: _start_trl_vllm_serve(args, settings, port, log), log_dir) as server:
-            result = _run(args, settings, server.url)
-            result["server_peak_rss_mb"] = server.peak_rss_mb()
-            return result
-    finally:
-        shutil.rmtree(log_dir, ignore_errors=True)
+    return run_with_server(lambda port, log: _start_trl_vllm_serve(args, settings, port, log),
+                           lambda url: _run(args, settings, url))
 
 
 def trl_vllm_serve_command(model: str, port: int, dtype: str, settings: VLLMCPUSettings,
@@ -177,9 +170,9 @@ def _run(args: argparse.Namespace, settings: VLLMCPUSettings, server_url: str | 
     steps = [{"seconds": b - a, "tokens": t, "completion_tokens": cl * samples, "reward_mean": r, "phases": p}
              for a, b, t, cl, r, p in zip(times, times[1:], tokens, completion_len, rewards, phases)]
     return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
-            "rss_after_setup_mb": rss.get("before"), "peak_rss_mb": peak_rss_mb(), "peak_gpu_mb": peak_gpu_mb(),
-            "threads": torch.get_num_threads(), "trl_args": {k: v for k, v in trl_args.to_dict().items()
-                                                             if isinstance(v, (int, float, str, bool, type(None)))}}
+            **process_readings(rss.get("before")),
+            "trl_args": {k: v for k, v in trl_args.to_dict().items()
+                         if isinstance(v, (int, float, str, bool, type(None)))}}
 
 
 def _give_trl_vllm_our_cpu_settings(settings: VLLMCPUSettings) -> None:
