@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.grpo_vs_trl_server import run_with_server
 from benchmarks.grpo_vs_trl_sides import (
     SERVER_SIDES,
     SIDE_OVERRIDES,
     VLLMCPUSettings,
     current_rss_mb,
     process_readings,
-    run_with_server,
     vllm_dtype,
     worker_server_cpus,
 )
@@ -101,6 +101,9 @@ def _run(args: argparse.Namespace, rollout: str) -> dict[str, Any]:
     shipped = {  # the shipped code paths, recorded so the JSON shows what ran (no fixes are patched in)
         "rollout_engine": type(trainer.rollout).__name__,
         "rollout_max_batch_size": getattr(trainer.rollout, "max_batch_size", None),
+        # the colocated vLLM engine's own record of eager vs compiled (--vllm_compiled)
+        "vllm_enforce_eager": trainer.rollout.llm.model_config.enforce_eager if hasattr(trainer.rollout, "llm")
+        else None,
         "async_rollouts": config.async_rollouts,
         "padding_free": config.padding_free,
         "config_rollout_batch_size": config.rollout_batch_size,

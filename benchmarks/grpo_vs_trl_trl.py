@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.grpo_vs_trl_server import run_with_server
 from benchmarks.grpo_vs_trl_sides import (
     VLLMCPUSettings,
     current_rss_mb,
     process_readings,
-    run_with_server,
     vllm_dtype,
     worker_server_cpus,
 )
@@ -171,6 +171,9 @@ def _run(args: argparse.Namespace, settings: VLLMCPUSettings, server_url: str | 
              for a, b, t, cl, r, p in zip(times, times[1:], tokens, completion_len, rewards, phases)]
     return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
             **process_readings(rss.get("before")),
+            # the colocated vLLM engine's own record of eager vs compiled (--vllm_compiled)
+            "vllm_enforce_eager": trainer.vllm_generation.llm.model_config.enforce_eager
+            if args.worker == "trl-vllm" else None,
             "trl_args": {k: v for k, v in trl_args.to_dict().items()
                          if isinstance(v, (int, float, str, bool, type(None)))}}
 

@@ -13,12 +13,11 @@ import pytest
 
 from benchmarks.bench_grpo_vs_trl import build_parser, worker_command
 from benchmarks.grpo_vs_trl_ours import rollout_worker_args
+from benchmarks.grpo_vs_trl_server import VLLMServer, session_members
 from benchmarks.grpo_vs_trl_sides import (
     VLLMCPUSettings,
-    VLLMServer,
     parse_cpus,
     server_placement,
-    session_members,
     worker_server_cpus,
 )
 from benchmarks.grpo_vs_trl_trl import trl_vllm_serve_command
