@@ -1,5 +1,6 @@
 """bench_grpo_vs_trl.py's argument building: the server sides' core placement, the vLLM CPU settings every vLLM
-side gets alike, and the server command lines (no engine, trainer or server is started)."""
+side gets alike, the server command lines, and how a server's memory is read (no engine, trainer or vLLM server
+is started; the memory test starts two sleeping Python processes)."""
 
 from __future__ import annotations
 
