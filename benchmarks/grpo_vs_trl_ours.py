@@ -11,7 +11,6 @@ the worker's command line (``--no-enforce-eager`` after our ``--enforce-eager``)
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -32,12 +31,13 @@ from benchmarks.grpo_vs_trl_sides import (
 def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
     """One run of our side ``args.worker``; a server side runs against its own rollout worker."""
     settings = VLLMCPUSettings.from_args(args)
-    if args.worker not in SERVER_SIDES:
-        if args.rollout == "vllm" and args.device == "cpu" and not settings.eager:
-            _compile_colocated_engine()
-        return _run(args, args.rollout)
-    return run_with_server(lambda port, log: _start_rollout_worker(args, settings, port, log),
-                           lambda url: _run(args, f"vllm-remote:{url}"))
+    with tempfile.TemporaryDirectory(prefix="bench-grpo-ours-", ignore_cleanup_errors=True) as out_dir:
+        if args.worker not in SERVER_SIDES:
+            if args.rollout == "vllm" and args.device == "cpu" and not settings.eager:
+                _compile_colocated_engine()
+            return _run(args, args.rollout, out_dir)
+        return run_with_server(lambda port, log: _start_rollout_worker(args, settings, port, log),
+                               lambda url: _run(args, f"vllm-remote:{url}", out_dir))
 
 
 def rollout_worker_args(precision: str, settings: VLLMCPUSettings) -> list[str]:
@@ -70,7 +70,7 @@ def _compile_colocated_engine() -> None:
     VLLMRolloutEngine.from_pretrained = staticmethod(compiled)
 
 
-def _run(args: argparse.Namespace, rollout: str) -> dict[str, Any]:
+def _run(args: argparse.Namespace, rollout: str, out_dir: str) -> dict[str, Any]:
     import torch
 
     from benchmarks.grpo_phases import PhaseClock
@@ -78,7 +78,6 @@ def _run(args: argparse.Namespace, rollout: str) -> dict[str, Any]:
     from posttrain.trainer import Trainer
 
     torch.set_num_threads(args.threads)
-    out_dir = tempfile.mkdtemp(prefix="bench-grpo-ours-")
     overrides = SIDE_OVERRIDES[args.worker]
     async_rollouts = overrides.get("async_rollouts", False)
     # async: one step more than timed, since the last step only drains (nothing is left to generate ahead)
@@ -140,7 +139,6 @@ def _run(args: argparse.Namespace, rollout: str) -> dict[str, Any]:
         })
         last = now
     trainer.logger.close()
-    shutil.rmtree(out_dir, ignore_errors=True)
     if shipped["math_equal_lru_cached"]:
         shipped["math_equal_cache_info"] = math_equal.cache_info()._asdict()
     timed, drain = (steps[args.warmup:-1], steps[-1:]) if config.async_rollouts else (steps[args.warmup:], [])

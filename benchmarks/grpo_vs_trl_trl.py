@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -38,10 +37,11 @@ from benchmarks.grpo_vs_trl_sides import (
 def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
     """One run of TRL's side ``args.worker``; ``trl-server`` runs against its own ``trl vllm-serve``."""
     settings = VLLMCPUSettings.from_args(args)
-    if args.worker != "trl-server":
-        return _run(args, settings, None)
-    return run_with_server(lambda port, log: _start_trl_vllm_serve(args, settings, port, log),
-                           lambda url: _run(args, settings, url))
+    with tempfile.TemporaryDirectory(prefix="bench-grpo-trl-", ignore_cleanup_errors=True) as out_dir:
+        if args.worker != "trl-server":
+            return _run(args, settings, None, out_dir)
+        return run_with_server(lambda port, log: _start_trl_vllm_serve(args, settings, port, log),
+                               lambda url: _run(args, settings, url, out_dir))
 
 
 def trl_vllm_serve_command(model: str, port: int, dtype: str, settings: VLLMCPUSettings,
@@ -85,7 +85,8 @@ def _start_trl_vllm_serve(args: argparse.Namespace, settings: VLLMCPUSettings, p
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _run(args: argparse.Namespace, settings: VLLMCPUSettings, server_url: str | None) -> dict[str, Any]:
+def _run(args: argparse.Namespace, settings: VLLMCPUSettings, server_url: str | None,
+         out_dir: str) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -105,7 +106,6 @@ def _run(args: argparse.Namespace, settings: VLLMCPUSettings, server_url: str | 
                                  "answer": [ex.answer for ex in train]})
     total = args.warmup + args.steps
     samples = args.prompts * args.group
-    out_dir = tempfile.mkdtemp(prefix="bench-grpo-trl-")
     trl_args = GRPOConfig(
         output_dir=out_dir, use_cpu=args.device == "cpu", seed=args.seed, max_steps=total,
         per_device_train_batch_size=args.micro_batch, gradient_accumulation_steps=samples // args.micro_batch,
@@ -163,7 +163,6 @@ def _run(args: argparse.Namespace, settings: VLLMCPUSettings, server_url: str | 
     clock.wrap(trainer, "compute_loss", "forward")
     clock.wrap(trainer.accelerator, "backward", "backward")
     trainer.train()
-    shutil.rmtree(out_dir, ignore_errors=True)
     # on_step_end fires before the step's log, so the interval between two on_step_end calls holds the
     # previous step's logging; the last step's logging is outside every interval (and the first is warm-up).
     tokens = [tokens_seen[0]] + [b - a for a, b in itertools.pairwise(tokens_seen)]
