@@ -7,7 +7,8 @@ same work per optimizer step: generate ``prompts x group`` completions of at mos
 ``micro-batch`` samples with gradient accumulation, then one AdamW step (beta = 0: no reference model;
 num_iterations / mu = 1: the old log-probs are the current ones detached, no extra forward on either side).
 
-Each side runs in its own subprocess (so peak RSS is per side); sides alternate, ``--repeats`` times each,
+Each side runs in its own subprocess (so peak RSS is per side; this script with ``--worker SIDE``, which runs
+``grpo_vs_trl_ours.worker_ours`` or ``grpo_vs_trl_trl.worker_trl``); sides alternate, ``--repeats`` times each,
 in one invocation. A step is timed end to end, from the end of the previous optimizer step to the end of
 this one (data, generation, reward, loss, backward, optimizer step, weight sync, metric logging); the first
 ``--warmup`` steps of every run are discarded. Checkpoint saving is excluded on both sides (ours: the loop
@@ -22,8 +23,8 @@ log-prob forwards, training forward, backward, optimizer, sync, other; pass-thro
 with each matmul phase's useful FLOP/s as a fraction of the peak below. ``--sides ours-packed`` is our side with
 the padding-free lever on (``padding_free=True``), so its ratio to ``ours`` in one invocation is that lever's.
 
-Also measures this CPU's fp32 and bf16 matmul peak (torch.matmul, square, 1 thread and all threads) and
-reports our achieved useful FLOP/s as a fraction of it.
+Also measures this CPU's fp32 and bf16 matmul peak (``matmul_peak.py``: torch.matmul, square, 1 thread and all
+threads) and reports our achieved useful FLOP/s as a fraction of it.
 
     OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_grpo_vs_trl.py --out benchmarks/results/grpo_vs_trl.json
 
@@ -31,9 +32,17 @@ With vLLM on a real model (SmolLM2-135M-Instruct, offline): ``--model_dir smollm
 ours,ours-async,trl-vllm,trl``: ours with the colocated vLLM engine (synchronous, and ``--async_rollouts``
 with staleness 1) against TRL's ``GRPOTrainer(use_vllm=True, vllm_mode="colocate")`` and TRL without vLLM;
 ``--keep_going`` records a side that cannot run on this machine (with its error) instead of stopping. On CPU,
-TRL's vLLM engine gets our engine's CPU settings (1 GiB KV cache, eager mode, chunked prefill off), so the two
-vLLM sides compare like for like; ``ours-async`` runs one extra, untimed drain step (its last step has nothing
-to generate ahead). Every run records the load average before and after it.
+TRL's vLLM engine gets our engine's CPU settings (chunked prefill off, and the run's ``--vllm_kv_cache_gib``,
+default 1 GiB, ``--vllm_threads_bind`` and eager mode unless ``--vllm_compiled``: ``VLLMCPUSettings``, given alike
+to every vLLM side), so the vLLM sides compare like for like; ``ours-async`` runs one extra, untimed drain step
+(its last step has nothing to generate ahead). Every run records the load average before and after it.
+
+``ours-server`` and ``trl-server`` give each side's vLLM a server process of its own: on CPU on ``--server_cpus``
+(default CPU 1; ``taskset``, all the server's processes) with the trainer on ``--trainer_cpus`` (default CPU 0),
+on CUDA on ``--server_gpu``. Ours trains with async rollouts (staleness 1) from a ``posttrain rollout-worker``
+(weights synced over our gloo transport on CPU); TRL with ``vllm_mode="server"`` against the server ``trl
+vllm-serve`` builds (``grpo_vs_trl_trl.py``), whose weight sync is NCCL only, so on CPU that side fails while its
+trainer is built (recorded with ``--keep_going``).
 
 On a GPU, ``--device cuda`` runs both sides there (ours: DeepSpeed over NCCL; TRL: ``use_cpu=False``), records
 each side's peak GPU memory, and measures the GPU's own matmul peak:
@@ -45,13 +54,11 @@ each side's peak GPU memory, and measures the GPU's own matmul peak:
 from __future__ import annotations
 
 import argparse
-import itertools
+import dataclasses
 import json
 import os
 import platform
-import resource
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -61,45 +68,20 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.grpo_phases import phase_peak_fractions
+from benchmarks.grpo_vs_trl_ours import worker_ours
+from benchmarks.grpo_vs_trl_sides import SERVER_SIDES, SIDES, VLLMCPUSettings, server_placement
+from benchmarks.grpo_vs_trl_trl import worker_trl
+from benchmarks.matmul_peak import cpu_name, matmul_peak
 from posttrain.common.cli_help import CommandParser
+from posttrain.engines.worker import cpu_affinity_prefix
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-# ----------------------------------------------------------------------------------------------------
-# helpers
-# ----------------------------------------------------------------------------------------------------
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _current_rss_mb() -> float:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return float("nan")
-
-
-SIDE_OVERRIDES: dict[str, dict[str, Any]] = {
-    "ours": {}, "ours-async": {"async_rollouts": True}, "ours-packed": {"padding_free": True},
-}
-"""Our sides: the shipped GRPOConfig defaults plus these fields (ours-packed: the padding-free lever on)."""
-
-SIDES = (*SIDE_OVERRIDES, "trl", "trl-vllm")
-
-
 def _median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
-
-
-def _peak_gpu_mb() -> float | None:
-    import torch
-
-    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
 
 
 def _model_params(model_dir: str) -> int:
@@ -109,250 +91,6 @@ def _model_params(model_dir: str) -> int:
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     return sum(p.numel() for p in model.parameters())  # tied embedding / lm_head counted once
 
-
-# ----------------------------------------------------------------------------------------------------
-# workers (one per subprocess)
-# ----------------------------------------------------------------------------------------------------
-
-def worker_ours(args: argparse.Namespace) -> dict[str, Any]:
-    import torch
-
-    from benchmarks.grpo_phases import PhaseClock
-    from posttrain.algos.pg import GRPOConfig
-    from posttrain.trainer import Trainer
-
-    torch.set_num_threads(args.threads)
-    out_dir = tempfile.mkdtemp(prefix="bench-grpo-ours-")
-    overrides = SIDE_OVERRIDES[args.worker]
-    async_rollouts = overrides.get("async_rollouts", False)
-    # async: one step more than timed, since the last step only drains (nothing is left to generate ahead)
-    total = args.warmup + args.steps + (1 if async_rollouts else 0)
-    config = GRPOConfig(
-        algo="grpo", model=args.model_dir, task="arithmetic", output_dir=out_dir, seed=args.seed, steps=total,
-        save_every=0, eval_every=0, report_to="jsonl", progress=False, num_threads=args.threads,
-        prompts_per_step=args.prompts, group_size=args.group, micro_batch_size=args.micro_batch, mu=1,
-        lr=args.lr, weight_decay=0.0, warmup_steps=0, lr_scheduler="constant", max_grad_norm=1.0, zero_stage=0,
-        precision=args.precision, gradient_checkpointing=False, rollout=args.rollout,
-        max_new_tokens=args.max_new_tokens,
-        temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
-        advantage="grpo", **overrides,
-    )
-    trainer = Trainer(config)
-    rss_before = _current_rss_mb()
-    from posttrain.tasks.verifiers import math_equal
-
-    math_equal.cache_clear()  # start every run cold (the cache is per process anyway)
-    shipped = {  # the shipped code paths, recorded so the JSON shows what ran (no fixes are patched in)
-        "rollout_engine": type(trainer.rollout).__name__,
-        "rollout_max_batch_size": getattr(trainer.rollout, "max_batch_size", None),
-        "async_rollouts": config.async_rollouts,
-        "padding_free": config.padding_free,
-        "config_rollout_batch_size": config.rollout_batch_size,
-        "math_equal_lru_cached": hasattr(math_equal, "cache_info"),
-    }
-
-    captured: dict[str, float] = {}
-    train_on = trainer._train_on
-
-    def counting_train_on(experience):  # count the tokens of what is actually trained
-        captured["tokens"] = float(experience["attention_mask"].sum())
-        captured["completion_tokens"] = float(experience["completion_mask"].sum())
-        return train_on(experience)
-
-    # Instrumentation only: a pass-through wrapper that reads the token counts off the experience it trains on.
-    trainer._train_on = counting_train_on
-    clock = PhaseClock()  # pass-through timers; generation, reward and sync come from the trainer's own timer
-    clock.wrap(trainer.algo, "logprobs", "logprobs")
-    clock.wrap(trainer.algo, "loss", "forward")
-    clock.wrap(trainer.deepspeed_model, "backward", "backward")
-    clock.wrap(trainer.deepspeed_model, "step", "optimizer")
-    steps = []
-    last = time.perf_counter()
-    for step in range(1, total + 1):
-        metrics = trainer._one_step(step)
-        trainer.logger.log(step, metrics)
-        now = time.perf_counter()
-        for phase, key in (("generation", "time/generate"), ("reward", "time/reward"), ("sync", "time/sync")):
-            clock.seconds[phase] += metrics.get(key, 0.0)
-        steps.append({
-            "seconds": now - last, "tokens": captured["tokens"], "completion_tokens": captured["completion_tokens"],
-            "reward_mean": metrics.get("reward/mean"),
-            "phases": {**clock.pop(now - last), **{k: v for k, v in metrics.items() if k.startswith("time/")}},
-        })
-        last = now
-    trainer.logger.close()
-    shutil.rmtree(out_dir, ignore_errors=True)
-    if shipped["math_equal_lru_cached"]:
-        shipped["math_equal_cache_info"] = math_equal.cache_info()._asdict()
-    timed, drain = (steps[args.warmup:-1], steps[-1:]) if config.async_rollouts else (steps[args.warmup:], [])
-    return {"steps": timed, "warmup_steps": steps[: args.warmup], "drain_steps": drain,
-            "rss_after_setup_mb": rss_before, "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": _peak_gpu_mb(),
-            "threads": torch.get_num_threads(), "shipped_code_paths": shipped}
-
-
-def worker_trl(args: argparse.Namespace) -> dict[str, Any]:
-    import torch
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from benchmarks.grpo_phases import PhaseClock, no_grad_now
-    from posttrain.models.loading import load_tokenizer
-    from posttrain.tasks.arithmetic import ArithmeticTask
-    from posttrain.tasks.prompts import render_prompt
-
-    torch.set_num_threads(args.threads)
-    tokenizer = load_tokenizer(args.model_dir)  # the tokenizer our trainer loads (left padding, same pad)
-    task = ArithmeticTask()
-    train = task.split("train")
-    # Already-templated text: TRL tokenizes it as-is, giving exactly the ids our encode_prompts gives.
-    dataset = Dataset.from_dict({"prompt": [render_prompt(tokenizer, ex.prompt, None) for ex in train],
-                                 "answer": [ex.answer for ex in train]})
-    total = args.warmup + args.steps
-    samples = args.prompts * args.group
-    out_dir = tempfile.mkdtemp(prefix="bench-grpo-trl-")
-    trl_args = GRPOConfig(
-        output_dir=out_dir, use_cpu=args.device == "cpu", seed=args.seed, max_steps=total,
-        per_device_train_batch_size=args.micro_batch, gradient_accumulation_steps=samples // args.micro_batch,
-        # generation_batch_size defaults to per_device * GA = prompts x group: one generation per optimizer step
-        num_generations=args.group, max_completion_length=args.max_new_tokens,
-        temperature=1.0, top_p=1.0, top_k=0, beta=0.0, num_iterations=1, epsilon=0.2,
-        scale_rewards="group", loss_type="dapo",
-        learning_rate=args.lr, weight_decay=0.0, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
-        bf16=args.precision == "bf16", gradient_checkpointing=False,
-        logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
-        log_completions=False,
-        # trl-vllm: TRL's colocated vLLM (the engine inside the training process, as ours with --rollout vllm).
-        use_vllm=args.worker == "trl-vllm", vllm_mode="colocate", vllm_gpu_memory_utilization=0.3,
-        vllm_enable_sleep_mode=False,
-    )
-    rss: dict[str, float] = {}
-    times: list[float] = []
-    tokens_seen: list[float] = []
-    completion_len: list[float] = []
-    rewards: list[float] = []
-    clock = PhaseClock()
-    phases: list[dict[str, Any]] = []
-
-    class Timer(TrainerCallback):
-        def on_train_begin(self, a, state, control, **kw):
-            rss["before"] = _current_rss_mb()
-            times.append(time.perf_counter())
-
-        def on_step_end(self, a, state, control, **kw):
-            times.append(time.perf_counter())
-            phases.append(clock.pop(times[-1] - times[-2]))
-
-        def on_pre_optimizer_step(self, a, state, control, **kw):
-            clock.start("optimizer")
-
-        def on_optimizer_step(self, a, state, control, **kw):
-            clock.stop("optimizer")
-
-        def on_log(self, a, state, control, logs=None, **kw):
-            if logs and "num_tokens" in logs:
-                tokens_seen.append(float(logs["num_tokens"]))
-                completion_len.append(float(logs.get("completions/mean_length", float("nan"))))
-                rewards.append(float(logs.get("reward", float("nan"))))
-
-    if trl_args.use_vllm and args.device == "cpu":
-        _give_trl_vllm_our_cpu_settings()
-    trainer = GRPOTrainer(model=args.model_dir, reward_funcs=task.reward, args=trl_args, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=[Timer()])
-    # pass-through timers (TRL's sync to its colocated vLLM happens inside _generate, so it counts as generation)
-    clock.wrap(trainer, "_generate", "generation")
-    clock.wrap(trainer, "_calculate_rewards", "reward")
-    clock.wrap(trainer, "_get_per_token_logps_and_entropies", "logprobs", when=no_grad_now)
-    clock.wrap(trainer, "compute_loss", "forward")
-    clock.wrap(trainer.accelerator, "backward", "backward")
-    trainer.train()
-    shutil.rmtree(out_dir, ignore_errors=True)
-    # on_step_end fires before the step's log, so the interval between two on_step_end calls holds the
-    # previous step's logging; the last step's logging is outside every interval (and the first is warm-up).
-    tokens = [tokens_seen[0]] + [b - a for a, b in itertools.pairwise(tokens_seen)]
-    steps = [{"seconds": b - a, "tokens": t, "completion_tokens": cl * samples, "reward_mean": r, "phases": p}
-             for a, b, t, cl, r, p in zip(times, times[1:], tokens, completion_len, rewards, phases)]
-    return {"steps": steps[args.warmup:], "warmup_steps": steps[: args.warmup],
-            "rss_after_setup_mb": rss.get("before"), "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": _peak_gpu_mb(),
-            "threads": torch.get_num_threads(), "trl_args": {k: v for k, v in trl_args.to_dict().items()
-                                                             if isinstance(v, (int, float, str, bool, type(None)))}}
-
-
-def _give_trl_vllm_our_cpu_settings() -> None:
-    """TRL's colocated ``vllm.LLM`` with the CPU settings our engine starts with (``engines/vllm_setup.py``): eager
-    mode and ``cpu_scheduler_options`` (chunked prefill off, a step budget holding the longest sequence), and
-    (through the subprocess environment) a 1 GiB KV cache. TRL 1.16 has no option for eager mode, so its
-    ``LLM`` is wrapped to add these arguments; nothing else changes."""
-    import trl.generation.vllm_generation as trl_vllm
-
-    from posttrain.engines.vllm_setup import cpu_scheduler_options
-
-    original = trl_vllm.LLM
-
-    def llm(**kwargs: Any) -> Any:
-        kwargs.update(cpu_scheduler_options(kwargs["model"], kwargs.get("max_model_len")), enforce_eager=True)
-        return original(**kwargs)
-
-    trl_vllm.LLM = llm
-
-
-# ----------------------------------------------------------------------------------------------------
-# matmul peak
-# ----------------------------------------------------------------------------------------------------
-
-def matmul_peak(sizes: list[int], threads: list[int], seconds: float, device: str = "cpu") -> dict[str, Any]:
-    """Best square-matmul FLOP/s per dtype: per thread count on the CPU (keys ``fp32_threads1``...), or on the
-    GPU (keys ``fp32_cuda``, ``bf16_cuda``; ``threads`` ignored). On the CPU a size whose single matmul would
-    outlast ``seconds`` at the best rate so far is skipped, and a size is sampled once when one sample does."""
-    import torch
-
-    results: dict[str, Any] = {}
-    if device == "cuda":
-        for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-            per_size = {}
-            for n in sizes:
-                a, b = torch.randn(n, n, dtype=dtype, device="cuda"), torch.randn(n, n, dtype=dtype, device="cuda")
-                torch.matmul(a, b)
-                torch.cuda.synchronize()
-                samples = []
-                deadline = time.perf_counter() + seconds
-                while time.perf_counter() < deadline or len(samples) < 3:
-                    start = time.perf_counter()
-                    torch.matmul(a, b)
-                    torch.cuda.synchronize()
-                    samples.append(time.perf_counter() - start)
-                per_size[str(n)] = 2 * n**3 / min(samples)
-            results[f"{dtype_name}_cuda"] = {"best_flops": max(per_size.values()), "per_size": per_size}
-        return results
-    old = torch.get_num_threads()
-    for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        for t in threads:
-            torch.set_num_threads(t)
-            best = 0.0
-            per_size = {}
-            for n in sizes:
-                if per_size and 2 * n**3 / max(per_size.values()) > seconds:
-                    break  # one matmul of this size would outlast the budget (emulated bf16: 100x slower)
-                a = torch.randn(n, n, dtype=dtype)
-                b = torch.randn(n, n, dtype=dtype)
-                torch.matmul(a, b)  # warm up
-                samples = []
-                deadline = time.perf_counter() + seconds
-                while time.perf_counter() < deadline or (len(samples) < 3 and max(samples, default=0) < seconds):
-                    start = time.perf_counter()
-                    torch.matmul(a, b)
-                    samples.append(time.perf_counter() - start)
-                flops = 2 * n**3 / min(samples)  # best run: the least disturbed by other load
-                per_size[str(n)] = flops
-                best = max(best, flops)
-            results[f"{dtype_name}_threads{t}"] = {"best_flops": best, "per_size": per_size}
-    torch.set_num_threads(old)
-    return results
-
-
-# ----------------------------------------------------------------------------------------------------
-# driver
-# ----------------------------------------------------------------------------------------------------
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     steps = [s for r in runs for s in r["steps"]]
@@ -368,12 +106,33 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "per_run_median_seconds": [_median([s["seconds"] for s in r["steps"]]) for r in runs],
         "peak_rss_mb_median": _median([r["peak_rss_mb"] for r in runs]),
         "peak_gpu_mb_median": _median([r["peak_gpu_mb"] for r in runs if r.get("peak_gpu_mb") is not None]),
+        "server_peak_rss_mb_median": _median([r["server_peak_rss_mb"] for r in runs if "server_peak_rss_mb" in r]),
         "rss_after_setup_mb_median": _median([r["rss_after_setup_mb"] for r in runs if r.get("rss_after_setup_mb")]),
         "timed_steps": len(steps),
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def worker_command(args: argparse.Namespace, side: str, out: Path, seed: int, settings: VLLMCPUSettings,
+                   placement: tuple[list[int], list[int]]) -> list[str]:
+    """The command of one worker run of ``side`` (this script with ``--worker``): the run's settings, and for a
+    server side its placement: on CPU (``placement`` from ``server_placement``) the worker on the trainer's CPUs,
+    handing the server's to the server it starts; on CUDA (``placement`` empty) the server's GPU."""
+    trainer_cpus, server_cpus = placement
+    command = [sys.executable, __file__, "--worker", side, "--worker_out", str(out), "--seed", str(seed),
+               "--model_dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
+               "--precision", args.precision, "--prompts", str(args.prompts), "--group", str(args.group),
+               "--micro_batch", str(args.micro_batch), "--max_new_tokens", str(args.max_new_tokens),
+               "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout,
+               "--device", args.device, *settings.worker_args()]
+    if side not in SERVER_SIDES:
+        return command
+    if not trainer_cpus:
+        return [*command, "--server_gpu", str(args.server_gpu)]
+    return [*cpu_affinity_prefix(trainer_cpus), *command, "--server_cpus", ",".join(map(str, server_cpus))]
+
+
+def build_parser() -> CommandParser:
+    """The command line of the driver and (with the hidden ``--worker``) of each worker run."""
     parser = CommandParser(description=__doc__.splitlines()[0],
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
@@ -397,16 +156,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peak_seconds", type=float, default=2.0, help="Seconds per matmul-peak measurement.")
     parser.add_argument("--sides", default="ours,trl",
                         help="Comma list of sides to run: " + ", ".join(SIDES) + " (ours-async: --async_rollouts; "
-                             "trl-vllm: TRL with use_vllm=True, vllm_mode='colocate').")
+                             "trl-vllm: TRL with use_vllm=True, vllm_mode='colocate'; ours-server: a posttrain "
+                             "rollout-worker on --server_cpus, async rollouts; trl-server: vllm_mode='server' with "
+                             "trl vllm-serve on --server_cpus; both trainers on --trainer_cpus).")
     parser.add_argument("--rollout", choices=["hf", "vllm"], default="hf",
                         help="Our rollout engine (ours and ours-async sides).")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="Where both sides train and generate (cpu hides any GPU from both).")
+    parser.add_argument("--trainer_cpus", default="0",
+                        help="CPU runs: CPUs of the server sides' trainer process (taskset list, e.g. 0 or 0-1).")
+    parser.add_argument("--server_cpus", default="1",
+                        help="CPU runs: CPUs of the server sides' vLLM server and all its processes (taskset list).")
+    parser.add_argument("--server_gpu", type=int, default=1,
+                        help="With --device cuda: the GPU of the server sides' vLLM server (the trainer takes the "
+                             "first GPU it sees; NCCL weight sync needs the two on different GPUs).")
+    parser.add_argument("--vllm_kv_cache_gib", type=int, default=int(os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")),
+                        help="KV cache of every vLLM side's CPU engine, GiB (VLLM_CPU_KVCACHE_SPACE).")
+    parser.add_argument("--vllm_threads_bind", default=os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+                        help="VLLM_CPU_OMP_THREADS_BIND of every vLLM side (auto: the CPUs the process may use; "
+                             "vLLM 0.30 applies it in its engine processes, i.e. the server sides).")
+    parser.add_argument("--vllm_compiled", action="store_true",
+                        help="Every vLLM side's CPU engine in vLLM's compiled mode (default: enforce_eager, as "
+                             "our engine on CPU).")
     parser.add_argument("--worker", choices=SIDES, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep_going", action="store_true",
                         help="Record a side that fails (e.g. a peer that cannot run here) in the report and go on.")
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--worker_out", default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     if args.worker:
@@ -420,10 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     sides = [s for s in args.sides.split(",") if s]
     if unknown := set(sides) - set(SIDES):
         parser.error(f"unknown --sides {sorted(unknown)}; choose from {', '.join(SIDES)}")
+    try:
+        settings = VLLMCPUSettings.from_args(args)
+        placement = (server_placement(args.trainer_cpus, args.server_cpus, os.sched_getaffinity(0))
+                     if set(sides) & set(SERVER_SIDES) and args.device == "cpu" else ([], []))
+    except ValueError as err:
+        parser.error(str(err))
     command = " ".join(shlex.quote(a) for a in [f"OMP_NUM_THREADS={args.threads}", "PYTHONPATH=.", "python", *sys.argv])
     if args.model_dir is None:
-        import dataclasses
-
         from posttrain.models.tiny import RECIPES, build_recipe
 
         recipe = RECIPES.get(args.recipe)
@@ -446,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     env.pop("WORLD_SIZE", None)
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # our trainer takes a GPU whenever it sees one
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # both sides' vLLM engines: 1 GiB of KV cache
+        env.update(settings.environment())  # every vLLM engine of both sides: the same KV cache and binding
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
     load_at_start = os.getloadavg()
     failures: dict[str, str] = {}  # side -> the end of its stderr, when --keep_going let it fail
@@ -455,12 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             order = sides if r % 2 == 0 else sides[::-1]  # alternate who goes first
             for side in order:
                 out = Path(tmp) / f"{side}-{r}.json"
-                cmd = [sys.executable, __file__, "--worker", side, "--worker_out", str(out), "--seed", str(r),
-                       "--model_dir", args.model_dir, "--steps", str(args.steps), "--warmup", str(args.warmup),
-                       "--precision", args.precision, "--prompts", str(args.prompts), "--group", str(args.group),
-                       "--micro_batch", str(args.micro_batch), "--max_new_tokens", str(args.max_new_tokens),
-                       "--lr", str(args.lr), "--threads", str(args.threads), "--rollout", args.rollout,
-                       "--device", args.device]
+                cmd = worker_command(args, side, out, r, settings, placement)
                 start = time.perf_counter()
                 load_before = os.getloadavg()
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -493,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "transformers": transformers.__version__, "trl": trl.__version__,
                      "deepspeed": deepspeed.__version__, "platform": platform.platform(),
-                     "cpu": _cpu_name(), "cpu_count": os.cpu_count(),
+                     "cpu": cpu_name(), "cpu_count": os.cpu_count(),
                      "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None},
         "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg(),
@@ -519,9 +299,15 @@ def main(argv: list[str] | None = None) -> int:
             "trl": "trl.GRPOTrainer(model=path, reward_funcs=task.reward, text prompts already templated), "
                    "use_cpu = (--device cpu), generation_batch_size = per_device x GA = prompts x group (one generation per step), "
                    "model.generate on the training model, loss_type dapo, save_strategy no, logging_steps 1",
-            "trl_vllm_cpu_settings": "on CPU TRL's colocated vllm.LLM gets our engine's CPU settings: "
-                                     "VLLM_CPU_KVCACHE_SPACE=1 (GiB), enforce_eager=True, "
+            "vllm_cpu_settings": {**dataclasses.asdict(settings), "applies_to": "every vLLM engine of every side "
+                                  "on CPU: KV cache and thread binding through the environment, eager or compiled "
+                                  "through each engine's own arguments"},
+            "trl_vllm_cpu_settings": "on CPU TRL's vLLM (colocated vllm.LLM, or trl vllm-serve) gets our engine's "
+                                     "CPU settings: the vllm_cpu_settings above and "
                                      "engines.vllm_setup.cpu_scheduler_options (chunked prefill off)",
+            "server_sides_placement": {"trainer_cpus": placement[0], "server_cpus": placement[1],
+                                       "server_gpu": args.server_gpu if args.device == "cuda" else None,
+                                       "sides": [s for s in sides if s in SERVER_SIDES]},
             "async_drain_step": "ours-async runs one step more than timed: its last step has nothing left to "
                                 "generate ahead, so it is kept apart (drain_steps), not in the timed steps",
             "step_timing": "interval between consecutive optimizer-step ends (includes data, generation, reward, "
@@ -591,16 +377,6 @@ def _recipe_json(model_dir: str) -> Any:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 if __name__ == "__main__":
     sys.exit(main())
+

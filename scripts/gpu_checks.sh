@@ -3,7 +3,7 @@
 # CUDA benchmarks (our rollout engine vs HF generate, our GRPO step vs TRL's, our vLLM engine vs our HF
 # engine when vLLM is installed, then the colocated and remote-worker vLLM paths on CUDA: external_launcher with
 # weights loaded directly, NCCL sync to workers, group requests, a bf16 worker; with 2 GPUs the 2-rank paths, async
-# rollouts and a rank failing or hanging in a sync), and the vision commands with --device cuda when diffusers is installed. Each part runs even when an earlier one failed; the exit status is the
+# rollouts and a rank failing or hanging in a sync, TRL's vLLM server mode against our async remote worker), and the vision commands with --device cuda when diffusers is installed. Each part runs even when an earlier one failed; the exit status is the
 # tests'. Results and logs go to RESULTS_DIR.
 #
 #   bash scripts/gpu_checks.sh [RESULTS_DIR] [MODEL_CONFIG_DIR]
@@ -104,6 +104,19 @@ if "$python" -c "import vllm" 2>/dev/null; then
   else
     echo "== vllm_multi_rank_cuda: skipped, needs 2 GPUs ($gpus visible): colocated and remote 2-rank ZeRO-3, async"
     echo "   GRPO on 2 ranks, a rank failing or hanging in a sync (tests/e2e/test_rollout_workers.py)"
+  fi
+  # Issue 30's fourth lever where it can run: TRL's server mode (trl-server: the server trl vllm-serve builds, weights
+  # synced over vLLM's NCCL engine, which TRL 1.16 does on CUDA only; on a CPU trainer VLLMClient.init_communicator
+  # raises NotImplementedError, benchmarks/grpo_vs_trl.md) against our async rollouts from a remote worker
+  # (ours-server), each server on GPU 1 and each trainer on GPU 0 (NCCL refuses two ranks on one GPU), beside the
+  # colocated sides on the same model and work.
+  if [ "$gpus" -ge 2 ]; then
+    part grpo_vs_trl_server_cuda "$python" benchmarks/bench_grpo_vs_trl.py --device cuda --model_dir smollm2-135m \
+      --rollout vllm --sides ours,ours-async,ours-server,trl,trl-vllm,trl-server --server_gpu 1 --prompts 16 \
+      --group 8 --micro_batch 64 --max_new_tokens 128 --steps 5 --warmup 1 --repeats 3 --keep_going \
+      --out "$out/grpo_vs_trl_server_cuda.json"
+  else
+    echo "== grpo_vs_trl_server_cuda: skipped, needs 2 GPUs ($gpus visible): TRL's vLLM server mode vs our remote worker"
   fi
   # A worker serving bfloat16 (--dtype auto on a bf16 checkpoint does the same) and a float32 trainer: the first
   # sync asks its dtype and sends bf16 (logged); the worker then holds the trainer's weights rounded to bf16: its
