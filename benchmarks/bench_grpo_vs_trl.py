@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             "timed_steps_per_run": args.steps, "repeats": args.repeats,
             "reward": "posttrain.tasks.arithmetic.ArithmeticTask.reward (both sides)",
             "ours": "posttrain.trainer.Trainer(GRPOConfig(...)); loop of _one_step + logger.log (jsonl), "
-                    f"DeepSpeed ZeRO-0, torch AdamW(foreach=False), --rollout {args.rollout} engine + weight sync "
+                    f"DeepSpeed ZeRO-0, torch AdamW(fused=True), --rollout {args.rollout} engine + weight sync "
                     "after every step (ours-async: --async_rollouts true, max_staleness 1); "
                     "shipped code as is: rollout_batch_size=0 (one rollout batch of prompts x group per step), "
                     "lru_cached posttrain.tasks.verifiers.math_equal, each distinct prompt encoded once (pg.py)",

@@ -162,6 +162,8 @@ def _run(args: argparse.Namespace, settings: VLLMCPUSettings, server_url: str | 
     clock.wrap(trainer, "_get_per_token_logps_and_entropies", "logprobs", when=no_grad_now)
     clock.wrap(trainer, "compute_loss", "forward")
     clock.wrap(trainer.accelerator, "backward", "backward")
+    # the clip joins the optimizer phase, as on our side, where DeepSpeed's step() clips before it updates
+    clock.wrap(trainer, "_clip_grad_norm", "optimizer")
     trainer.train()
     # on_step_end fires before the step's log, so the interval between two on_step_end calls holds the
     # previous step's logging; the last step's logging is outside every interval (and the first is warm-up).
