@@ -125,7 +125,9 @@ def trainer_clips_gradients(config: TrainConfig) -> bool:
     optimizer: ZeRO stages 1-3 and bf16 (its ``FP16_UnfusedOptimizer``), which shard or cast the gradients and compute
     the norm anyway. At ZeRO stage 0 in fp32 it steps the client AdamW directly and clips in ``clip_fp32_gradients``,
     which discards the norm it computes, so ``get_global_grad_norm()`` stays None. There the trainer clips with
-    ``torch.nn.utils`` instead: the same one norm over the same (already all-reduced) gradients, now kept."""
+    ``torch.nn.utils`` instead: the same one norm and one scaling pass over the same (already all-reduced) gradients,
+    now kept. DeepSpeed's clip also all-reduced that norm over the data-parallel ranks (for its own MoE layers, whose
+    gradients differ by rank); posttrain builds none, so every rank's norm is already the same and that is skipped."""
     return config.zero_stage == 0 and config.precision == "fp32"
 
 
