@@ -6,8 +6,9 @@ variant in a round, untimed) and times the optimizer phase of each variant, alte
 from its own AdamW state (lr, betas, eps, weight decay and the clipping norm are the same for all):
 
 - ``ours``: the trainer's own path, ``posttrain.dist.initialize_deepspeed_model`` (DeepSpeed ZeRO-0 fp32, one rank,
-  gloo) and ``engine.step()``, which clips (DeepSpeed's ``gradient_clipping``), steps AdamW, drops the gradients and
-  steps the LR schedule;
+  gloo) stepped by ``posttrain.dist.optimizer_step``, which clips (at ZeRO-0 fp32 itself, with ``torch.nn.utils``,
+  keeping the norm; DeepSpeed's ``gradient_clipping`` is 0 there) and calls ``engine.step()``, which steps AdamW,
+  drops the gradients and steps the LR schedule;
 - ``ours-single-tensor``: the same DeepSpeed engine built with ``AdamW(foreach=False)``, what the trainer used before
   (the "before" of the fix);
 - ``torch-single-tensor``, ``torch-foreach``, ``torch-fused``: ``torch.nn.utils.clip_grad_norm_`` then
@@ -15,7 +16,8 @@ from its own AdamW state (lr, betas, eps, weight decay and the clipping norm are
   ``torch-fused`` is what transformers' Trainer (so TRL's ``GRPOTrainer``) runs by default (``adamw_torch_fused``).
 
 Each step's seconds are split by pass-through timers (``benchmarks.grpo_phases.PhaseClock``; no computation changes)
-into ``clip``, ``adamw`` (``optimizer.step()`` alone: the interval ``bench_grpo_vs_trl.py`` times on TRL's side),
+into ``clip`` (for the DeepSpeed variants, ``optimizer_step`` outside ``engine.step()``), ``adamw``
+(``optimizer.step()`` alone: the interval ``bench_grpo_vs_trl.py`` times on TRL's side),
 ``zero_grad``, ``scheduler`` and, for the DeepSpeed variants, ``other`` (the rest of ``engine.step()``). ``total`` is
 the whole phase, the interval ``bench_grpo_vs_trl.py`` times on our side. ``--profile`` adds cProfile's top functions
 of one step of each DeepSpeed variant.
@@ -59,11 +61,11 @@ def _train_config(args: Any) -> Any:
 
 def _deepspeed_variant(model: torch.nn.Module, config: Any, single_tensor: bool,
                        clock: PhaseClock) -> Callable[[], None]:
-    """``engine.step`` of a DeepSpeed engine over ``model``: the trainer's own (``initialize_deepspeed_model``), or,
-    with ``single_tensor``, the same engine around the single-tensor AdamW the trainer used before."""
+    """``optimizer_step`` of a DeepSpeed engine over ``model``: the trainer's own (``initialize_deepspeed_model``),
+    or, with ``single_tensor``, the same engine around the single-tensor AdamW the trainer used before."""
     import deepspeed
 
-    from posttrain.dist import deepspeed_config, initialize_deepspeed_model, lr_lambda
+    from posttrain.dist import deepspeed_config, initialize_deepspeed_model, lr_lambda, optimizer_step
 
     if single_tensor:
         params = [p for p in model.parameters() if p.requires_grad]
@@ -75,11 +77,17 @@ def _deepspeed_variant(model: torch.nn.Module, config: Any, single_tensor: bool,
         engine = initialize_deepspeed_model(model, config, 1)
     if engine.gradient_accumulation_steps() != 1:
         raise RuntimeError(f"expected one micro-batch per step, got {engine.gradient_accumulation_steps()}")
-    clock.wrap(engine, "clip_fp32_gradients", "clip")
+    clock.wrap(engine, "step", "engine_step")  # not a part: what it leaves of optimizer_step is the clip
     clock.wrap(engine.optimizer, "step", "adamw")
     clock.wrap(engine, "zero_grad", "zero_grad")
     clock.wrap(engine.lr_scheduler, "step", "scheduler")
-    return engine.step
+
+    def step() -> None:
+        start = time.perf_counter()
+        optimizer_step(engine, config)
+        clock.seconds["clip"] += time.perf_counter() - start - clock.seconds.pop("engine_step")
+
+    return step
 
 
 def _torch_variant(params: list[torch.nn.Parameter], config: Any, implementation: dict[str, bool],

@@ -104,7 +104,7 @@ def deepspeed_config(config: TrainConfig, world_size: int) -> dict[str, Any]:
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": micro,
         "gradient_accumulation_steps": config.grad_accum_steps(world_size),
-        "gradient_clipping": config.max_grad_norm,
+        "gradient_clipping": 0.0 if trainer_clips_gradients(config) else config.max_grad_norm,
         "zero_optimization": {"stage": config.zero_stage},
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 10**9,
@@ -116,6 +116,45 @@ def deepspeed_config(config: TrainConfig, world_size: int) -> dict[str, Any]:
         ds["zero_optimization"].update({"stage3_param_persistence_threshold": 0,
                                         "stage3_gather_16bit_weights_on_model_save": True})
     return ds
+
+
+def trainer_clips_gradients(config: TrainConfig) -> bool:
+    """Whether ``optimizer_step`` clips the gradients itself (DeepSpeed's ``gradient_clipping`` is then 0).
+
+    DeepSpeed keeps the global gradient norm it clips with (``get_global_grad_norm``) only where it wraps the client
+    optimizer: ZeRO stages 1-3 and bf16 (its ``FP16_UnfusedOptimizer``), which shard or cast the gradients and compute
+    the norm anyway. At ZeRO stage 0 in fp32 it steps the client AdamW directly and clips in ``clip_fp32_gradients``,
+    which discards the norm it computes, so ``get_global_grad_norm()`` stays None. There the trainer clips with
+    ``torch.nn.utils`` instead: the same one norm and one scaling pass over the same (already all-reduced) gradients,
+    now kept. DeepSpeed's clip also all-reduced that norm over the data-parallel ranks (for its own MoE layers, whose
+    gradients differ by rank); posttrain builds none, so every rank's norm is already the same and that is skipped."""
+    return config.zero_stage == 0 and config.precision == "fp32"
+
+
+def optimizer_step(deepspeed_model: Any, config: TrainConfig) -> float | None:
+    """``deepspeed_model.step()`` after a micro-batch's ``backward``; on the step that updates the weights (the
+    gradient accumulation boundary) the gradients are clipped once at ``config.max_grad_norm`` (0: not clipped) and
+    their global 2-norm before clipping is returned; None on the micro-steps that only accumulate.
+
+    Where ``trainer_clips_gradients``, the norm is taken here, after DeepSpeed's ``backward`` has all-reduced the
+    boundary micro-batch's gradients, so every rank gets the same global norm; elsewhere DeepSpeed clips inside
+    ``step()`` and reports the norm. A boundary step that yields no norm raises rather than logging nothing."""
+    boundary = deepspeed_model.is_gradient_accumulation_boundary()
+    norm = None
+    if boundary and trainer_clips_gradients(config):
+        params = [p for p in deepspeed_model.module.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        if config.max_grad_norm > 0:
+            torch.nn.utils.clip_grads_with_norm_(params, config.max_grad_norm, norm)
+    deepspeed_model.step()
+    if not boundary:
+        return None
+    if norm is None:
+        norm = deepspeed_model.get_global_grad_norm()
+    if norm is None:
+        raise RuntimeError(f"DeepSpeed reported no gradient norm after an optimizer step (zero_stage "
+                           f"{config.zero_stage}, precision {config.precision}): train/grad_norm would go unlogged")
+    return float(norm)
 
 
 def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
@@ -148,8 +187,8 @@ def initialize_deepspeed_model(model: torch.nn.Module, config: TrainConfig, worl
     parameter, gradient and two moments instead of the single-tensor loop's eight element-wise ops per tensor
     (``lerp_``, ``sqrt``, ``addcdiv_``, ..., each a full pass over memory), the same AdamW update. On SmolLM2-135M,
     1 thread, that made DeepSpeed's ``step()`` about 5x faster (``benchmarks/bench_optimizer_phase.py``; a CPU's
-    ``foreach=True`` is no faster than the loop). DeepSpeed still clips the gradients (``gradient_clipping``),
-    once, before this step.
+    ``foreach=True`` is no faster than the loop). The gradients are clipped once before this step, by DeepSpeed
+    (``gradient_clipping``) or, where ``trainer_clips_gradients``, by ``optimizer_step``: step the model with it.
     """
     import deepspeed
 

@@ -24,6 +24,7 @@ from posttrain.dist import (
     barrier,
     init_distributed,
     initialize_deepspeed_model,
+    optimizer_step,
     set_cpu_threads,
 )
 from posttrain.engines.build import build_engine
@@ -261,8 +262,12 @@ class Trainer:
                 push_weights(self.ctx.engines[name], self.deepspeed_model.module, self.config.zero_stage, step - 1)
 
     def _train_on(self, experience: Any) -> dict[str, float]:
+        """``mu`` passes of micro-batched loss, backward and step over ``experience``: the mean of each metric over
+        the micro-batches, and ``train/grad_norm`` (``NAME/grad_norm`` for a trained role), the mean over the
+        optimizer steps of the global gradient norm before clipping."""
         sums: dict[str, float] = {}
         count = 0
+        grad_norms: dict[str, list[float | None]] = {"train": [], **{name: [] for name in self.role_models}}
         micro = min(self.config.micro_batch_size, len(experience))
         for iteration in range(self.config.mu):
             for batch in experience.split(micro):
@@ -270,13 +275,13 @@ class Trainer:
                 out = self.algo.loss(self.policy, batch, iteration)
                 loss = out.loss * 0.0 if out.skip else out.loss  # a skipped micro-batch still counts for DeepSpeed
                 self.deepspeed_model.backward(loss)
-                self.deepspeed_model.step()
+                grad_norms["train"].append(optimizer_step(self.deepspeed_model, self.config))
                 metrics = {**out.metrics, "loss": float(loss.detach())}
                 for name, role_model in self.role_models.items():  # after the policy, on the same micro-batch
                     role_out = self.algo.role_loss(name, role_model, batch, iteration)
                     role_loss = role_out.loss * 0.0 if out.skip else role_out.loss
                     self.role_deepspeed_models[name].backward(role_loss)
-                    self.role_deepspeed_models[name].step()
+                    grad_norms[name].append(optimizer_step(self.role_deepspeed_models[name], self.config))
                     metrics.update(role_out.metrics)
                     metrics[f"{name}/loss"] = float(role_loss.detach())
                 for k, v in metrics.items():
@@ -284,9 +289,9 @@ class Trainer:
                 count += 1
         out = {(k if "/" in k else f"train/{k}"): v / count for k, v in sums.items()}  # "rollout/..." keep theirs
         out["train/lr"] = self.deepspeed_model.get_lr()[0]
-        grad_norm = self.deepspeed_model.get_global_grad_norm()
-        if grad_norm is not None:
-            out["train/grad_norm"] = float(grad_norm)
+        for prefix, norms in grad_norms.items():  # None: a micro-step that only accumulated gradients
+            updates = [norm for norm in norms if norm is not None]
+            out[f"{prefix}/grad_norm"] = sum(updates) / len(updates)
         return out
 
     def _one_step(self, step: int) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""Do our DeepSpeed-wrapped model's optimizer steps equal torch AdamW after clipping once? Run on CPU (gloo) like
+"""Do our DeepSpeed-wrapped model's optimizer steps (``posttrain.dist.optimizer_step``) equal torch AdamW after clipping
+once, and is the gradient norm they report torch's? Run on CPU (gloo) like
 the entry point (on a machine with a GPU, hide it: ``CUDA_VISIBLE_DEVICES=``):
 
     python tests/e2e/optimizer_step_check.py OUT.json                    # one rank
@@ -10,7 +11,8 @@ error on seeded batches: each rank trains the DeepSpeed copy on its share of the
 gradients over ranks), the reference trains on the whole batch with ``torch.nn.utils.clip_grad_norm_`` and the
 single-tensor ``torch.optim.AdamW`` (same lr, betas, eps, weight decay). Writes, per stage, the largest parameter
 difference, the same reference without clipping's difference (so the comparison can tell clipping from none), the
-gradient norms before clipping, and the implementation flags of the torch optimizer DeepSpeed steps.
+gradient norms before clipping (``clip_grad_norm_``'s return) and those ``optimizer_step`` reported, and the
+implementation flags of the torch optimizer DeepSpeed steps.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch
 
 from posttrain.config import TrainConfig
-from posttrain.dist import gathered_named_parameters, init_distributed, initialize_deepspeed_model
+from posttrain.dist import (
+    gathered_named_parameters,
+    init_distributed,
+    initialize_deepspeed_model,
+    optimizer_step,
+)
 
 STEPS = 3
 BATCH = 4
@@ -59,23 +66,25 @@ def reference(model: torch.nn.Module, config: TrainConfig, clip: bool) -> tuple[
     return {n: p.detach().clone() for n, p in model.named_parameters()}, norms
 
 
-def deepspeed_steps(model: torch.nn.Module, config: TrainConfig, rank: int, world_size: int) -> tuple[dict, dict]:
-    """Parameters after ``STEPS`` steps of the DeepSpeed-wrapped ``model`` on this rank's share of each batch, and
-    the flags of the torch optimizer inside."""
+def deepspeed_steps(model: torch.nn.Module, config: TrainConfig, rank: int,
+                    world_size: int) -> tuple[dict, list[float | None], dict]:
+    """Parameters after ``STEPS`` steps of the DeepSpeed-wrapped ``model`` on this rank's share of each batch, the
+    gradient norm each step reported, and the flags of the torch optimizer inside."""
     engine = initialize_deepspeed_model(model, config, world_size)
     if engine.gradient_accumulation_steps() != 1:
         raise RuntimeError(f"expected one micro-batch per step, got {engine.gradient_accumulation_steps()}")
     share = BATCH // world_size
+    norms = []
     for step in range(STEPS):
         x, y = batch(step)
         x, y = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
         engine.backward(torch.nn.functional.mse_loss(engine(x), y))
-        engine.step()
+        norms.append(optimizer_step(engine, config))
     inner = getattr(engine.optimizer, "optimizer", engine.optimizer)  # ZeRO wraps the torch optimizer
     flags = {"class": type(inner).__name__, "fused": inner.defaults.get("fused"),
              "foreach": inner.defaults.get("foreach")}
     params = {n: p.clone() for n, p in gathered_named_parameters(engine.module, config.zero_stage)}
-    return params, flags
+    return params, norms, flags
 
 
 def max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -95,10 +104,10 @@ def main(out: Path) -> None:
                              zero_stage=stage, lr_scheduler="constant", warmup_steps=0, precision="fp32")
         clipped, norms = reference(mlp(), config, clip=True)
         unclipped, _ = reference(mlp(), config, clip=False)
-        ours, flags = deepspeed_steps(mlp(), config, info.rank, info.world_size)
+        ours, reported_norms, flags = deepspeed_steps(mlp(), config, info.rank, info.world_size)
         results[str(stage)] = {"max_difference": max_difference(ours, clipped),
                                "unclipped_reference_difference": max_difference(unclipped, clipped),
-                               "grad_norms": norms, "optimizer": flags}
+                               "grad_norms": norms, "reported_grad_norms": reported_norms, "optimizer": flags}
     target = out if info.world_size == 1 else out.with_suffix(f".rank{info.rank}.json")
     target.write_text(json.dumps({"world_size": info.world_size, "stages": results}, indent=2) + "\n")
 

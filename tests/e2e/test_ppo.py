@@ -41,6 +41,7 @@ def test_ppo_sigkill_and_resume_equals_uninterrupted(tiny_arithmetic: Path, tmp_
     assert not torch.equal(a["value_head.weight"], start["value_head.weight"])  # the critic trained after step 2
     train = [r for r in rows if r["step"] > 0]
     assert all("critic/value_loss" in r and "ppo/kl_coef" in r for r in train)
+    assert all(r["train/grad_norm"] > 0 and r["critic/grad_norm"] > 0 for r in train)  # ZeRO-0: the trainer's clip
     coefficients = [r["ppo/kl_coef"] for r in train]
     assert coefficients[0] == 0.1 and len(set(coefficients)) == 4  # adapted every step, restored on resume
 

@@ -26,8 +26,10 @@ def check_run(result, output_dir: Path, steps: int = 2) -> list[dict]:
     assert rows[0]["step"] == 0 and "eval/accuracy" in rows[0]
     assert rows[-1]["step"] == steps
     train_rows = [r for r in rows if r["step"] > 0]
-    for key in ("reward/mean", "train/loss", "time/generate", "time/train", "perf/tokens_per_s", "train/entropy"):
+    for key in ("reward/mean", "train/loss", "time/generate", "time/train", "perf/tokens_per_s", "train/entropy",
+                "train/grad_norm"):  # the norm before clipping, on every ZeRO stage (stage 0 clips in the trainer)
         assert key in train_rows[0], key
+    assert all(r["train/grad_norm"] > 0 for r in train_rows)
     assert all(torch.isfinite(torch.tensor(r["train/loss"])) for r in train_rows)
     final = output_dir / "checkpoints" / f"step_{steps}"
     assert (final / "COMPLETE").exists() and (output_dir / "config.yaml").exists()

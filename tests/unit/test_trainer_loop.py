@@ -1,5 +1,6 @@
-"""``Trainer._train_on``: the inner iteration goes to ``loss`` / ``role_loss`` as an argument, and a
-``LossOutput.skip`` zeroes the policy's and every trained role's loss while each model still steps."""
+"""``Trainer._train_on``: the inner iteration goes to ``loss`` / ``role_loss`` as an argument, a
+``LossOutput.skip`` zeroes the policy's and every trained role's loss while each model still steps, and each
+model's gradient norm is the mean over its optimizer steps."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from posttrain.trainer import Trainer
 
 
 class RecordingModel:
-    """Stands in for a DeepSpeed-wrapped model: records what the trainer hands its backward and counts steps."""
+    """Stands in for a DeepSpeed-wrapped model: records what the trainer hands its backward and counts steps; every
+    second step updates the weights (two micro-batches per optimizer step) and reports the step count as its norm."""
 
     def __init__(self) -> None:
         self.module = torch.nn.Linear(1, 1, bias=False)
@@ -34,8 +36,11 @@ class RecordingModel:
     def get_lr(self) -> list[float]:
         return [0.1]
 
-    def get_global_grad_norm(self) -> None:
-        return None
+    def is_gradient_accumulation_boundary(self) -> bool:
+        return self.steps % 2 == 1
+
+    def get_global_grad_norm(self) -> float:
+        return float(self.steps)
 
 
 class SkipMarkedRows(Algorithm):
@@ -58,7 +63,7 @@ class SkipMarkedRows(Algorithm):
 
 
 def test_iteration_is_passed_and_skip_zeroes_every_loss() -> None:
-    config = TrainConfig(mu=2, micro_batch_size=1)
+    config = TrainConfig(mu=2, micro_batch_size=1, zero_stage=2)  # DeepSpeed reports the norms
     ctx = AlgoContext(tokenizer=None, reward_fn=None, is_correct=None, timer=PhaseTimer(), device=torch.device("cpu"))
     algo = SkipMarkedRows(config, ctx)
     algo.seen = []
@@ -76,6 +81,7 @@ def test_iteration_is_passed_and_skip_zeroes_every_loss() -> None:
     assert policy.losses == [1.0, 0.0, 2.0, 0.0] and critic.losses == [5.0, 0.0, 5.0, 0.0]
     assert policy.steps == critic.steps == 4
     assert metrics["train/loss"] == 0.75 and metrics["critic/loss"] == 2.5 and metrics["train/iteration"] == 0.5
+    assert metrics["train/grad_norm"] == metrics["critic/grad_norm"] == 3.0  # steps 2 and 4 updated the weights
 
 
 class FailingEngine:
