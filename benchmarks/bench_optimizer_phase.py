@@ -17,7 +17,7 @@ from its own AdamW state (lr, betas, eps, weight decay and the clipping norm are
 
 Each step's seconds are split by pass-through timers (``benchmarks.grpo_phases.PhaseClock``; no computation changes)
 into ``clip`` (for the DeepSpeed variants, ``optimizer_step`` outside ``engine.step()``), ``adamw``
-(``optimizer.step()`` alone: the interval ``bench_grpo_vs_trl.py`` times on TRL's side),
+(``optimizer.step()`` alone),
 ``zero_grad``, ``scheduler`` and, for the DeepSpeed variants, ``other`` (the rest of ``engine.step()``). ``total`` is
 the whole phase, the interval ``bench_grpo_vs_trl.py`` times on our side. ``--profile`` adds cProfile's top functions
 of one step of each DeepSpeed variant.

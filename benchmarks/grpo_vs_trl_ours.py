@@ -73,6 +73,7 @@ def _compile_colocated_engine() -> None:
 def _run(args: argparse.Namespace, rollout: str, out_dir: str) -> dict[str, Any]:
     import torch
 
+    import posttrain.trainer
     from benchmarks.grpo_phases import PhaseClock
     from posttrain.algos.pg import GRPOConfig
     from posttrain.trainer import Trainer
@@ -123,7 +124,8 @@ def _run(args: argparse.Namespace, rollout: str, out_dir: str) -> dict[str, Any]
     clock.wrap(trainer.algo, "logprobs", "logprobs")
     clock.wrap(trainer.algo, "loss", "forward")
     clock.wrap(trainer.deepspeed_model, "backward", "backward")
-    clock.wrap(trainer.deepspeed_model, "step", "optimizer")
+    # the trainer's optimizer_step: the clip (the trainer's own at ZeRO-0 fp32, DeepSpeed's otherwise) and step()
+    clock.wrap(posttrain.trainer, "optimizer_step", "optimizer")
     steps = []
     last = time.perf_counter()
     for step in range(1, total + 1):
