@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ def check_run(result, output_dir: Path, steps: int = 2) -> list[dict]:
     for key in ("reward/mean", "train/loss", "time/generate", "time/train", "perf/tokens_per_s", "train/entropy",
                 "train/grad_norm"):  # the norm before clipping, on every ZeRO stage (stage 0 clips in the trainer)
         assert key in train_rows[0], key
-    assert all(r["train/grad_norm"] > 0 for r in train_rows)
+    # a step can have no gradient at all (every group's rewards equal: zero advantages), so >= 0 here; the runs
+    # whose weights must move also check that some step had one (grad_norm_was_logged)
+    assert all(math.isfinite(r["train/grad_norm"]) and r["train/grad_norm"] >= 0 for r in train_rows)
     assert all(torch.isfinite(torch.tensor(r["train/loss"])) for r in train_rows)
     final = output_dir / "checkpoints" / f"step_{steps}"
     assert (final / "COMPLETE").exists() and (output_dir / "config.yaml").exists()
@@ -44,13 +47,18 @@ def weights_changed(model_dir: Path, output_dir: Path, steps: int) -> bool:
     return any(not torch.equal(before[k], after[k]) for k in before if k in after)
 
 
+def grad_norm_was_logged(rows: list[dict]) -> bool:
+    """Some training step logged a positive gradient norm (the norm is logged on every ZeRO stage)."""
+    return any(r.get("train/grad_norm", 0) > 0 for r in rows if r["step"] > 0)
+
+
 @pytest.mark.distributed
 def test_grpo_one_rank_deepspeed_launcher(tiny_arithmetic: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = run_entry(["--algo", "grpo", "--model", str(tiny_arithmetic), "--output_dir", str(out), *SMALL],
                        launcher=deepspeed_launcher(1))
-    check_run(result, out)
-    assert weights_changed(tiny_arithmetic, out, 2)
+    rows = check_run(result, out)
+    assert weights_changed(tiny_arithmetic, out, 2) and grad_norm_was_logged(rows)
 
 
 @pytest.mark.distributed
@@ -61,7 +69,7 @@ def test_grpo_two_ranks_zero3(tiny_arithmetic: Path, tmp_path: Path) -> None:
                        launcher=deepspeed_launcher(2))
     rows = check_run(result, out)
     assert "train/kl" in rows[1]
-    assert weights_changed(tiny_arithmetic, out, 2)
+    assert weights_changed(tiny_arithmetic, out, 2) and grad_norm_was_logged(rows)
 
 
 @pytest.mark.parametrize("algo,extra", [
