@@ -39,23 +39,27 @@ sys.path.insert(0, str(REPO))
 from benchmarks.seed_curves import metric_curves, plot_seed_curves, run_training
 from posttrain.common.cli_help import CommandParser
 
-MATH = ["--max_new_tokens", "6"]
-MATH_DUAL = ["--dual_max_new_tokens", "4", "--dual_refresh_every", "5"]
+ORACLE_BUDGET = ["--task", "word-arithmetic", "--max_new_tokens", "6", "--steps", "120"]
 TRANSLATION = ["--task", "word-translation", "--max_new_tokens", "14"]
 ARMS: dict[str, list[str]] = {
-    "dupo": ["--algo", "dupo", *MATH, *MATH_DUAL],
-    "grpo-oracle": ["--algo", "grpo", "--task", "word-arithmetic", *MATH],
-    "dupo-no-filter": ["--algo", "dupo", "--dual_selection", "none", *MATH, *MATH_DUAL],
-    "dupo-offline-selection": ["--algo", "dupo", "--dual_selection", "offline", *MATH, *MATH_DUAL],
+    "dupo": ["--algo", "dupo"],
+    "grpo-oracle": ["--algo", "grpo", *ORACLE_BUDGET],
+    "dupo-no-filter": ["--algo", "dupo", "--dual_selection", "none"],
+    "dupo-offline-selection": ["--algo", "dupo", "--dual_selection", "offline"],
     "dupo-translation": ["--algo", "dupo", "--dual_task", "translation", "--dual_selection", "none",
                          "--dual_max_new_tokens", "18", "--dual_refresh_every", "5", *TRANSLATION],
     "grpo-oracle-translation": ["--algo", "grpo", *TRANSLATION],
 }
+"""Each arm's flags. The math DuPO arms run ``--algo dupo``'s shipped defaults (its answer budgets and snapshot
+refresh are what this benchmark measured); the oracle gets DuPO's task, answer budget and steps. ``tests/unit/test_bench_dupo.py``
+checks both."""
 MATH_ARMS = ["dupo", "grpo-oracle", "dupo-no-filter", "dupo-offline-selection"]
 TRANSLATION_ARMS = ["dupo-translation", "grpo-oracle-translation"]
 COMMON = ["--prompts_per_step", "8", "--group_size", "8", "--micro_batch_size", "64", "--eval_every", "5",
           "--eval_examples", "128", "--pass_k", "1", "--save_every", "0", "--lr", "1e-4", "--progress", "false",
           "--num_threads", "1"]
+"""Flags every arm gets: DuPO's default batch and learning rate (spelled out, so GRPO's arm gets the same), dense
+evaluation, no checkpoints, one thread."""
 
 
 CURVES = ("eval/accuracy", "train/accuracy", "reward/mean", "dupo/selection_pass_rate", "dupo/dual_accuracy",

@@ -291,6 +291,9 @@ class Trainer:
         out["train/lr"] = self.deepspeed_model.get_lr()[0]
         for prefix, norms in grad_norms.items():  # None: a micro-step that only accumulated gradients
             updates = [norm for norm in norms if norm is not None]
+            if not updates:
+                raise RuntimeError(f"{prefix}: {len(norms)} micro-batches of {micro} samples reached no optimizer step "
+                                   f"(DeepSpeed's gradient accumulation boundary): the step's weights never moved")
             out[f"{prefix}/grad_norm"] = sum(updates) / len(updates)
         return out
 

@@ -84,6 +84,23 @@ def test_iteration_is_passed_and_skip_zeroes_every_loss() -> None:
     assert metrics["train/grad_norm"] == metrics["critic/grad_norm"] == 3.0  # steps 2 and 4 updated the weights
 
 
+def test_a_step_that_reaches_no_accumulation_boundary_is_an_error() -> None:
+    """One micro-batch where DeepSpeed would accumulate two: no optimizer step moved the weights, so there is no
+    norm to report, and the trainer says so instead of dividing by zero."""
+    config = TrainConfig(mu=1, micro_batch_size=1, zero_stage=2)
+    ctx = AlgoContext(tokenizer=None, reward_fn=None, is_correct=None, timer=PhaseTimer(), device=torch.device("cpu"))
+    algo = SkipMarkedRows(config, ctx)
+    algo.seen = []
+    policy = RecordingModel()
+    trainer = Trainer.__new__(Trainer)
+    trainer.config, trainer.algo = config, algo
+    trainer.info = DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+    trainer.deepspeed_model, trainer.role_deepspeed_models, trainer.role_models = policy, {}, {}
+    trainer.policy = TrainedModel(policy.module, policy)
+    with pytest.raises(RuntimeError, match="train: 1 micro-batches of 1 samples reached no optimizer step"):
+        trainer._train_on(Experience({"x": torch.ones(1, 1), "skip": torch.tensor([False])}))
+
+
 class FailingEngine:
     """A rollout engine whose sync raises ``error`` (as a rank's timed-out gather, or a worker, would)."""
 
