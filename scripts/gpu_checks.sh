@@ -109,7 +109,9 @@ if "$python" -c "import vllm" 2>/dev/null; then
   # synced over vLLM's NCCL engine, which TRL 1.16 does on CUDA only; on a CPU trainer VLLMClient.init_communicator
   # raises NotImplementedError, benchmarks/grpo_vs_trl.md) against our async rollouts from a remote worker
   # (ours-server), each server on GPU 1 and each trainer on GPU 0 (NCCL refuses two ranks on one GPU), beside the
-  # colocated sides on the same model and work.
+  # colocated sides on the same model and work. This is where issue 30's 1.5x can be reached: TRL's step is about
+  # generation + training, ours-server's about max(generation, training) + sync (the CPU could not show it: with
+  # TRL given both cores it was faster, benchmarks/grpo_vs_trl.md).
   if [ "$gpus" -ge 2 ]; then
     part grpo_vs_trl_server_cuda "$python" benchmarks/bench_grpo_vs_trl.py --device cuda --model_dir smollm2-135m \
       --rollout vllm --sides ours,ours-async,ours-server,trl,trl-vllm,trl-server --server_gpu 1 --prompts 16 \
