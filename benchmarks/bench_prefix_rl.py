@@ -26,11 +26,23 @@ arm pays, is left out.
 target's greedy held-out accuracy after each of the two 8-token openings a k = 8 adapter can write
 (``Answer: `` and ``Answer b``), per problem, so the best any choice of opening per input can reach.
 
-Writes PREFIX.json (command, per-arm and per-seed curves, summary, FLOPs) and PREFIX.png (with
-``--no_training``: PREFIX.json with the clustering rows and the ceiling only). A finished run under ``--runs``
-is reused, so an interrupted benchmark resumes. ``--report_only`` starts no training and no clustering run: it
-writes the report from the runs (and clustering files) already finished under ``--runs``, each arm over the
-seeds it has, and lists the others under ``missing``.
+Writes PREFIX.json (command, the flags: ``common`` (COMMON), ``extra`` (the trainer flags after ``--``) and
+``arms``; per-arm and per-seed curves, summary, FLOPs) and PREFIX.png (with ``--no_training``: PREFIX.json with
+the clustering rows and the ceiling only). A finished run under ``--runs`` is reused, so an interrupted
+benchmark resumes. ``--report_only`` starts no training and no clustering run: it writes the report from the
+runs (and clustering files) already finished under ``--runs``, each arm over the seeds it has, and lists the
+others under ``missing``.
+
+``--reuse FILE`` takes the runs recorded in an earlier report of this script for the (arm, seed) pairs not
+finished under ``--runs``, so runs whose directories are gone are not trained again; the summary is computed
+over reused and new runs alike, and the report names the reused runs, the file and the command that made it
+under ``reused``. A report that recorded other ``common``, ``extra`` or arm flags is refused, naming the arm;
+a report made before the flags were recorded is taken as it is (``reused.unchecked_flags`` then says the
+flags were not compared). The file's clustering rows (with ``--no_clustering``) and its ``ceiling`` (the k = 8
+format ceiling, which only ``--no_training`` measures) carry over into the new report. To add runs to the
+committed report without retraining the others:
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_prefix_rl.py --seeds 0 1 2 --no_clustering --reuse benchmarks/results/prefix_rl.json
 """
 
 from __future__ import annotations
@@ -46,7 +58,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.seed_curves import finished, metric_curves, plot_seed_curves, run_training
+from benchmarks.seed_curves import (
+    RecordedRuns,
+    Runs,
+    finished,
+    metric_curves,
+    plot_seed_curves,
+    recorded_runs,
+    run_training,
+)
 from posttrain.common.cli_help import CommandParser
 
 PREFIX_KS = (1, 2, 4, 8, 16)
@@ -178,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report_only", action="store_true",
                         help="start no run: write the report from the runs and clustering files already finished "
                              "under --runs (the others listed as missing)")
+    parser.add_argument("--reuse", type=Path, default=None,
+                        help="an earlier report of this script (PREFIX.json): its recorded runs stand for the (arm, "
+                             "seed) pairs not finished under --runs instead of training them again; refused if it "
+                             "recorded other flags; its clustering rows (with --no_clustering) and ceiling carry over")
     parser.add_argument("extra", nargs="*", help="extra trainer flags after --, e.g. -- --steps 10")
     args = parser.parse_args(argv)
 
@@ -186,11 +210,17 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if args.no_training:
         return training_free(args)
-    runs: dict[str, dict[int, dict]] = {}
+    recorded = (recorded_runs(args.reuse, {"common": COMMON, "extra": args.extra}, ARMS, unrecorded_ok=True)
+                if args.reuse else RecordedRuns())
+    runs: Runs = {}
     missing: list[str] = []
     for seed in args.seeds:
         for arm in args.arms:
             out = args.runs / arm / f"seed{seed}"
+            reused = recorded.take(arm, seed, out)
+            if reused is not None:
+                runs.setdefault(arm, {})[seed] = reused
+                continue
             if args.report_only and not finished(out):
                 missing.append(f"{arm} seed {seed}")
                 continue
@@ -201,12 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     for arm, numbers in summary.items():
         numbers.update(training_flops(arm))
     report: dict = {"command": " ".join([sys.executable, *sys.argv]), "report_only": args.report_only,
-                    "missing": missing, "summary": summary, "runs": runs}
+                    "common": COMMON, "extra": args.extra, "arms": ARMS, "missing": missing,
+                    "reused": recorded.report(), "summary": summary, "runs": runs}
     if not args.no_clustering:
         seeds = [s for s in args.seeds if not args.report_only or clustering_path(args.runs, s).exists()]
         missing.extend(f"clustering seed {s}" for s in args.seeds if s not in seeds)
         if seeds:
             report["clustering"] = clustering_rows(seeds, args.runs)
+    if args.reuse:
+        report.update(carried_rows(args.reuse, ["ceiling", *(["clustering"] if args.no_clustering else [])]))
     for upper in ("full-rl", "full-rl-4x"):
         if upper in summary:
             start, gain = summary[upper]["start_mean"], summary[upper]["final_mean"] - summary[upper]["start_mean"]
@@ -221,6 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     plot(runs, report.get("clustering"), args.out.with_suffix(".png"))
     print(json.dumps({k: report[k] for k in ("summary", "clustering") if k in report}, indent=2))
     return 0
+
+
+def carried_rows(path: Path, keys: list[str]) -> dict:
+    """The rows ``keys`` of the earlier report at ``path`` that it has (the training-free rows a training run
+    does not compute: ``ceiling``, and ``clustering`` under ``--no_clustering``), with ``carried`` naming them
+    and the file; nothing when it has none."""
+    earlier = json.loads(path.read_text())
+    rows = {key: earlier[key] for key in keys if key in earlier}
+    return {**rows, "carried": {"file": str(path), "rows": list(rows)}} if rows else {}
 
 
 def clustering_path(runs: Path, seed: int) -> Path:
@@ -255,7 +297,7 @@ def summarise(series: list[list[tuple[int, float]]]) -> dict:
             "final_std": statistics.stdev(final) if len(final) > 1 else 0.0, "per_seed_final": final}
 
 
-def plot(runs: dict[str, dict[int, dict]], clustering: dict | None, path: Path) -> None:
+def plot(runs: Runs, clustering: dict | None, path: Path) -> None:
     """Held-out accuracy per arm (``seed_curves.plot_seed_curves``) with Prefix Clustering's two levels."""
 
     def clustering_lines(ax) -> None:

@@ -51,7 +51,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.seed_curves import Curve, finished, metric_curves, plot_seed_curves, run_training
+from benchmarks.seed_curves import (
+    Curve,
+    RecordedRuns,
+    Runs,
+    finished,
+    metric_curves,
+    plot_seed_curves,
+    recorded_runs,
+    run_training,
+)
 from posttrain.common.cli_help import CommandParser
 
 PPO_SAMPLES = 64
@@ -107,7 +116,7 @@ def window_means(curves: list[Curve], first: bool) -> float | None:
     return statistics.mean(statistics.mean(v for _, v in c) for c in picked) if picked else None
 
 
-def summarise(runs: dict[str, dict[int, dict[str, Curve]]], gain: float) -> dict[str, dict]:
+def summarise(runs: Runs, gain: float) -> dict[str, dict]:
     """Per arm: start, final (mean, sd, per seed), best, the steps each seed took to reach the common start
     (the mean over every run's step 0: one warm start) plus ``gain``, and the ``DIAGNOSTICS`` over the first and
     the last ``WINDOW`` steps."""
@@ -134,25 +143,7 @@ def summarise(runs: dict[str, dict[int, dict[str, Curve]]], gain: float) -> dict
     return summary
 
 
-def recorded_runs(path: Path) -> tuple[str, dict[str, dict[int, dict[str, Curve]]]]:
-    """The command of an earlier report of this script and the finished runs it recorded (``runs``: arm -> seed
-    -> curves). Refuses a report made with another ``BUDGET`` or with other flags for an arm, naming it: its runs
-    are not these arms'."""
-    report = json.loads(path.read_text())
-    if report["budget"] != BUDGET:
-        raise ValueError(f"{path}: budget {report['budget']} is not this script's BUDGET {BUDGET}")
-    for arm in report["runs"]:
-        if report["arms"].get(arm) != ARMS.get(arm):
-            raise ValueError(f"{path}: arm {arm!r} ran with flags {report['arms'].get(arm)}, not {ARMS.get(arm)}")
-    runs = {arm: {int(seed): {key: [(step, value) for step, value in curve] for key, curve in run.items()}
-                  for seed, run in per_seed.items()}
-            for arm, per_seed in report["runs"].items()}
-    return report["command"], runs
-
-
-def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, Curve]]],
-                 partial: dict[str, dict[int, dict[str, Curve]]], reused: list[str],
-                 reused_command: str | None) -> dict[str, dict]:
+def write_report(args: argparse.Namespace, runs: Runs, partial: Runs, recorded: RecordedRuns) -> dict[str, dict]:
     """PREFIX.json (and PREFIX.png) from the runs finished so far; ``missing`` lists the (arm, seed) runs still
     to come, so a partial file says what it lacks, ``partial_runs`` holds the curves of runs that were started
     but stopped before their end (``--report_only``; they are in ``missing`` too and in no summary), and
@@ -164,7 +155,7 @@ def write_report(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, C
     report = {"command": " ".join([sys.executable, *sys.argv]), "report_only": args.report_only, "budget": BUDGET,
               "arms": ARMS,
               "diagnostics": DIAGNOSTICS, "missing": missing,
-              "reused": {"file": str(args.reuse), "command": reused_command, "runs": reused} if reused else None,
+              "reused": recorded.report(),
               "summary": summary, "runs": runs, "partial_runs": partial}
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     plot_seed_curves({arm: [run["eval/accuracy"] for run in per_seed.values()] for arm, per_seed in runs.items()},
@@ -191,16 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("extra", nargs="*", help="trainer flags for every arm after --, e.g. -- --steps 40")
     args = parser.parse_args(argv)
 
-    runs: dict[str, dict[int, dict[str, Curve]]] = {}
-    partial: dict[str, dict[int, dict[str, Curve]]] = {}
-    reused_command, recorded = recorded_runs(args.reuse) if args.reuse else (None, {})
-    reused: list[str] = []
+    runs: Runs = {}
+    partial: Runs = {}
+    recorded = recorded_runs(args.reuse, {"budget": BUDGET}, ARMS) if args.reuse else RecordedRuns()
     for seed in args.seeds:  # seed-major: an interrupted benchmark has every arm on its first seeds
         for arm in args.arms:
             out = args.runs / arm / f"seed{seed}"
-            if not finished(out) and seed in recorded.get(arm, {}):
-                runs.setdefault(arm, {})[seed] = recorded[arm][seed]
-                reused.append(f"{arm} seed {seed}")
+            reused = recorded.take(arm, seed, out)
+            if reused is not None:
+                runs.setdefault(arm, {})[seed] = reused
                 continue
             if args.report_only and not finished(out):
                 if (out / "metrics.jsonl").exists():  # started, not finished: kept apart, never summarised
@@ -209,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             run_training([*BUDGET, *ARMS[arm]], seed, out, args.extra)  # an arm's flags win over the budget's
             runs.setdefault(arm, {})[seed] = metric_curves(out, ["eval/accuracy", *DIAGNOSTICS.values()])
             # after every run: a stopped benchmark leaves what it finished
-            write_report(args, runs, partial, reused, reused_command)
-    print(json.dumps(write_report(args, runs, partial, reused, reused_command), indent=2))
+            write_report(args, runs, partial, recorded)
+    print(json.dumps(write_report(args, runs, partial, recorded), indent=2))
     return 0
 
 

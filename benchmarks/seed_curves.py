@@ -6,6 +6,11 @@ opaque with markers).
 A run is ``posttrain/train.py`` in its own process with one thread (``OMP_NUM_THREADS=1``, offline); it counts
 as finished, and is skipped, when its output directory holds ``metrics.jsonl`` and a complete checkpoint, so an
 interrupted benchmark resumes where it stopped.
+
+``--reuse FILE`` (``recorded_runs``, ``RecordedRuns.take``): the finished runs an earlier report of the same
+script recorded stand in for runs whose directories are gone, when the report was made with the script's
+current flags; a run finished under ``--runs`` wins over a recorded one, and a run neither finished nor
+recorded is trained.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 Curve = list[tuple[int, float]]
 """(training step, value) points of one run, in step order."""
+Runs = dict[str, dict[int, dict[str, Curve]]]
+"""Finished runs' curves: arm -> seed -> metric -> curve (a report's ``runs``, seeds as ints)."""
 
 
 def finished(output_dir: Path, final_step: int | None = None) -> bool:
@@ -42,6 +50,64 @@ def run_training(flags: Sequence[str], seed: int, output_dir: Path, extra: Seque
            "--output_dir", str(output_dir), *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     subprocess.run(cmd, cwd=REPO, check=True, env=env)
+
+
+@dataclass
+class RecordedRuns:
+    """The runs an earlier report recorded (``recorded_runs``; empty without ``--reuse``) and the (arm, seed)
+    pairs taken from it so far. ``unchecked_flags`` names the flag records the report lacked (an old report,
+    accepted only where the script allows it), so the new report says its flags were not compared."""
+
+    file: Path | None = None
+    command: str | None = None
+    runs: Runs = field(default_factory=dict)
+    unchecked_flags: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+
+    def take(self, arm: str, seed: int, output_dir: Path) -> dict[str, Curve] | None:
+        """The recorded curves of ``arm`` at ``seed`` when its run did not finish in ``output_dir`` and the
+        report recorded it (noted under ``reused``); None when the run is to be read from ``output_dir`` or
+        trained: a run finished under ``--runs`` wins over a recorded one."""
+        if finished(output_dir) or seed not in self.runs.get(arm, {}):
+            return None
+        self.reused.append(f"{arm} seed {seed}")
+        return self.runs[arm][seed]
+
+    def report(self) -> dict[str, Any] | None:
+        """The new report's ``reused``: the file, the command that made it and the runs taken from it (and the
+        flag records it lacked, if any); None when no run was taken."""
+        if not self.reused:
+            return None
+        record: dict[str, Any] = {"file": str(self.file), "command": self.command, "runs": self.reused}
+        if self.unchecked_flags:
+            record["unchecked_flags"] = self.unchecked_flags
+        return record
+
+
+def recorded_runs(path: Path, shared: dict[str, list[str]], arms: dict[str, list[str]],
+                  unrecorded_ok: bool = False) -> RecordedRuns:
+    """The finished runs (``runs``: arm -> seed -> metric -> [[step, value], ...]) and the command of an earlier
+    report at ``path``. Each entry of ``shared`` (report key -> the script's current flags, e.g. ``budget``) must
+    equal the report's, and each recorded arm's flags (the report's ``arms``) the script's ``arms``, or a
+    ``ValueError`` names the file and the key or arm: its runs are not these arms'. A report without one of
+    these records is refused, unless ``unrecorded_ok`` (then it is listed in ``unchecked_flags``)."""
+    report = json.loads(path.read_text())
+    unchecked = []
+    for key, flags in {**shared, "arms": arms}.items():
+        if key not in report:
+            if not unrecorded_ok:
+                raise ValueError(f"{path}: the report records no {key!r}, so its runs' flags cannot be checked")
+            unchecked.append(key)
+        elif key != "arms" and report[key] != flags:
+            raise ValueError(f"{path}: {key} {report[key]} is not this script's {key} {flags}")
+    if "arms" in report:
+        for arm in report["runs"]:
+            if report["arms"].get(arm) != arms.get(arm):
+                raise ValueError(f"{path}: arm {arm!r} ran with flags {report['arms'].get(arm)}, not {arms.get(arm)}")
+    runs = {arm: {int(seed): {key: [(step, value) for step, value in curve] for key, curve in run.items()}
+                  for seed, run in per_seed.items()}
+            for arm, per_seed in report["runs"].items()}
+    return RecordedRuns(path, report["command"], runs, unchecked)
 
 
 def metric_curves(output_dir: Path, keys: Sequence[str]) -> dict[str, Curve]:

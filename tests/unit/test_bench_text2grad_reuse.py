@@ -1,5 +1,6 @@
 """``bench_text2grad.py --reuse``: an earlier report's runs stand in for runs whose directories are gone, but only
-when they ran with this script's budget and the same arm flags (else the report's runs are another benchmark's)."""
+when they ran with this script's budget and the same arm flags (else the report's runs are another benchmark's),
+and the committed report still loads with them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_text2grad import ARMS, BUDGET, recorded_runs
+from benchmarks.bench_text2grad import ARMS, BUDGET, REPO
+from benchmarks.seed_curves import recorded_runs
 
 
 def write(path: Path, budget: list[str], arms: dict[str, list[str]]) -> Path:
@@ -18,13 +20,19 @@ def write(path: Path, budget: list[str], arms: dict[str, list[str]]) -> Path:
 
 
 def test_recorded_runs_come_back_keyed_by_integer_seed_with_step_value_points(tmp_path: Path) -> None:
-    command, runs = recorded_runs(write(tmp_path / "r.json", BUDGET, ARMS))
-    assert command == "bench --seeds 0"
-    assert runs == {"grpo": {0: {"eval/accuracy": [(0, 0.5), (10, 0.625)]}}}
+    recorded = recorded_runs(write(tmp_path / "r.json", BUDGET, ARMS), {"budget": BUDGET}, ARMS)
+    assert recorded.command == "bench --seeds 0"
+    assert recorded.runs == {"grpo": {0: {"eval/accuracy": [(0, 0.5), (10, 0.625)]}}}
 
 
 def test_a_report_with_another_budget_or_other_arm_flags_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="budget"):
-        recorded_runs(write(tmp_path / "budget.json", [*BUDGET, "--steps", "10"], ARMS))
+        recorded_runs(write(tmp_path / "budget.json", [*BUDGET, "--steps", "10"], ARMS), {"budget": BUDGET}, ARMS)
     with pytest.raises(ValueError, match="arm 'grpo'"):
-        recorded_runs(write(tmp_path / "arms.json", BUDGET, {**ARMS, "grpo": ["--algo", "grpo"]}))
+        recorded_runs(write(tmp_path / "arms.json", BUDGET, {**ARMS, "grpo": ["--algo", "grpo"]}),
+                      {"budget": BUDGET}, ARMS)
+
+
+def test_the_committed_report_loads_with_the_scripts_flags() -> None:
+    recorded = recorded_runs(REPO / "benchmarks" / "results" / "text2grad.json", {"budget": BUDGET}, ARMS)
+    assert recorded.unchecked_flags == [] and 0 in recorded.runs["grpo"]
