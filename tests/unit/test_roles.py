@@ -39,7 +39,7 @@ def test_each_algorithm_declares_what_it_used_to_need() -> None:
     assert REFERENCE not in _roles("espo", kl_coef=0.0)
     assert _roles("gpo") == {POLICY: policy_role("hf")}
     assert _roles("sft") == {POLICY: policy_role(None)}  # no rollout engine: SFT samples nothing
-    assert _roles("dupo") == {POLICY: policy_role("hf"), "solver": solver_role(10)}  # the snapshot dual solver
+    assert _roles("dupo") == {POLICY: policy_role("hf"), "solver": solver_role(5)}  # the snapshot dual solver
     assert _roles("dupo", dual_solver="policy") == {POLICY: policy_role("hf")}
 
 
