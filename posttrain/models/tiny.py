@@ -207,7 +207,7 @@ _declare(TinyRecipe(name="causal-arithmetic-hint", kind="causal", task="arithmet
 # recovered 21% of hidden operands (primal 11%), at 2000 41% (primal 19%), measured on the 256 held-out
 # problems (benchmarks/dupo.md).
 _declare(TinyRecipe(name="causal-word-arithmetic", kind="causal", task="word-arithmetic", warm_start=_SFT_TASK,
-                    warm_start_steps=2000, target_noise=0.5, **_POLICY))
+                    warm_start_steps=2000, target_noise=0.5, data_version=2, **_POLICY))
 # DuPO's translation dual (`--algo dupo --dual_task translation --task word-translation`): the same policy on
 # the synthetic English-to-Zed task, primal and back-translation questions (task word-translation-sft), half the
 # primal targets with the word order left unreversed; the back-translation targets are clean.

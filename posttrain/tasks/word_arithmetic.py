@@ -7,12 +7,14 @@ answer (no multiplication by 0, no inexact division). Reward: 1.0 when the compl
 (``posttrain.tasks.verifiers.math_equal``), else 0.0.
 
 ``word-arithmetic-sft`` is the DuPO warm start's supervised data (recipe ``causal-word-arithmetic``,
-``posttrain.algos.warm_start.sft_task_warm_start``): every training problem once as the primal question and once
-as a dual question (``posttrain.tasks.dual_questions``) that hides one operand. Half the dual questions state the true
-answer, half a nearby wrong one, with the target the operand that wrong answer implies, so the model learns
-to invert the problem rather than to recall it. Its distractor (the systematic error the warm start's label
-noise teaches) is the primal's forgotten last operation (a+b-c -> a+b); dual targets stay clean, because
-DuPO's premise is a dual solver more reliable than the primal one.
+``posttrain.algos.warm_start.sft_task_warm_start``): every training problem twice as the primal question (``PRIMAL_COPIES``), then,
+for each of its operands, two dual questions (``posttrain.tasks.dual_questions``) that hide that operand: one
+stating the true answer (target: the operand) and one stating a wrong answer (target: the operand that answer
+implies). The wrong answer is, at random, the primal's own mistake (below) or a nearby number, so the model
+learns to invert the problem from the stated answer rather than to recall the operand it saw, and learns it on
+exactly the answers a policy gets wrong. Its distractor (the systematic error the warm start's label noise
+teaches) is the primal's forgotten last operation (a+b-c -> a+b); dual targets stay clean, because DuPO's premise
+is a dual solver more reliable than the primal one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ ITEMS = ("pens", "cups", "eggs", "cards")
 FIRST_OPERAND = range(1, 13)
 OTHER_OPERAND = range(1, 7)
 BAG_SIZE = range(2, 4)
+PRIMAL_COPIES = 2
+"""Times each primal question appears in ``word-arithmetic-sft``: with 4-6 dual questions per problem, one copy
+left the primal a sixth of the data and the warm start's greedy primal accuracy at 0.07 (two copies: 0.13)."""
 
 
 @dataclass(frozen=True)
@@ -127,16 +132,18 @@ class WordArithmeticSFTTask(_Verified):
         examples = []
         for problem in problems:
             answer = problem.value()
-            examples.append(Example(prompt=problem.text(), answer=str(answer),
-                                    columns={"distractor": str(problem.forgotten_last_step())}))
-            masked = masked_problems(problem.text())
-            index = rng.randrange(len(masked))
-            stated = answer + rng.choice((-3, -2, -1, 1, 2, 3)) if rng.random() < 0.5 else answer
-            target = problem.implied_operand(index, stated)
-            if target is None:  # the wrong answer implies no integer operand: state the true one
-                stated, target = answer, problem.operands[index]
-            examples.append(Example(prompt=dual_prompt(masked[index], str(stated)), answer=str(target),
-                                    columns={"distractor": str(target)}))  # clean: no error taught
+            primal = Example(prompt=problem.text(), answer=str(answer),
+                             columns={"distractor": str(problem.forgotten_last_step())})
+            examples += [primal] * PRIMAL_COPIES
+            wrong = problem.forgotten_last_step()
+            if wrong == answer or rng.random() < 0.5:
+                wrong = answer + rng.choice((-3, -2, -1, 1, 2, 3))
+            for index, masked in enumerate(masked_problems(problem.text())):
+                for stated in (answer, wrong):
+                    target = problem.implied_operand(index, stated)
+                    if target is not None:  # a wrong answer may imply no non-negative integer operand
+                        examples.append(Example(prompt=dual_prompt(masked, str(stated)), answer=str(target),
+                                                columns={"distractor": str(target)}))  # clean: no error taught
         return examples
 
     def split(self, name: str) -> list[Example]:

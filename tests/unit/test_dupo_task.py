@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 
 from posttrain.tasks.dual_questions import masked_problems
-from posttrain.tasks.word_arithmetic import WordArithmeticSFTTask, WordArithmeticTask, WordProblem
+from posttrain.tasks.word_arithmetic import (
+    PRIMAL_COPIES,
+    WordArithmeticSFTTask,
+    WordArithmeticTask,
+    WordProblem,
+)
 
 
 def test_values_distractors_and_inverses_by_hand() -> None:
@@ -34,21 +39,35 @@ def test_splits_are_disjoint_and_answers_are_integers() -> None:
     assert task.reward([e.prompt for e in test[:2]], [test[0].answer, "-1"], answer=[e.answer for e in test[:2]]) == [1.0, 0.0]
 
 
-def test_sft_dual_targets_are_the_operands_the_stated_answer_implies() -> None:
+DUAL = re.compile(r"(.*) Given that the answer is (-?\d+), what is (V[a-z]+)\?")
+
+
+def test_sft_asks_every_operand_with_the_true_and_a_wrong_answer() -> None:
     task = WordArithmeticSFTTask()
-    examples = task.split("test")
-    primal, dual = examples[0::2], examples[1::2]
-    assert [e.prompt for e in primal] == [e.prompt for e in WordArithmeticTask().split("test")]
     problems = {q.text(): q for q in WordArithmeticTask().problems("test")}
-    stated_wrong = 0
-    for p, d in zip(primal, dual):
-        match = re.fullmatch(r"(.*) Given that the answer is (-?\d+), what is (V[a-z]+)\?", d.prompt)
-        assert match, d.prompt
-        stated_wrong += match[2] != p.answer
-        restored = match[1].replace(match[3], d.answer)
-        problem = problems[p.prompt]
-        numbers = tuple(int(n) for n in re.findall(r"\d+", restored))
-        assert problem.value(numbers) == int(match[2])  # the target makes the stated answer true
-        assert task.distractor(d) == d.answer  # dual targets are never noised
-        assert task.distractor(p) == str(problem.forgotten_last_step())
-    assert 0.3 < stated_wrong / len(dual) < 0.6  # about half state a wrong answer (some fall back to the true one)
+    asked: dict[str, list[tuple[str, int]]] = {}
+    primal_copies: dict[str, int] = {}
+    problem = None
+    for example in task.split("test"):  # each primal question, then its dual questions
+        match = DUAL.fullmatch(example.prompt)
+        if match is None:
+            problem = problems[example.prompt]
+            assert example.answer == str(problem.value())
+            assert task.distractor(example) == str(problem.forgotten_last_step())
+            primal_copies[example.prompt] = primal_copies.get(example.prompt, 0) + 1
+            continue
+        assert problem is not None and task.distractor(example) == example.answer  # dual targets are never noised
+        restored = match[1].replace(match[3], example.answer)
+        assert problem.value(tuple(int(n) for n in re.findall(r"\d+", restored))) == int(match[2])  # target fits
+        asked.setdefault(problem.text(), []).append((restored, int(match[2])))
+    assert asked.keys() == problems.keys()
+    assert set(primal_copies.values()) == {PRIMAL_COPIES} and primal_copies.keys() == problems.keys()
+    forgotten = 0
+    for text, duals in asked.items():
+        problem = problems[text]
+        stated = {answer for _, answer in duals}
+        assert problem.value() in stated and len(stated) == 2  # the true answer and one wrong one
+        forgotten += problem.forgotten_last_step() in stated - {problem.value()}
+        true_duals = [restored for restored, answer in duals if answer == problem.value()]
+        assert true_duals == [text] * len(problem.operands)  # every operand hidden once under the true answer
+    assert 0.25 < forgotten / len(asked) < 0.75  # the wrong answer: the primal's own mistake or a nearby number
