@@ -22,8 +22,7 @@ SMALL = ["--task", "sudoku", "--reward", "tests.e2e.rewards:digit_fraction", "--
          "--eval_every", "2", "--eval_examples", "8", "--pass_k", "1", "--progress", "false", "--report_to", "jsonl"]
 
 
-@pytest.mark.parametrize("algo,extra", [
-    ("espo", []),
+@pytest.mark.parametrize("algo,extra", [  # one-rank ESPO: tests/e2e/test_resume_espo.py's runs
     ("token-elbo", ["--num_mc", "1", "--coupled", "false"]),
     ("diffu-grpo", ["--kl_estimator", "k2"]),
 ])
