@@ -6,6 +6,10 @@ to the suite, the first test that starts DeepSpeed pays for the compile while th
 DeepSpeed runs wait on the build's lock; built here, before pytest, it has the cores to itself, and every test
 finds it built. Where the op is not DeepSpeed's (a GPU accelerator) or is already built, this does nothing
 beyond importing DeepSpeed. The same call as DeepSpeed's own ``deepspeed.comm.torch.build_shm_op``.
+
+The cache is ninja's: a ninja of another version (the system's 1.11 against the virtual environment's 1.13, whose
+command hashes differ) finds every command changed and compiles again, so run this and the tests with the
+virtual environment's ``bin`` first on ``PATH``, as the Makefile does.
 """
 
 from __future__ import annotations
