@@ -8,6 +8,8 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_
 # workers, and handing out the longest modules first, were both slower on the 2 cores (every heavy module
 # starts several processes: ranks, vLLM, Ray). The 25 slowest tests are listed at the end (where CI time
 # goes). Tests marked long (minutes each) are left out: `make test-long` runs them.
+# DeepSpeed's CPU all-reduce op is compiled on first use (a minute or more): once here, before the workers start.
+python scripts/build_deepspeed_ops.py || exit 1
 python -m pytest -m "not gpu and not long" --timeout 900 -n "${POSTTRAIN_TEST_WORKERS:-2}" --dist loadscope --durations 25 "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

@@ -22,11 +22,12 @@ VOLATILE = ("time/", "perf/")
 """Metric prefixes that depend on wall time, left out of the comparison."""
 
 
-def popen_entry(args: list[str]) -> subprocess.Popen:
-    """``posttrain/train.py`` as a single-threaded subprocess (deterministic on CPU)."""
+def popen_entry(args: list[str], script: Path | None = None) -> subprocess.Popen:
+    """``posttrain/train.py`` (or ``script``, a wrapper of it) as a single-threaded subprocess (deterministic on
+    CPU)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, str(REPO / "posttrain" / "train.py"), *args], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, str(script or REPO / "posttrain" / "train.py"), *args], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def stable_metrics(out: Path) -> list[dict]:
@@ -35,10 +36,11 @@ def stable_metrics(out: Path) -> list[dict]:
 
 
 def kill_and_resume(args: Callable[[Path], list[str]], straight: Path, killed: Path, kill_after: int,
-                    final: int) -> None:
+                    final: int, straight_script: Path | None = None) -> None:
     """Run ``args(straight)`` to the end and ``args(killed)`` until its step-``kill_after`` checkpoint is
-    complete, SIGKILL it, then resume it with ``--resume auto`` to the end."""
-    full = popen_entry(args(straight))
+    complete, SIGKILL it, then resume it with ``--resume auto`` to the end. ``straight_script``: a wrapper of
+    ``train.py`` that runs the uninterrupted job and checks more after it (e.g. ``vllm_sync_check.py``)."""
+    full = popen_entry(args(straight), straight_script)
     victim = popen_entry(args(killed))
     marker = killed / "checkpoints" / f"step_{kill_after}" / "COMPLETE"
     deadline = time.time() + 600

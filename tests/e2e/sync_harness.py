@@ -70,15 +70,15 @@ def assert_engine_holds(engine_logprobs: list[list[float]], model_logprobs: list
         assert logprob_gap(other_logprobs, model_logprobs) > 10 * LOGPROB_ATOL
 
 
-def assert_synced(checks: list[dict], model: Path, out: Path, ranks: int) -> None:
-    """Every rank's engine holds version 2 and scores its greedy tokens as the trainer's module does, which
-    trained (its log-probs of those tokens moved away from the starting model's)."""
+def assert_synced(checks: list[dict], model: Path, out: Path, ranks: int, step: int = 2) -> None:
+    """Every rank's engine holds the weights of the run's last step ``step`` and scores its greedy tokens as the
+    trainer's module does, which trained (its log-probs of those tokens moved away from the starting model's)."""
     assert len(checks) == ranks
     for check in checks:
-        assert check["weight_version"] == check["rollout_version"] == 2  # the trainer step it holds
+        assert check["weight_version"] == check["rollout_version"] == step  # the trainer step it holds
         assert_engine_holds(check["engine_logprobs"], check["trainer_logprobs"], check["initial_logprobs"])
     before = load_file(model / "model.safetensors")
-    after = load_file(out / "checkpoints" / "step_2" / "hf" / "model.safetensors")
+    after = load_file(out / "checkpoints" / f"step_{step}" / "hf" / "model.safetensors")
     assert any(not torch.equal(before[k], after[k]) for k in before if k in after)  # it did train
 
 

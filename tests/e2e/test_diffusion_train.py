@@ -22,8 +22,7 @@ SMALL = ["--task", "sudoku", "--reward", "tests.e2e.rewards:digit_fraction", "--
          "--eval_every", "2", "--eval_examples", "8", "--pass_k", "1", "--progress", "false", "--report_to", "jsonl"]
 
 
-@pytest.mark.parametrize("algo,extra", [
-    ("espo", []),
+@pytest.mark.parametrize("algo,extra", [  # one-rank ESPO: tests/e2e/test_resume_espo.py's runs
     ("token-elbo", ["--num_mc", "1", "--coupled", "false"]),
     ("diffu-grpo", ["--kl_estimator", "k2"]),
 ])
@@ -98,8 +97,10 @@ def test_causal_algorithms_refuse_the_diffusion_sampler(tmp_path: Path, capsys: 
     assert "rollout" in stderr and "diffusion" in stderr
 
 
-def test_espo_on_a_remote_code_checkpoint(tmp_path: Path) -> None:
-    """LLaDA/Dream ship their modeling code with the weights: ``--trust_remote_code true`` trains one."""
+def test_espo_on_a_remote_code_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """LLaDA/Dream ship their modeling code with the weights: ``--trust_remote_code true`` trains one; without
+    it the entry point refuses the checkpoint while validating its options (before any training)."""
     from tests.remote_code_model import write_remote_code_model
 
     model = write_remote_code_model(tmp_path / "tiny-llada")
@@ -113,5 +114,7 @@ def test_espo_on_a_remote_code_checkpoint(tmp_path: Path) -> None:
     before, after = load_file(model / "model.safetensors"), load_file(exported / "model.safetensors")
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert (exported / "modeling_tiny_llada.py").exists()  # the export stays loadable with its own code
-    refused = run_entry(["--algo", "espo", "--model", str(model), "--output_dir", str(tmp_path / "no"), *SMALL])
-    assert refused.returncode == 2 and "--trust_remote_code true" in refused.stderr
+    capsys.readouterr()
+    assert train_in_process(["--algo", "espo", "--model", str(model), "--output_dir", str(tmp_path / "no"), *SMALL],
+                            monkeypatch) == 2
+    assert "--trust_remote_code true" in capsys.readouterr().err

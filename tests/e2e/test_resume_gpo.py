@@ -4,7 +4,9 @@ accumulator, travels in the checkpoint through ``state_dict`` / ``load_state_dic
 
 The dataset rows have ``prompt``, ``answer`` and the ``hint`` column that the default guider template
 ``{prompt}\\nHint: {hint}.`` reads. The penalty variant is used because its
-alpha changes every step from the previous step's KL, so a resume that lost that state would diverge.
+alpha changes every step from the previous step's KL, so a resume that lost that state would diverge. The
+runs are also CI's run of the penalty variant (``test_gpo_llm.py`` runs the clip variant): the guider-learner
+KL is logged and alpha starts at 0.
 """
 
 from __future__ import annotations
@@ -35,5 +37,6 @@ def test_gpo_sigkill_and_resume_equals_uninterrupted(tiny_arithmetic: Path, tmp_
     kill_and_resume(lambda out: _args(tiny_arithmetic, out, data, variant), straight, killed, kill_after=2, final=4)
     rows = assert_same_end(tiny_arithmetic, straight, killed, final=4)
     train = [r for r in rows if r["step"] > 0]
-    assert all("gpo/kl_guider_learner" in r and "gpo/alpha" in r for r in train)
+    assert all(r["gpo/kl_guider_learner"] >= 0 and "gpo/alpha" in r for r in train)
+    assert train[0]["gpo/alpha"] == 0.0  # adapted from the first step's KL before the second
     assert train[2]["gpo/alpha"] != 0.0  # step 3 used an alpha adapted from step 2's KL, restored on resume

@@ -1,7 +1,7 @@
 """GRPO with ``--rollout vllm`` (vLLM's CPU build in every rank's process) through the real entry point:
-after training and a sync the engine holds the trainer's weights (1 rank; 2 ranks with ZeRO-3), GRPO
-learns as it does with the HF engine, SmolLM2-135M trains a few steps, and a killed run resumes to
-where an uninterrupted one ends.
+after training and a sync the engine holds the trainer's weights (2 ranks with ZeRO-3; 1 rank: the
+uninterrupted run of the resume test), GRPO learns as it does with the HF engine, SmolLM2-135M trains a few
+steps, and a killed run resumes to where an uninterrupted one ends.
 
 The embedded default model has attention heads of 24, which vLLM's CPU attention does not implement, so
 ``--rollout vllm`` without ``--model`` starts from its registered twin ``causal-arithmetic-vllm`` (3 heads
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ import torch
 from tests.e2e.conftest import deepspeed_launcher, run_entry
 from tests.e2e.resume import assert_same_end, kill_and_resume
 from tests.e2e.sync_harness import SHORT as GRPO_SHORT
-from tests.e2e.sync_harness import assert_synced, run_sync_check
+from tests.e2e.sync_harness import SYNC_CHECK, assert_synced, run_sync_check
 
 pytest.importorskip("vllm")
 
@@ -44,15 +43,6 @@ def _rows(out: Path) -> list[dict]:
 
 def _ok(result: subprocess.CompletedProcess) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
-@pytest.mark.distributed
-def test_after_training_the_engine_holds_the_trainers_weights_one_rank(vllm_arithmetic: Path, tmp_path: Path) -> None:
-    checks = run_sync_check(vllm_arithmetic, tmp_path, [sys.executable], ["--rollout", "vllm"])
-    assert_synced(checks, vllm_arithmetic, tmp_path, 1)
-    rows = _rows(tmp_path)
-    assert 0 < rows[-1]["rollout/logprob_abs_diff"] < 1e-3  # fp32 engine and trainer: rounding apart
-    assert rows[-1]["rollout/tis_weight_mean"] == pytest.approx(1.0, abs=1e-3)  # on by default for vLLM
 
 
 @pytest.mark.distributed
@@ -102,11 +92,18 @@ def test_grpo_steps_on_smollm2_with_vllm(smollm2: str, tmp_path: Path) -> None:
 
 
 def test_sigkill_and_resume_with_vllm_rollouts_equals_uninterrupted(vllm_arithmetic: Path, tmp_path: Path) -> None:
+    """The uninterrupted run goes through ``vllm_sync_check.py`` (one rank, plain python): after training and a
+    sync its engine holds the trainer's weights, and the killed and resumed run ends where it ends."""
     def args(out: Path) -> list[str]:
         return [*SHORT, "--model", str(vllm_arithmetic), "--output_dir", str(out), "--steps", "4", "--save_every",
-                "2", "--eval_every", "2", "--eval_examples", "16", "--pass_k", "2", "--keep_last", "3"]
+                "2", "--eval_every", "2", "--eval_examples", "16", "--pass_k", "2", "--keep_last", "3", "--lr", "3e-3"]
 
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    kill_and_resume(args, straight, killed, kill_after=2, final=4)
+    kill_and_resume(args, straight, killed, kill_after=2, final=4, straight_script=SYNC_CHECK)
+    checks = [json.loads((straight / "sync_check_rank0.json").read_text())]
+    assert_synced(checks, vllm_arithmetic, straight, 1, step=4)
     rows = assert_same_end(vllm_arithmetic, straight, killed, final=4)
     assert all("rollout/logprob_kl" in r for r in rows if r["step"] > 0)
+    last = [r for r in rows if "rollout/logprob_abs_diff" in r][-1]
+    assert 0 < last["rollout/logprob_abs_diff"] < 1e-3  # fp32 engine and trainer: rounding apart
+    assert last["rollout/tis_weight_mean"] == pytest.approx(1.0, abs=1e-3)  # on by default for vLLM

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,12 +85,19 @@ def test_entropylong_rerun_with_other_chunk_flags_is_refused(entropylong_run, en
 
 
 @pytest.mark.parametrize("step", [pytest.param("verified", marks=pytest.mark.long), "parts"])  # `make test-long`
-def test_entropylong_killed_with_max_reuse_resumes_to_the_uninterrupted_output(tmp_path, ray_session,
+def test_entropylong_killed_with_max_reuse_resumes_to_the_uninterrupted_output(tmp_path, ray_session, entropylong_run,
                                                                                 entropylong_whole, step):
+    """Killed in verification, or in assembly; the run killed in assembly starts from the uninterrupted run's
+    index and verified parts (the steps before, which the verification kill covers), so it selects and assembles
+    at once."""
+    killed = tmp_path / "killed"
+    if step == "parts":
+        for name in ("index", "verified"):
+            shutil.copytree(entropylong_run / name, killed / name)
     num_blocks = -(-len(entropylong_whole.splitlines()) // EL_CHUNK)
-    done = _kill_and_resume(_el_argv(tmp_path / "killed"), tmp_path / "killed", ray_session, parts=step)
+    done = _kill_and_resume(_el_argv(killed), killed, ray_session, parts=step)
     assert 2 <= done < num_blocks, done  # really interrupted mid-way through that step
-    assert (tmp_path / "killed" / "sequences.jsonl").read_bytes() == entropylong_whole
+    assert (killed / "sequences.jsonl").read_bytes() == entropylong_whole
 
 
 @pytest.mark.long  # a kill point of the shared backbone that EntropyLong's [parts] kill covers in CI: `make test-long`
