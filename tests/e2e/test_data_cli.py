@@ -1,12 +1,16 @@
-"""The CLI end to end (``data_main``): EntropyLong on the built-in corpus (resumable: a second run reuses
-every part and the retrieval index, a rerun with other chunks is refused; ``--max-reuse`` binds, and two Ray workers write what one writes), its default scorer
-(SmolLM2), byte-exact output text and the refusal of text a scorer cannot represent, and the DMAP demo,
-on a tiny corpus LM built by the project's factory."""
+"""The CLI end to end (``data_main``): EntropyLong on the built-in corpus with the cache LM, one run that
+several tests read (planted facts recovered; resumable: a second run reuses every part and the retrieval index,
+a rerun with other chunks is refused), ``--max-reuse`` binding and two Ray workers writing what one writes, its
+default scorer (SmolLM2), byte-exact output text through SmolLM2 and the refusal of text a scorer cannot
+represent, and the DMAP demo on a tiny corpus LM built by the project's factory."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -28,27 +32,6 @@ def test_help_lists_subcommands(capsys):
     assert "entropylong" in capsys.readouterr().out
 
 
-def test_entropylong_cli_builtin_corpus(tiny_lm, tmp_path, capsys):
-    out = tmp_path / "el"
-    argv = ["entropylong", "--model", tiny_lm, "--output", str(out), "--num_entities", "4", "--num_misc", "2",
-            "--retriever", "bm25", "--top_k", "4", "--chunk_size", "5", "--no_progress", "--target-length", "600"]
-    assert data_main(argv) == 0
-    text = capsys.readouterr().out
-    assert "precision=" in text and "anchor entropy" in text
-    rows = [json.loads(line) for line in (out / "sequences.jsonl").read_text().splitlines()]
-    assert len(rows) == 10 and len({r["id"] for r in rows}) == 10
-    assert all(r["num_tokens"] <= 600 and r["params"]["top_k"] == 4 for r in rows)
-    report = json.loads((out / "eval.json").read_text())
-    assert report["rule_anchor"]["true_pairs"] == 8
-    assert data_main(argv) == 0  # resume: every chunk already done, the index reused
-    text = capsys.readouterr().out
-    assert "verify: 0 blocks run, 2 already done" in text and "assemble: 0 blocks run, 2 already done" in text
-    assert "already indexed" in text
-    # the contexts are looked up by chunk index: a rerun with other chunks is refused, naming the change
-    assert data_main(argv + ["--chunk_chars", "64"]) == 1
-    assert "config.chunk_chars: 2048 -> 64" in capsys.readouterr().err
-
-
 def test_dmap_cli_demo_and_input(tiny_lm, tmp_path, capsys):
     out = tmp_path / "dm"
     assert data_main(["dmap", "--model", tiny_lm, "--output", str(out), "--demo_samples", "4",
@@ -66,19 +49,54 @@ def test_dmap_cli_demo_and_input(tiny_lm, tmp_path, capsys):
     assert any("from character 6: 'é de kupam'" in r["reason"] for r in rejects), rejects
 
 
-def test_entropylong_recovers_planted_facts_with_a_copying_scorer(tmp_path, capsys):
+def _builtin_argv(out: Path) -> list[str]:
+    return ["entropylong", "--model", "cachelm", "--output", str(out), "--num_entities", "8", "--num_misc", "4",
+            "--corpus_style", "chars", "--retriever", "bm25", "--top_k", "4", "--chunk_size", "10",
+            "--target-length", "600", "--verify-rule", "doc_mean", "--no_progress"]
+
+
+@pytest.fixture(scope="module")
+def builtin_run(tmp_path_factory) -> tuple[Path, str]:
+    """One EntropyLong run on the built-in corpus (20 documents in 2 blocks) with a scorer that can copy from
+    context (the count-based cache LM); its folder and what it printed. The tests below read it."""
+    out = tmp_path_factory.mktemp("entropylong") / "el"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert data_main(_builtin_argv(out)) == 0
+    return out, printed.getvalue()
+
+
+def test_entropylong_cli_builtin_corpus(builtin_run):
+    out, text = builtin_run
+    assert "precision=" in text and "anchor entropy" in text
+    rows = [json.loads(line) for line in (out / "sequences.jsonl").read_text().splitlines()]
+    assert len(rows) == 20 and len({r["id"] for r in rows}) == 20
+    assert all(r["num_tokens"] <= 600 and r["params"]["top_k"] == 4 for r in rows)
+    report = json.loads((out / "eval.json").read_text())
+    assert report["rule_anchor"]["true_pairs"] == 16
+
+
+def test_entropylong_recovers_planted_facts_with_a_copying_scorer(builtin_run):
     """With a scorer that can copy from context (the count-based cache LM), verification recovers the
     planted (definition, usage) pairs: the document-level rule is precise, the paper's per-anchor rule
     recalls them too but also keeps template matches."""
-    out = tmp_path / "el"
-    assert data_main(["entropylong", "--model", "cachelm", "--output", str(out), "--num_entities", "8",
-                      "--num_misc", "4", "--retriever", "bm25", "--no_progress", "--verify-rule", "doc_mean",
-                      "--corpus_style", "chars"]) == 0
+    out, _ = builtin_run
     report = json.loads((out / "eval.json").read_text())
     assert report["rule_doc_mean"]["precision"] >= 0.9 and report["rule_doc_mean"]["recall"] >= 0.9
     assert report["rule_anchor"]["recall"] >= 0.9
     kept = report["kept"]
     assert kept["anchor_entropy_after"] < 0.5 * kept["anchor_entropy_before"]
+
+
+def test_entropylong_rerun_reuses_every_block_and_refuses_other_chunks(builtin_run, capsys):
+    out, _ = builtin_run
+    assert data_main(_builtin_argv(out)) == 0  # resume: every chunk already done, the index reused
+    text = capsys.readouterr().out
+    assert "verify: 0 blocks run, 2 already done" in text and "assemble: 0 blocks run, 2 already done" in text
+    assert "already indexed" in text
+    # the contexts are looked up by chunk index: a rerun with other chunks is refused, naming the change
+    assert data_main(_builtin_argv(out) + ["--chunk_chars", "64"]) == 1
+    assert "config.chunk_chars: 2048 -> 64" in capsys.readouterr().err
 
 
 def _el_argv(out, *extra: str) -> list[str]:
