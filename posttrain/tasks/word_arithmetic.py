@@ -131,11 +131,9 @@ class WordArithmeticSFTTask(_Verified):
         rng = random.Random(self.seed)
         examples = []
         for problem in problems:
-            answer = problem.value()
-            primal = Example(prompt=problem.text(), answer=str(answer),
-                             columns={"distractor": str(problem.forgotten_last_step())})
+            answer, wrong = problem.value(), problem.forgotten_last_step()
+            primal = Example(prompt=problem.text(), answer=str(answer), columns={"distractor": str(wrong)})
             examples += [primal] * PRIMAL_COPIES
-            wrong = problem.forgotten_last_step()
             if wrong == answer or rng.random() < 0.5:
                 wrong = answer + rng.choice((-3, -2, -1, 1, 2, 3))
             for index, masked in enumerate(masked_problems(problem.text())):

@@ -61,8 +61,8 @@ class DuPOConfig(GRPOConfig):
     (word-arithmetic, whose answers are numbers): 120 steps of 8 prompts x G=8, answers of at most 6 tokens,
     dual answers of at most 4, the snapshot judge refreshed every 5 steps. The earlier defaults (200 steps of 16
     prompts, 16-token answers and dual answers, a refresh every 10 steps) were measured on one seed only and ended
-    near their start; the new ones do not end clearly above it either on the warm start measured last
-    (benchmarks/dupo.md). Other tasks need their own budgets (word-translation: ``--max_new_tokens 14
+    near their start. On the embedded warm start (data version 2, whose dual solver separates right answers
+    from wrong ones) these defaults end clearly above their start over 3 seeds (benchmarks/dupo.md). Other tasks need their own budgets (word-translation: ``--max_new_tokens 14
     --dual_max_new_tokens 18``)."""
 
     task: str = opt("word-arithmetic", "Built-in task or 'dataset' (--dataset); DuPO's default is word-arithmetic.")
