@@ -190,7 +190,7 @@ class AsyncStepDriver:
         pending, rollouts = self.rollouts.take(step, policy_version=step - 1)
         waited = time.perf_counter() - start
         lag = staleness(step - 1, pending.weight_version)
-        experience, metrics = self.algo.experience_from_rollouts(self._examples.pop(step), rollouts, policy, lag, step)
+        experience, metrics = self.algo.experience_from_rollouts(self._examples.pop(step), rollouts, policy, step)
         metrics["async/staleness"] = float(lag)
         metrics["time/async_rollout_wait"] = waited  # seconds this step waited for its rollouts (wall time)
         return experience, metrics

@@ -181,9 +181,10 @@ class Algorithm(ABC):
         raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")
 
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
-                                 staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
-        """``make_experience`` after generation: ``rollouts`` answer ``generation_request(examples, step)``,
-        sampled by weights ``staleness`` versions older than ``policy``'s (0 = the same weights)."""
+                                 step: int) -> tuple[Experience, dict[str, float]]:
+        """``make_experience`` after generation: ``rollouts`` answer ``generation_request(examples, step)``, sampled
+        by the engine's weights, which may be older than ``policy``'s (the loss corrects for it from the rollouts'
+        own log-probs, never from a count of versions)."""
         raise NotImplementedError(f"{type(self).__name__} generates inside make_experience")
 
     @abstractmethod

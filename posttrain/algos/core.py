@@ -17,7 +17,7 @@ from posttrain.common.registry import Registry
 ADVANTAGES: Registry[Callable[..., torch.Tensor]] = Registry("advantage estimator")
 """Group advantage estimators: ``fn(rewards [G, n], valid [G, n] bool, eps) -> advantages [G, n]``."""
 
-AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean", "constant")
+AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean", "seq-mean-token-sum", "constant")
 KL_ESTIMATORS: tuple[str, ...] = ("k1", "k2", "k3")
 
 
@@ -167,9 +167,17 @@ def clipped_surrogate(
         raise ValueError(f"advantages {tuple(advantages.shape)} must be [B] or match "
                          f"logp {tuple(logp.shape)}")
     ratio = torch.exp(logp - old_logp)
+    loss, clipped = ratio_surrogate(ratio, advantages, clip_low, clip_high)
+    return loss, clipped, ratio
+
+
+def ratio_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_low: float,
+                    clip_high: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The clipped surrogate of a given ``ratio`` (advantages already broadcast to its shape): ``(loss,
+    clipped_mask)`` as ``clipped_surrogate`` returns them."""
     unclipped = -ratio * advantages
     clipped = -torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * advantages
-    return torch.maximum(unclipped, clipped), clipped > unclipped, ratio
+    return torch.maximum(unclipped, clipped), clipped > unclipped
 
 
 def aggregate_loss(
@@ -180,6 +188,9 @@ def aggregate_loss(
     - "token-mean": sum over all tokens / number of tokens (DAPO, Yu et al. 2025).
     - "seq-mean": mean over the tokens of each sequence, then mean over the sequences that have at
       least one token (GRPO, Shao et al. 2024, eq. 3); empty sequences have no mean and are skipped.
+    - "seq-mean-token-sum": the sum over the tokens of each sequence, then the mean over the sequences that have
+      at least one token (verl's ``seq-mean-token-sum``, which averages over every sequence of the batch: here an
+      empty sequence is skipped, as in "seq-mean").
     - "constant": sum / (B * constant), with constant = the maximum completion length (Dr. GRPO,
       Liu et al. 2025), so the weight of a token does not depend on its sequence's length.
     An all-empty mask gives 0. ``constant`` is required by "constant" and ignored by the other modes.
@@ -194,6 +205,8 @@ def aggregate_loss(
     if mode == "seq-mean":
         per_seq = masked_mean(per_token, mask, dim=-1)
         return masked_mean(per_seq, mask.bool().any(-1))
+    if mode == "seq-mean-token-sum":
+        return masked_mean(masked_sum(per_token, mask, dim=-1), mask.bool().any(-1))
     if constant is None or not constant > 0:
         raise ValueError(f"constant must be > 0 for mode 'constant', got {constant!r}")
     return masked_sum(per_token, mask) / (per_token.shape[0] * constant)
@@ -216,25 +229,6 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.
     if kind == "k2":
         return 0.5 * log_ratio**2
     return torch.expm1(log_ratio) - log_ratio
-
-
-def truncated_importance_weights(proximal_logp: torch.Tensor, sampling_logp: torch.Tensor,
-                                 cap: float) -> torch.Tensor:
-    """Truncated importance sampling (TIS): ``min(exp(proximal_logp - sampling_logp), cap)`` per token, without
-    gradient.
-
-    The rollout engine samples from a slightly different distribution than the trainer's pi_prox (other kernels,
-    precision, weights some versions old), so the policy gradient, whose expectation is under pi_prox, is
-    reweighted by pi_prox / pi_sampler; truncating at ``cap`` bounds the variance (Yao et al. 2025, "Your
-    Efficient RL Framework Secretly Brings You Off-Policy RL Training"; verl's token-level rollout correction).
-    ``policy_loss``'s ``tis`` term applies it to the clipped surrogate, before any KL penalty.
-    """
-    if not cap > 0:
-        raise ValueError(f"cap must be > 0, got {cap}")
-    if proximal_logp.shape != sampling_logp.shape:
-        raise ValueError(f"proximal_logp {tuple(proximal_logp.shape)} and sampling_logp "
-                         f"{tuple(sampling_logp.shape)} differ in shape")
-    return torch.exp(proximal_logp.detach() - sampling_logp.detach()).clamp(max=cap)
 
 
 def sampler_mismatch(trainer_logp: torch.Tensor, sampling_logp: torch.Tensor,

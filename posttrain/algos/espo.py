@@ -37,13 +37,7 @@ from typing import Any
 import torch
 
 from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
-from posttrain.algos.core import (
-    KL_ESTIMATORS,
-    clipped_surrogate,
-    group_advantages,
-    kl_estimate,
-    masked_mean,
-)
+from posttrain.algos.core import KL_ESTIMATORS, masked_mean
 from posttrain.algos.elbo import (
     draw_elbo_masks,
     draw_prompt_masks,
@@ -52,8 +46,9 @@ from posttrain.algos.elbo import (
     model_logits_fn,
 )
 from posttrain.algos.pg import group_pg_incompatibilities
+from posttrain.algos.policy_loss import PolicyLossOptions, PolicyTokens, policy_loss
 from posttrain.algos.roles import REFERENCE, ModelRole, reference_role
-from posttrain.algos.scoring import rollout_metrics, score_rollouts
+from posttrain.algos.scoring import score_groups
 from posttrain.common.padding import left_pad
 from posttrain.config import TrainConfig, defaults, opt
 from posttrain.engines.diffusion import fixed_length_completions
@@ -83,6 +78,9 @@ class ESPOConfig(TrainConfig):
     clip_high: float = opt(0.2, "Upper clip epsilon of the ratio.")
     kl_coef: float = opt(1e-2, "Weight beta of the KL penalty to the frozen reference; 0 = no reference.")
     kl_estimator: str = opt("k2", "KL estimator on the likelihood proxy: k1, k2 or k3.", KL_ESTIMATORS)
+    dual_clip: float = opt(0.0, "Dual-clip PPO: a negative-advantage action's loss is at most c |A| with this c > 1; "
+                                "0 = off (ESPO uses none).")
+    kl_clamp: float = opt(0.0, "Clamp the KL estimate to [-c, c] with this c; 0 = no clamp (ESPO clamps none).")
     num_mc: int = opt(2, "ELBO Monte Carlo samples M per evaluation.")
     coupled: bool = opt(True, "Add the complementary masked pass (every token scored once per sample).")
     stratify: str = opt("batch", "How ELBO mask counts are stratified.", ["batch", "mc", "none"])
@@ -164,8 +162,7 @@ class ESPO(Algorithm):
         prompt_ids = encode_prompts(tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
         with ctx.timer.phase("generate"):
             rollouts = ctx.rollout.generate(prompt_ids, self.sampling_params(step))
-        reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
-        advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
+        scored = score_groups(ctx, examples, rollouts, cfg.group_size, cfg.advantage)
 
         length = cfg.max_new_tokens
         batch = len(group)
@@ -178,8 +175,8 @@ class ESPO(Algorithm):
             "input_ids": torch.cat([prompts, completions], 1),
             "attention_mask": torch.cat([prompt_valid, torch.ones((batch, length), dtype=torch.long)], 1),
             "completion_mask": completion_mask,
-            "advantages": advantages,
-            "valid": valid.float(),
+            "advantages": scored.advantages,
+            "valid": scored.valid.float(),
         }
         if cfg.likelihood == "elbo":  # [B, mu, M, L]: common random numbers for policy, old and reference
             masks = draw_elbo_masks(batch, length, cfg.mu * cfg.num_mc, self.generator, cfg.stratify)
@@ -192,45 +189,39 @@ class ESPO(Algorithm):
         if self.declares(REFERENCE):
             with ctx.timer.phase("reference"):
                 tensors["ref"] = self._estimate_all(ctx.models[REFERENCE], tensors)
-        metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
-        return Experience(tensors), metrics
+        return Experience(tensors), scored.metrics
 
     # -- loss ------------------------------------------------------------------------------------
+    def loss_options(self) -> PolicyLossOptions:
+        """The one policy loss with ESPO's choices: token-mean over the sequences (sequence action) or the tokens
+        (token action), k1 with ESPO's stop-gradient correction, the KL only when the reference is declared."""
+        cfg = self.config
+        return PolicyLossOptions(clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
+                                 kl_coef=cfg.kl_coef if self.declares(REFERENCE) else 0.0,
+                                 kl_estimator=cfg.kl_estimator, kl_clamp=cfg.kl_clamp, k1_gradient_correction=True)
+
     def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         cfg = self.config
         tensors = batch.tensors
         length = tensors["completion_mask"].shape[1]
         estimate = self._estimate(policy, tensors, iteration).float()
         old = tensors["old"][:, iteration] if "old" in tensors else estimate.detach()
+        ref = tensors["ref"][:, iteration] if "ref" in tensors else None
         valid = tensors["valid"].bool()
-        metrics: dict[str, float] = {"iteration": float(iteration)}
-        if cfg.action == "sequence":
-            per_seq, clipped, ratio = clipped_surrogate(estimate / length, old / length, tensors["advantages"],
-                                                        cfg.clip_low, cfg.clip_high)
-            loss = masked_mean(per_seq, valid)
-            metrics["elbo_per_token" if cfg.likelihood == "elbo" else "logp_per_token"] = float(
-                masked_mean(estimate.detach() / length, valid))
-            mask = valid
+        if cfg.action == "sequence":  # one action per sequence: rho = exp((E - E_old) / L), KL on E over L
+            tokens = PolicyTokens(estimate.unsqueeze(-1), old.unsqueeze(-1), tensors["advantages"],
+                                  valid.unsqueeze(-1), ref_logp=None if ref is None else ref.unsqueeze(-1),
+                                  scale=float(length))
         else:
             mask = tensors["completion_mask"].bool() & valid.unsqueeze(-1)
-            per_token, clipped, ratio = clipped_surrogate(estimate, old, tensors["advantages"], cfg.clip_low, cfg.clip_high)
-            loss = masked_mean(per_token, mask)
-            metrics["logp_per_token"] = float(masked_mean(estimate.detach(), mask))
-        if self.declares(REFERENCE):
-            ref = tensors["ref"][:, iteration]
-            kl = kl_estimate(estimate, ref, cfg.kl_estimator)
-            if cfg.kl_estimator == "k1":  # ESPO's stop-gradient correction: gradient (1 + lp - ref) * d lp
-                kl = kl + (estimate - estimate.detach()) * (estimate.detach() - ref)
-            if cfg.action == "sequence":
-                kl = kl / length  # ESPO: sum / (N * L)
-            kl_mean = masked_mean(kl, mask)
-            loss = loss + cfg.kl_coef * kl_mean
-            metrics["kl"] = float(kl_mean.detach())
+            tokens = PolicyTokens(estimate, old, tensors["advantages"], mask, ref_logp=ref)
+        result = policy_loss(tokens, self.loss_options())
+        per_token = masked_mean(tokens.logp.detach() / tokens.scale, tokens.mask)
+        name = "elbo_per_token" if cfg.likelihood == "elbo" and cfg.action == "sequence" else "logp_per_token"
         # ESPO logs -E/L as "entropy" (a likelihood-proxy per token, not a true entropy)
-        metrics["entropy"] = -metrics.get("elbo_per_token", metrics.get("logp_per_token", 0.0))
-        metrics["clip_fraction"] = float(masked_mean(clipped.float(), mask))
-        metrics["ratio_mean"] = float(masked_mean(ratio.detach(), mask))
-        return LossOutput(loss, metrics)
+        metrics = {"iteration": float(iteration), name: float(per_token), **result.metrics,
+                   "entropy": -float(per_token)}
+        return LossOutput(result.loss, metrics)
 
 
 @ALGORITHMS.register("token-elbo")

@@ -19,47 +19,49 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from posttrain.algos.answers import Answers, PolicyAnswers
 from posttrain.algos.base import (
     ALGORITHMS,
     Algorithm,
     Experience,
     GenerationRequest,
     LossOutput,
-    config_sampling_params,
 )
-from posttrain.algos.core import (
-    AGGREGATIONS,
-    KL_ESTIMATORS,
-    aggregate_loss,
-    group_advantages,
-    masked_mean,
-)
-from posttrain.algos.policy_loss import PolicyLossSettings, PolicyTokens, policy_loss, skips_batch
+from posttrain.algos.core import AGGREGATIONS, KL_ESTIMATORS, masked_mean
+from posttrain.algos.policy_loss import IS_LEVELS, RATIO_LEVELS, PolicyLossOptions, PolicyTokens, policy_loss
 from posttrain.algos.roles import REFERENCE, ModelRole, policy_role, reference_role
-from posttrain.algos.scoring import rollout_metrics, score_rollouts
+from posttrain.algos.scoring import ScoredGroups, score_groups
 from posttrain.algos.sequences import pack_sequences
 from posttrain.config import VLLM_EMBEDDED_HELP, TrainConfig, defaults, opt
-from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
+from posttrain.engines.base import GenerationEngine, Rollouts
 from posttrain.engines.spec import VLLM_KINDS, EngineSpec
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
 
 
-def group_pg_incompatibilities(cfg: Any) -> list[tuple[str, Any, str]]:
-    """Checks shared by every clipped group policy-gradient config (GRPO, RLOO, ESPO, ...)."""
+def policy_loss_incompatibilities(cfg: Any) -> list[tuple[str, Any, str]]:
+    """Checks of the policy-loss fields every clipped policy-gradient config has (GRPO's family, PPO's, ESPO's)."""
     bad = []
-    if cfg.group_size < 2:
-        bad.append(("group_size", cfg.group_size, "group advantages need at least 2 completions per prompt"))
     if not 0 <= cfg.clip_low < 1:
         bad.append(("clip_low", cfg.clip_low, "must be in [0, 1)"))
     if cfg.clip_high < 0:
         bad.append(("clip_high", cfg.clip_high, "must be >= 0"))
+    if cfg.dual_clip != 0 and cfg.dual_clip <= 1:
+        bad.append(("dual_clip", cfg.dual_clip, "must be 0 (off) or > 1 (the bound c of c |A|)"))
+    if cfg.kl_clamp < 0:
+        bad.append(("kl_clamp", cfg.kl_clamp, "must be 0 (no clamp) or > 0"))
+    return bad
+
+
+def group_pg_incompatibilities(cfg: Any) -> list[tuple[str, Any, str]]:
+    """Checks shared by every clipped group policy-gradient config (GRPO, RLOO, ESPO, ...)."""
+    bad = policy_loss_incompatibilities(cfg)
+    if cfg.group_size < 2:
+        bad.append(("group_size", cfg.group_size, "group advantages need at least 2 completions per prompt"))
     if cfg.kl_coef < 0:
         bad.append(("kl_coef", cfg.kl_coef, "must be >= 0"))
     return bad
@@ -102,10 +104,23 @@ class GRPOConfig(TrainConfig):
     clip_high: float = opt(0.2, "Upper clip epsilon (DAPO clip-higher uses e.g. 0.28).")
     kl_coef: float = opt(0.0, "Weight of the KL penalty to the frozen reference model (beta); 0 = no reference.")
     kl_estimator: str = opt("k3", "Per-token KL estimator (Schulman): k1, k2 or k3.", KL_ESTIMATORS)
-    loss_agg: str = opt("token-mean", "How token losses are averaged.", AGGREGATIONS)
+    dual_clip: float = opt(0.0, "Dual-clip PPO (Ye et al. 2020): a negative-advantage token's loss is at most c |A| "
+                                "with this c > 1 (verl applies 3); 0 = off.")
+    ratio_level: str = opt("token", "The clipped ratio pi_theta / pi_prox: one per token, or one per sequence, the "
+                                    "exp of its mean token log-ratio (GSPO; pair it with --loss_agg seq-mean).",
+                           RATIO_LEVELS)
+    loss_agg: str = opt("token-mean", "How token losses are reduced: token-mean (DAPO), seq-mean (GRPO), "
+                                      "seq-mean-token-sum (verl) or constant (Dr. GRPO: over the completion budget).",
+                        AGGREGATIONS)
+    kl_clamp: float = opt(0.0, "Clamp each token's KL estimate to [-c, c] with this c (verl and OpenRLHF use 10); "
+                               "0 = no clamp.")
     tis_cap: float | None = opt(None, "Truncated importance sampling of the sampler's lag and mismatch: each token's "
                                       "loss is weighted min(pi_prox / pi_sampler, C) with this cap C; unset = 2.0 "
                                       "for vLLM rollouts, --async_rollouts or --sync_every > 1, else off; 0 = off.")
+    is_level: str = opt("token", "Where --tis_cap's weight is taken: per token; per sequence, the product of its "
+                                 "token ratios truncated at C (TRL sequence_truncate, verl sequence); or "
+                                 "sequence-mask, a sequence whose product exceeds C dropped (TRL sequence_mask).",
+                        IS_LEVELS)
     padding_free: bool = opt(False, "Log-prob forwards (training, old policy, reference) over each micro-batch's "
                                     "real tokens packed into one row (position ids restarting per sequence, a "
                                     "block-diagonal causal mask), no padding; the same numbers as the padded batch. "
@@ -144,31 +159,30 @@ def completion_logprobs(model: torch.nn.Module, tensors: dict[str, torch.Tensor]
 
 
 class ClippedPolicyGradient(Algorithm):
-    """What the clipped policy-gradient algorithms (GRPO, PPO and those built on them) share, as named pieces:
+    """What the clipped policy-gradient algorithms (GRPO, PPO and those built on them) share. One step, top to
+    bottom (``make_experience``): ``generation_request`` (the step's prompts, each ``group_size`` times, with the
+    seeded sampling settings) -> ``answer_engine().generate`` -> ``experience_from_rollouts`` (``trained_rollouts``,
+    then the subclass's rewards, advantages and log-probs); then per micro-batch ``loss``: ``policy_tokens`` (the
+    log-probs under pi_theta, pi_prox, the sampler and the reference) into the one ``policy_loss`` with the
+    subclass's ``loss_options``.
 
-    - ``answers`` (``answers_class``, a ``posttrain.algos.answers.Answers``): how the prompts are answered and the
-      step's experience made (``PolicyAnswers``: one call on the policy's engine; Prefix-RL's ``PrefixAnswers``);
-    - ``generation_request``: the step's prompts, each ``group_size`` times, with the seeded sampling settings;
-    - ``policy_tokens``: the micro-batch's log-probs under pi_theta, pi_prox, the sampler and the reference;
-    - ``loss``: the ``policy_loss`` terms the algorithm lists (``loss_terms``) with its ``loss_settings``,
-      aggregated by ``--loss_agg``, the micro-batch skipped where ``policy_loss.skips_batch`` says so.
-
-    A subclass supplies ``roles``, ``experience_from_rollouts`` (its rewards and advantages), ``loss_terms`` and
-    ``loss_settings``; it overrides none of the above."""
+    A subclass supplies ``roles``, ``experience_from_rollouts`` and ``loss_options``. Prefix-RL changes two
+    things only: its ``answer_engine`` (the adapter's prefix, then the target's continuation) and its
+    ``trained_rollouts`` hook (the adapter's k tokens of each whole answer)."""
 
     config: GRPOConfig
-    answers_class: ClassVar[type[Answers]] = PolicyAnswers
 
-    def __init__(self, config: GRPOConfig, ctx: Any) -> None:
-        super().__init__(config, ctx)
-        self.answers = self.answers_class(config, ctx)
-
-    def sampling_params(self, step: int) -> SamplingParams:
-        """The config's sampling settings seeded for ``step``, as ``answers`` sets them (Prefix-RL: k tokens)."""
-        return self.answers.sampling_params(config_sampling_params(self.config, self.sampling_seed(step)))
+    def answer_engine(self) -> GenerationEngine:
+        """What answers the step's prompts, in training and in held-out evaluation: the policy's engine."""
+        return self.ctx.rollout
 
     def evaluation_engine(self) -> GenerationEngine:
-        return self.answers.answer_engine()
+        return self.answer_engine()
+
+    def trained_rollouts(self, rollouts: Rollouts) -> tuple[Rollouts, dict[str, float]]:
+        """The rollouts the loss trains on, from what ``answer_engine`` returned, and metrics of their own: the
+        same rollouts here."""
+        return rollouts, {}
 
     def generation_request(self, examples: list[Example], step: int) -> GenerationRequest:
         cfg = self.config
@@ -177,20 +191,29 @@ class ClippedPolicyGradient(Algorithm):
 
     def make_experience(self, examples: list[Example], policy: torch.nn.Module,
                         step: int) -> tuple[Experience, dict[str, float]]:
-        return self.answers.experience(self, examples, policy, step)
+        request = self.generation_request(examples, step)
+        with self.ctx.timer.phase("generate"):
+            rollouts = self.answer_engine().generate(request.prompt_ids, request.params)
+        return self.experience_from_rollouts(examples, rollouts, policy, step)
 
     @abstractmethod
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
-                                 staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
-        """Rewards, advantages and log-probs of the step's finished rollouts."""
+                                 step: int) -> tuple[Experience, dict[str, float]]:
+        """Rewards, advantages and log-probs of the step's finished rollouts (after ``trained_rollouts``)."""
 
     @abstractmethod
-    def loss_terms(self) -> tuple[str, ...]:
-        """The ``policy_loss`` terms this algorithm composes, in order."""
+    def loss_options(self) -> PolicyLossOptions:
+        """The policy loss's variant and numbers for this algorithm (``policy_loss_options`` of its config)."""
 
-    @abstractmethod
-    def loss_settings(self) -> PolicyLossSettings:
-        """The numbers its terms read."""
+    def policy_loss_options(self, kl_coef: float, skip_ratio: float = 0.0) -> PolicyLossOptions:
+        """The config's policy-loss fields as ``PolicyLossOptions``, with the KL weight ``kl_coef`` (0 = no KL term)
+        and the micro-batch skip threshold; "constant" aggregation divides by the rollouts' completion budget."""
+        cfg = self.config
+        return PolicyLossOptions(
+            clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip, ratio_level=cfg.ratio_level,
+            tis_cap=tis_cap(cfg), is_level=cfg.is_level, aggregation=cfg.loss_agg,
+            aggregation_constant=float(self.sampling_params(step=0).max_new_tokens), kl_coef=kl_coef,
+            kl_estimator=cfg.kl_estimator, kl_clamp=cfg.kl_clamp, skip_ratio=skip_ratio)
 
     def logprobs(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor], completion_len: int) -> torch.Tensor:
         """``completion_logprobs`` at the rollouts' temperature on this rank's device (``--padding_free``)."""
@@ -210,21 +233,11 @@ class ClippedPolicyGradient(Algorithm):
                               ref_logp=batch.tensors.get("ref_logprobs"))
         return tokens, entropy
 
-    def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``per_token`` reduced by ``--loss_agg`` ("constant": over the completion budget the rollouts had,
-        the same at every step)."""
-        return aggregate_loss(per_token, mask, self.config.loss_agg,
-                              constant=float(self.sampling_params(step=0).max_new_tokens))
-
     def loss(self, policy: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         tokens, entropy = self.policy_tokens(policy, batch)
-        settings = self.loss_settings()
-        per_token, metrics = policy_loss(self.loss_terms(), tokens, settings)
-        metrics["entropy"] = float(masked_mean(entropy.detach(), tokens.mask))
-        skip = skips_batch(metrics, settings)
-        if settings.skip_ratio > 0:
-            metrics["skipped_batch"] = float(skip)
-        return LossOutput(self.aggregate(per_token, tokens.mask), metrics, skip=skip)
+        result = policy_loss(tokens, self.loss_options())
+        metrics = {**result.metrics, "entropy": float(masked_mean(entropy.detach(), tokens.mask))}
+        return LossOutput(result.loss, metrics, skip=result.skip)
 
 
 @ALGORITHMS.register("grpo")
@@ -235,31 +248,27 @@ class GRPO(ClippedPolicyGradient):
     supports_async_rollouts = True
 
     def roles(self) -> tuple[ModelRole, ...]:
-        """The policy, the frozen reference when the KL penalty is on (``kl_coef > 0``), and what ``answers``
-        needs."""
+        """The policy and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
         reference = (reference_role(),) if self.config.kl_coef > 0 else ()
-        return (policy_role(self.config.rollout), *reference, *self.answers.roles())
+        return (policy_role(self.config.rollout), *reference)
 
-    def score(self, group: list[Example], rollouts: Rollouts, step: int
-              ) -> tuple[torch.Tensor, torch.Tensor, list[bool], dict[str, float]]:
-        """Rewards of step ``step``'s rollouts (``score_rollouts``'s three values) and metrics of their own
-        (none here; DuPO's dual reward reports its counts)."""
-        return (*score_rollouts(self.ctx, group, rollouts), {})
+    def score(self, examples: list[Example], rollouts: Rollouts, step: int) -> ScoredGroups:
+        """Step ``step``'s rollouts scored by the run's reward, with group advantages (DuPO: its dual reward)."""
+        cfg = self.config
+        return score_groups(self.ctx, examples, rollouts, cfg.group_size, cfg.advantage)
 
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
-                                 staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
-        """Rewards, advantages and log-probs of finished rollouts. Whatever their ``staleness``, pi_prox (the
-        ratio's old policy) is ``policy``'s, recomputed here when ``mu > 1`` (at ``mu == 1`` the loss takes the
-        policy's own log-probs, detached); the engine's log-probs are kept as ``sampling_logprobs`` for the
-        importance weights and the mismatch metrics (``posttrain.algos.policy_loss``)."""
+                                 step: int) -> tuple[Experience, dict[str, float]]:
+        """Rewards, advantages and log-probs of finished rollouts. However old the weights that sampled them,
+        pi_prox (the ratio's old policy) is ``policy``'s, recomputed here when ``mu > 1`` (at ``mu == 1`` the loss
+        takes the policy's own log-probs, detached); the engine's log-probs are kept as ``sampling_logprobs`` for
+        the behaviour weight and the mismatch metrics (``posttrain.algos.policy_loss``)."""
         cfg, ctx = self.config, self.ctx
-        group = [ex for ex in examples for _ in range(cfg.group_size)]
-        prompt_ids = rollouts.prompt_ids
-        reward_tensor, valid, correct, score_metrics = self.score(group, rollouts, step)
-        advantages = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
-        tensors = pack_sequences(prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
-        tensors["advantages"] = advantages
-        tensors["valid"] = valid.float()
+        rollouts, answer_metrics = self.trained_rollouts(rollouts)
+        scored = self.score(examples, rollouts, step)
+        tensors = pack_sequences(rollouts.prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
+        tensors["advantages"] = scored.advantages
+        tensors["valid"] = scored.valid.float()
         completion_len = tensors["completion_mask"].shape[1]
         tensors["sampling_logprobs"] = _right_padded(rollouts.logprobs, completion_len)
         with torch.no_grad():
@@ -269,18 +278,11 @@ class GRPO(ClippedPolicyGradient):
             if self.declares(REFERENCE):
                 with ctx.timer.phase("reference"):
                     tensors["ref_logprobs"] = self.logprobs(ctx.models[REFERENCE], tensors, completion_len)
-        metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
-        metrics.update(score_metrics)
-        return Experience(tensors), metrics
+        return Experience(tensors), {**scored.metrics, **answer_metrics}
 
-    def loss_terms(self) -> tuple[str, ...]:
-        """The clipped surrogate, TIS when its cap is on, the KL penalty when the reference is declared."""
-        return (("clipped_surrogate",) + (("tis",) if tis_cap(self.config) > 0 else ())
-                + (("kl_penalty",) if self.declares(REFERENCE) else ()))
-
-    def loss_settings(self) -> PolicyLossSettings:
-        cfg = self.config
-        return PolicyLossSettings(cfg.clip_low, cfg.clip_high, tis_cap(cfg), cfg.kl_coef, cfg.kl_estimator)
+    def loss_options(self) -> PolicyLossOptions:
+        """The config's options, with the KL penalty when the reference is declared."""
+        return self.policy_loss_options(self.config.kl_coef if self.declares(REFERENCE) else 0.0)
 
 
 @ALGORITHMS.register("rloo")

@@ -1,14 +1,16 @@
-"""Scoring one step's rollouts, shared by the group policy-gradient algorithms (GRPO/RLOO, ESPO, GPO):
-call the reward function once for the whole batch, check the task's verifier per completion, and summarise
-rewards and completions as the metrics every such run logs."""
+"""Scoring one step's rollouts, shared by the policy-gradient algorithms (GRPO/RLOO, DuPO, ESPO, GPO, PPO):
+call the reward function once for the whole batch, check the task's verifier per completion, turn each prompt's
+group of rewards into advantages (``score_groups``, the one group -> score -> advantage step), and summarise rewards
+and completions as the metrics every such run logs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
-from posttrain.algos.core import rewards_to_tensor
+from posttrain.algos.core import group_advantages, rewards_to_tensor
 from posttrain.tasks.base import Example, reward_columns
 
 if TYPE_CHECKING:
@@ -46,3 +48,30 @@ def rollout_metrics(reward_tensor: torch.Tensor, valid: torch.Tensor, correct: l
         "completion/length_max": float(lengths.max()),
         "completion/truncated_fraction": sum(r == "length" for r in rollouts.finish_reasons) / len(correct),
     }
+
+
+@dataclass(frozen=True)
+class ScoredGroups:
+    """One step's rollouts scored: each prompt answered ``group_size`` times, in order."""
+
+    examples: list[Example]
+    """The example of each rollout (each prompt's repeated ``group_size`` times)."""
+    rewards: torch.Tensor
+    valid: torch.Tensor
+    """Which rewards exist (the reward function returned a number)."""
+    correct: list[bool]
+    """The task's verifier per rollout."""
+    advantages: torch.Tensor | None
+    """Group-relative advantages; None where the caller asked for none (PPO's come from its critic)."""
+    metrics: dict[str, float]
+    """``rollout_metrics`` of the step."""
+
+
+def score_groups(ctx: AlgoContext, examples: list[Example], rollouts: Rollouts, group_size: int,
+                 advantage: str | None, reward_fn: RewardFn | None = None) -> ScoredGroups:
+    """Scores ``rollouts``, ``group_size`` answers per example of ``examples`` (``score_rollouts`` with
+    ``reward_fn``), and, when ``advantage`` names an estimator (``core.ADVANTAGES``), their group advantages."""
+    group = [ex for ex in examples for _ in range(group_size)]
+    rewards, valid, correct = score_rollouts(ctx, group, rollouts, reward_fn)
+    advantages = None if advantage is None else group_advantages(rewards, group_size, advantage, valid=valid)
+    return ScoredGroups(group, rewards, valid, correct, advantages, rollout_metrics(rewards, valid, correct, rollouts))

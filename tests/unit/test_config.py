@@ -34,7 +34,7 @@ def test_output_dir_defaults_to_algo_and_task() -> None:
 @pytest.mark.parametrize("argv,field,fragment", [
     (["--lr", "abc"], "lr", "expected a float"),
     (["--group_sise", "4"], "group_sise", "did you mean ['group_size']"),
-    (["--loss_agg", "sum"], "loss_agg", "choose one of ['token-mean', 'seq-mean', 'constant']"),
+    (["--loss_agg", "sum"], "loss_agg", "choose one of ['token-mean', 'seq-mean', 'seq-mean-token-sum', 'constant']"),
     (["--steps"], "steps", "needs a value"),
 ])
 def test_parse_errors_name_the_field(argv: list[str], field: str, fragment: str) -> None:

@@ -13,6 +13,7 @@ import torch
 
 from posttrain.algos.base import AlgoContext
 from posttrain.algos.pg import GRPO, GRPOConfig, tis_cap
+from posttrain.config import ConfigError
 from posttrain.engines.base import Rollouts
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.metrics import PhaseTimer
@@ -55,9 +56,9 @@ def _mismatched(rollouts: Rollouts) -> Rollouts:
                                                    for i, row in enumerate(rollouts.logprobs)])
 
 
-def _loss_and_grad(algo: GRPO, policy: torch.nn.Module, rollouts: Rollouts, staleness: int
+def _loss_and_grad(algo: GRPO, policy: torch.nn.Module, rollouts: Rollouts
                    ) -> tuple[float, torch.Tensor, dict[str, float]]:
-    experience, _ = algo.experience_from_rollouts(EXAMPLES, rollouts, policy, staleness=staleness, step=1)
+    experience, _ = algo.experience_from_rollouts(EXAMPLES, rollouts, policy, step=1)
     policy.zero_grad()
     out = algo.loss(policy, experience, iteration=0)
     out.loss.backward()
@@ -67,9 +68,8 @@ def _loss_and_grad(algo: GRPO, policy: torch.nn.Module, rollouts: Rollouts, stal
 
 def test_stale_rollouts_keep_the_trainers_log_probs_as_the_old_policy(setup) -> None:
     policy, ctx, rollouts = setup
-    experience, _ = _grpo(ctx, mu=2).experience_from_rollouts(EXAMPLES, _mismatched(rollouts), policy, staleness=1,
-                                                              step=1)
-    _, _, metrics = _loss_and_grad(_grpo(ctx, mu=2), policy, _mismatched(rollouts), staleness=1)
+    experience, _ = _grpo(ctx, mu=2).experience_from_rollouts(EXAMPLES, _mismatched(rollouts), policy, step=1)
+    _, _, metrics = _loss_and_grad(_grpo(ctx, mu=2), policy, _mismatched(rollouts))
     sampler = experience["sampling_logprobs"]
     mask = experience["completion_mask"].bool()
     assert (experience["old_logprobs"] - sampler)[mask].abs().mean() == pytest.approx(OFFSET, abs=0.05)
@@ -80,8 +80,8 @@ def test_stale_rollouts_keep_the_trainers_log_probs_as_the_old_policy(setup) -> 
 def test_a_mismatched_sampler_makes_tis_change_the_loss_and_gradient(setup) -> None:
     policy, ctx, rollouts = setup
     mismatched = _mismatched(rollouts)
-    loss_off, grad_off, _ = _loss_and_grad(_grpo(ctx, tis_cap=0.0), policy, mismatched, staleness=1)
-    loss_on, grad_on, metrics = _loss_and_grad(_grpo(ctx, tis_cap=2.0), policy, mismatched, staleness=1)
+    loss_off, grad_off, _ = _loss_and_grad(_grpo(ctx, tis_cap=0.0), policy, mismatched)
+    loss_on, grad_on, metrics = _loss_and_grad(_grpo(ctx, tis_cap=2.0), policy, mismatched)
     assert "rollout/tis_weight_mean" in metrics and metrics["rollout/tis_weight_mean"] != pytest.approx(1.0, abs=0.05)
     assert loss_on != pytest.approx(loss_off, abs=1e-4)
     assert (grad_on - grad_off).norm() > 1e-3 * grad_off.norm()
@@ -89,8 +89,8 @@ def test_a_mismatched_sampler_makes_tis_change_the_loss_and_gradient(setup) -> N
 
 def test_an_honest_sampler_leaves_tis_a_no_op(setup) -> None:
     policy, ctx, rollouts = setup  # the HF engine's log-probs are the trainer's, up to rounding
-    loss_off, grad_off, _ = _loss_and_grad(_grpo(ctx, tis_cap=0.0), policy, rollouts, staleness=0)
-    loss_on, grad_on, metrics = _loss_and_grad(_grpo(ctx, tis_cap=2.0), policy, rollouts, staleness=0)
+    loss_off, grad_off, _ = _loss_and_grad(_grpo(ctx, tis_cap=0.0), policy, rollouts)
+    loss_on, grad_on, metrics = _loss_and_grad(_grpo(ctx, tis_cap=2.0), policy, rollouts)
     assert metrics["rollout/tis_weight_mean"] == pytest.approx(1.0, abs=1e-4)
     assert loss_on == pytest.approx(loss_off, abs=1e-5)
     torch.testing.assert_close(grad_on, grad_off, atol=1e-5, rtol=1e-4)
@@ -115,7 +115,7 @@ def test_no_forward_the_step_does_not_need(setup, overrides, old, reference) -> 
     policy, ctx, rollouts = setup
     algo = _grpo(ctx, **overrides)
     ctx.timer.pop()
-    experience, _ = algo.experience_from_rollouts(EXAMPLES, rollouts, policy, staleness=0, step=1)
+    experience, _ = algo.experience_from_rollouts(EXAMPLES, rollouts, policy, step=1)
     phases = ctx.timer.pop()
     assert ("old_logprobs" in experience.tensors) is old and ("time/old_logprobs" in phases) is old
     assert ("ref_logprobs" in experience.tensors) is reference and "time/reference" not in phases
@@ -132,9 +132,9 @@ def test_padding_free_loss_and_gradient_equal_the_padded_ones(setup) -> None:
     results = {}
     for padding_free in (False, True):
         algo = _grpo(ctx, mu=2, padding_free=padding_free)
-        experience, _ = algo.experience_from_rollouts(EXAMPLES, _mismatched(rollouts), policy, staleness=0, step=1)
+        experience, _ = algo.experience_from_rollouts(EXAMPLES, _mismatched(rollouts), policy, step=1)
         mask = experience["completion_mask"].bool()
-        results[padding_free] = (experience["old_logprobs"][mask], *_loss_and_grad(algo, policy, rollouts, 0))
+        results[padding_free] = (experience["old_logprobs"][mask], *_loss_and_grad(algo, policy, rollouts))
     (old_padded, loss_padded, grad_padded, metrics_padded), (old_packed, loss_packed, grad_packed, metrics_packed) = (
         results[False], results[True])
     torch.testing.assert_close(old_packed, old_padded, atol=1e-5, rtol=0)
@@ -142,3 +142,22 @@ def test_padding_free_loss_and_gradient_equal_the_padded_ones(setup) -> None:
     assert metrics_packed["entropy"] == pytest.approx(metrics_padded["entropy"], abs=1e-5)
     torch.testing.assert_close(grad_packed, grad_padded, atol=1e-5, rtol=1e-4)
     assert grad_padded.abs().sum() > 0
+
+
+def test_the_configs_loss_fields_are_the_policy_loss_options(setup) -> None:
+    """Each loss variant a user selects by config value reaches the one policy loss unchanged; the KL weight only
+    with a reference; the "constant" aggregation's length is the completion budget."""
+    _, ctx, _ = setup
+    algo = _grpo(ctx, dual_clip=3.0, ratio_level="sequence", tis_cap=1.5, is_level="sequence-mask", kl_clamp=10.0,
+                 loss_agg="seq-mean-token-sum", kl_coef=0.0)
+    options = algo.loss_options()
+    assert (options.dual_clip, options.ratio_level, options.tis_cap, options.is_level, options.kl_clamp,
+            options.aggregation, options.aggregation_constant, options.kl_coef) == (
+        3.0, "sequence", 1.5, "sequence-mask", 10.0, "seq-mean-token-sum", 6.0, 0.0)
+
+
+@pytest.mark.parametrize(("field", "value"), [("dual_clip", 0.5), ("kl_clamp", -1.0), ("is_level", "batch"),
+                                              ("ratio_level", "step"), ("loss_agg", "sum")])
+def test_bad_loss_fields_name_the_field(field: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=field):
+        GRPOConfig(**{field: value}).validate(1)

@@ -14,7 +14,7 @@ import torch
 from posttrain.algos.base import AlgoContext
 from posttrain.algos.ppo.algo import CRITIC
 from posttrain.algos.prefix_rl.algo import TARGET, PrefixRL, PrefixRLConfig
-from posttrain.algos.prefix_rl.generation import PrefixThenTarget
+from posttrain.algos.prefix_rl.generation import PrefixThenTarget, adapter_prefixes
 from posttrain.algos.prefix_rl.ppo import PrefixRLPPO
 from posttrain.algos.roles import CHECKPOINT, POLICY, REFERENCE, check_roles
 from posttrain.dist import DistInfo
@@ -107,7 +107,7 @@ def test_prefix_is_exactly_k_tokens_and_the_target_gets_the_same_ids() -> None:
 
 
 def test_prefix_rl_ppo_is_ppo_with_the_prefix_generation() -> None:
-    """``prefix-rl-ppo`` (PPO holding ``PrefixAnswers``, no second base class): PPO's roles plus the target, the
+    """``prefix-rl-ppo`` (PPO with ``PrefixAnswering``): PPO's roles plus the target, the
     adapter's k-token sampling, prefix-then-target answers, and PPO's experience on the k prefix tokens only."""
     algo, adapter = _algo(cls=PrefixRLPPO, reward=_first_k_chars_reward)
     assert set(check_roles(algo.roles())) == {POLICY, CRITIC, REFERENCE, TARGET}
@@ -213,3 +213,14 @@ def test_bad_settings_name_their_field() -> None:
                             ({"target_temperature": 0.0}, "target_temperature")]:
         with pytest.raises(ConfigError, match=name):
             PrefixRLConfig(algo="prefix-rl", **overrides).validate()
+
+
+def test_adapter_prefixes_keep_k_tokens_and_the_whole_answers_text() -> None:
+    """The hook's pure part: completions and log-probs cut to k, texts and finish reasons the whole answer's."""
+    answers = Rollouts(prompt_ids=[[1], [2]], completion_ids=[[5, 6, 7, 8], [5, 9]], texts=["whole a", "whole b"],
+                       logprobs=[[-1.0, -2.0, -3.0, -4.0], [-1.0, -0.5]], finish_reasons=["length", "stop"],
+                       weight_version=3)
+    prefix = adapter_prefixes(answers, 3)
+    assert prefix.completion_ids == [[5, 6, 7], [5, 9]] and prefix.logprobs == [[-1.0, -2.0, -3.0], [-1.0, -0.5]]
+    assert prefix.texts == answers.texts and prefix.finish_reasons == answers.finish_reasons
+    assert prefix.prompt_ids == answers.prompt_ids and prefix.weight_version == 3

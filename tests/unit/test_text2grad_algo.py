@@ -89,7 +89,7 @@ def _terms(algo: Text2Grad, responses: list[str]):
 def _experience(algo: Text2Grad, responses: list[str]):
     rollouts = _rollouts(algo.ctx.tokenizer, responses)
     group = [Example(prompt=PROMPT, answer="4")] * len(responses)
-    return algo.experience_from_rollouts(group, rollouts, algo.policy, 0, 1)
+    return algo.experience_from_rollouts(group, rollouts, algo.policy, 1)
 
 
 def test_spans_become_rewards_on_exactly_their_tokens() -> None:

@@ -29,11 +29,10 @@ benchmark measured (benchmarks/dupo.md) and costs no extra primal samples, while
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
-
-import torch
 
 from posttrain.algos.base import ALGORITHMS
 from posttrain.algos.dupo.back_translation import group_back_translation_rewards
@@ -42,7 +41,7 @@ from posttrain.algos.dupo.reward import SELECTIONS, DualSettings, DualStats, gro
 from posttrain.algos.dupo.solver import DUAL_SOLVERS, SOLVER, snapshot_step, solver_role
 from posttrain.algos.pg import GRPO, GRPOConfig
 from posttrain.algos.roles import ModelRole
-from posttrain.algos.scoring import score_rollouts
+from posttrain.algos.scoring import ScoredGroups, score_groups
 from posttrain.common.seeds import derive_seed
 from posttrain.config import defaults, opt
 from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
@@ -156,11 +155,11 @@ class DuPO(GRPO):
         kept = self.offline_selection.kept(prompts) if cfg.dual_selection == "offline" else None
         return group_dual_rewards(prompts, completions, cfg.group_size, engine, settings, kept)
 
-    def score(self, group: list[Example], rollouts: Rollouts, step: int
-              ) -> tuple[torch.Tensor, torch.Tensor, list[bool], dict[str, float]]:
+    def score(self, examples: list[Example], rollouts: Rollouts, step: int) -> ScoredGroups:
         """Dual rewards from the prompts and completions alone (the columns, which hold the dataset's answers,
-        are deliberately ignored), and the dual reward's counts; the verifier's verdicts (``train/accuracy``'s)
-        only split the dual's recovery into right and wrong answers for the log (``DualStats.answer_split``)."""
+        are deliberately ignored), with group advantages and the dual reward's counts as metrics; the verifier's
+        verdicts (``train/accuracy``'s) only split the dual's recovery into right and wrong answers for the log
+        (``DualStats.answer_split``)."""
         stats = []
 
         def dual_reward(prompts: list[str], completions: list[str], **columns: list[Any]) -> list[float | None]:
@@ -168,7 +167,9 @@ class DuPO(GRPO):
             stats.append(counts)
             return rewards
 
-        reward, valid, correct = score_rollouts(self.ctx, group, rollouts, dual_reward)
-        snapshot = snapshot_step(step, self.config.dual_refresh_every) if self.declares(SOLVER) else 0
-        return reward, valid, correct, {**stats[0].metrics(), **stats[0].answer_split(correct),
-                                        "dupo/snapshot_step": float(snapshot)}
+        cfg = self.config
+        scored = score_groups(self.ctx, examples, rollouts, cfg.group_size, cfg.advantage, dual_reward)
+        snapshot = snapshot_step(step, cfg.dual_refresh_every) if self.declares(SOLVER) else 0
+        return dataclasses.replace(scored, metrics={**scored.metrics, **stats[0].metrics(),
+                                                    **stats[0].answer_split(scored.correct),
+                                                    "dupo/snapshot_step": float(snapshot)})

@@ -39,11 +39,11 @@ from typing import Any
 import torch
 
 from posttrain.algos.base import ALGORITHMS, Algorithm, Experience, LossOutput
-from posttrain.algos.core import aggregate_loss, group_advantages, masked_mean
+from posttrain.algos.core import aggregate_loss, masked_mean
 from posttrain.algos.gpo import core
 from posttrain.algos.gpo.hint import HINT_RECIPE, PRIVILEGED_TEMPLATE, privileged_examples
 from posttrain.algos.pg import GRPOConfig, completion_logprobs
-from posttrain.algos.scoring import rollout_metrics, score_rollouts
+from posttrain.algos.scoring import score_groups
 from posttrain.algos.sequences import pack_sequences
 from posttrain.common.padding import left_padded_positions
 from posttrain.config import opt
@@ -146,17 +146,17 @@ class GPO(Algorithm):
         learner_ids = encode_prompts(ctx.tokenizer, group, cfg.system_prompt, cfg.max_prompt_tokens)
         with ctx.timer.phase("generate"):  # behaviour policy = the guider (hinted prompts)
             rollouts = ctx.rollout.generate(guider_ids, self.sampling_params(step))
-        reward_tensor, valid, correct = score_rollouts(ctx, group, rollouts)
+        scored = score_groups(ctx, examples, rollouts, cfg.group_size, cfg.advantage)
         tensors = pack_sequences(guider_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         learner = pack_sequences(learner_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         tensors["learner_input_ids"] = learner["input_ids"]
         tensors["learner_attention_mask"] = learner["attention_mask"]
-        tensors["advantages"] = group_advantages(reward_tensor, cfg.group_size, cfg.advantage, valid=valid)
-        tensors["valid"] = valid.float()
+        tensors["advantages"] = scored.advantages
+        tensors["valid"] = scored.valid.float()
         with torch.no_grad(), ctx.timer.phase("old_logprobs"):  # beta: needed even at mu = 1 (pi != beta)
             tensors["old_logprobs"] = completion_logprobs(policy, tensors, tensors["completion_mask"].shape[1],
                                                           cfg.temperature, ctx.device)
-        metrics = rollout_metrics(reward_tensor, valid, correct, rollouts)
+        metrics = dict(scored.metrics)
         metrics["train/guider_accuracy"] = metrics.pop("train/accuracy")  # the rollouts are the guider's
         metrics["gpo/alpha"] = self.alpha
         # groups whose G rewards are all equal give no RL signal (what an answer-stating hint causes)

@@ -7,9 +7,9 @@ build per-token rewards r_t = dense_t - beta * KL_t plus the task's scalar rewar
 both from the ``rewards`` component's ``reward_terms``).
 The critic's values V_t (``posttrain.models.value``) and GAE(gamma, lambda) give advantages, whitened over the
 response mask, and returns. Then ``mu`` epochs (the paper's 4) over micro-batches: the policy takes GRPO's
-clipped surrogate on the token advantages (``posttrain.algos.policy_loss``'s terms), the critic the clipped value
+clipped surrogate on the token advantages (``posttrain.algos.policy_loss``), the critic the clipped value
 loss, each with its own optimizer (the critic is a trained model role, checkpointed and resumed with the run).
-A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``policy_loss.skips_batch``, logged as
+A micro-batch whose mean ratio exceeds ``ratio_threshold`` is skipped (``policy_loss.PolicyLoss.skip``, logged as
 ``skipped_batch``; ``LossOutput.skip``: the trainer zeroes both losses, as TRL).
 A sample without a reward (a reward function that returned None; Text2Grad's unparsable feedback) stays in the
 batch with its KL term and no reward: it is trained on like the others (so the KL still holds it back) and
@@ -39,8 +39,8 @@ import torch
 
 from posttrain.algos.base import ALGORITHMS, Experience, LossOutput
 from posttrain.algos.core import KL_ESTIMATORS, kl_estimate, masked_mean, masked_sum
-from posttrain.algos.pg import ClippedPolicyGradient, GRPOConfig, _right_padded, tis_cap
-from posttrain.algos.policy_loss import PolicyLossSettings
+from posttrain.algos.pg import ClippedPolicyGradient, GRPOConfig, _right_padded, policy_loss_incompatibilities
+from posttrain.algos.policy_loss import PolicyLossOptions
 from posttrain.algos.ppo.core import (
     AdaptiveKLController,
     clipped_value_loss,
@@ -57,7 +57,7 @@ from posttrain.algos.roles import (
     policy_role,
     reference_role,
 )
-from posttrain.algos.scoring import rollout_metrics, score_rollouts
+from posttrain.algos.scoring import score_groups
 from posttrain.algos.sequences import pack_sequences
 from posttrain.common.padding import left_padded_positions
 from posttrain.config import defaults, opt
@@ -114,11 +114,7 @@ class PPOConfig(GRPOConfig):
     ratio_threshold: float = opt(10.0, "Skip a micro-batch (zero losses) whose mean ratio exceeds this; 0 = never.")
 
     def incompatibilities(self) -> list[tuple[str, Any, str]]:
-        bad = []
-        if not 0 <= self.clip_low < 1:
-            bad.append(("clip_low", self.clip_low, "must be in [0, 1)"))
-        if self.clip_high < 0:
-            bad.append(("clip_high", self.clip_high, "must be >= 0"))
+        bad = policy_loss_incompatibilities(self)
         for name in ("kl_coef", "kl_target", "kl_floor", "value_clip", "vf_coef", "ratio_threshold"):
             if getattr(self, name) < 0:
                 bad.append((name, getattr(self, name), "must be >= 0"))
@@ -171,7 +167,7 @@ class TaskRewards:
 @ALGORITHMS.register("ppo")
 class PPO(ClippedPolicyGradient):
     """GAE advantages on per-token rewards (``rewards``: ``rewards_class``), the critic as a trained role, the
-    clipped surrogate and value losses, adaptive beta; answering as ``ClippedPolicyGradient.answers``."""
+    clipped surrogate and value losses, adaptive beta."""
 
     config_class = PPOConfig
     config: PPOConfig
@@ -191,12 +187,12 @@ class PPO(ClippedPolicyGradient):
 
     def roles(self) -> tuple[ModelRole, ...]:
         """The policy, the critic (a trained value model), the frozen reference when a KL term is on, and what
-        ``answers`` and ``rewards`` need."""
+        ``rewards`` need."""
         cfg = self.config
         critic = ModelRole(CRITIC, CHECKPOINT if cfg.critic_model else INITIAL_POLICY, trains=True, head="value",
                            checkpoint=cfg.critic_model, config_field="critic_model", lr=cfg.critic_lr)
         reference = (reference_role(),) if cfg.uses_kl else ()
-        return (policy_role(cfg.rollout), critic, *reference, *self.answers.roles(), *self.rewards.roles())
+        return (policy_role(cfg.rollout), critic, *reference, *self.rewards.roles())
 
     def state_dict(self) -> dict[str, Any]:
         return {"kl_controller": self.kl_controller.state_dict()}
@@ -207,10 +203,11 @@ class PPO(ClippedPolicyGradient):
 
     # -- experience ---------------------------------------------------------------------------------
     def experience_from_rollouts(self, examples: list[Example], rollouts: Rollouts, policy: torch.nn.Module,
-                                 staleness: int, step: int) -> tuple[Experience, dict[str, float]]:
+                                 step: int) -> tuple[Experience, dict[str, float]]:
         cfg, ctx = self.config, self.ctx
-        group = [ex for ex in examples for _ in range(cfg.group_size)]
-        reward, reward_valid, correct = score_rollouts(ctx, group, rollouts)
+        rollouts, answer_metrics = self.trained_rollouts(rollouts)
+        scored = score_groups(ctx, examples, rollouts, cfg.group_size, advantage=None)
+        group, reward, reward_valid = scored.examples, scored.rewards, scored.valid
         tensors = pack_sequences(rollouts.prompt_ids, rollouts.completion_ids, ctx.tokenizer.pad_token_id)
         completion_len = tensors["completion_mask"].shape[1]
         with ctx.timer.phase("reward_terms"):
@@ -245,7 +242,8 @@ class PPO(ClippedPolicyGradient):
         sequence_kl = float(masked_sum(kl, mask) / len(rollouts))
         shared = all_reduce_mean({"kl": sequence_kl}, ctx.world_size)  # every rank adapts beta the same way
         self.kl_controller.update(shared["kl"], len(rollouts) * ctx.world_size)
-        metrics.update(rollout_metrics(reward, reward_valid, correct, rollouts))
+        metrics.update(scored.metrics)
+        metrics.update(answer_metrics)
         metrics["ppo/unrewarded_fraction"] = float(1 - has_reward.mean())
         metrics["ppo/trained_token_fraction"] = float(mask.sum() / real.sum().clamp(min=1))
         metrics.update({"ppo/kl_coef": beta, "ppo/sequence_kl": sequence_kl,
@@ -275,18 +273,12 @@ class PPO(ClippedPolicyGradient):
                             completion_len).cpu()
 
     # -- losses -------------------------------------------------------------------------------------
-    def loss_terms(self) -> tuple[str, ...]:
-        """The clipped surrogate, TIS when its cap is on, and the KL penalty only with ``--kl_mode loss`` (in
-        reward mode the KL is in the rewards)."""
+    def loss_options(self) -> PolicyLossOptions:
+        """The config's options with the KL in the loss only under ``--kl_mode loss`` (beta the adaptive
+        controller's current value; in reward mode the KL is in the rewards), and the ``ratio_threshold`` skip."""
         cfg = self.config
-        return (("clipped_surrogate",) + (("tis",) if tis_cap(cfg) > 0 else ())
-                + (("kl_penalty",) if cfg.kl_mode == "loss" and cfg.uses_kl else ()))
-
-    def loss_settings(self) -> PolicyLossSettings:
-        """GRPO's numbers with beta the adaptive controller's current value, and the ``ratio_threshold`` skip."""
-        cfg = self.config
-        return PolicyLossSettings(cfg.clip_low, cfg.clip_high, tis_cap(cfg), self.kl_controller.value,
-                                  cfg.kl_estimator, skip_ratio=cfg.ratio_threshold)
+        in_loss = cfg.kl_mode == "loss" and cfg.uses_kl
+        return self.policy_loss_options(self.kl_controller.value if in_loss else 0.0, skip_ratio=cfg.ratio_threshold)
 
     def role_loss(self, name: str, model: torch.nn.Module, batch: Experience, iteration: int) -> LossOutput:
         """The critic's clipped value loss on the micro-batch the policy just used (the trainer zeroes it when

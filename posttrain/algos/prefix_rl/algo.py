@@ -14,12 +14,12 @@ y_{1:k}) (one completion per prefix, as the paper's estimate of R(x, y_{1:k})), 
 task's reward scores the whole decoded answer y_{1:m}. From there the step is GRPO's (``posttrain.algos.pg``),
 unchanged: group advantages over the G prefixes of a prompt (``--advantage grpo | dr_grpo | rloo``), the
 clipped surrogate and the KL to the initial adapter on the k prefix tokens only (``pack_sequences`` packs the
-adapter's tokens, ``generation.scored_prefixes``), so the target's tokens never carry the loss. Held-out
+adapter's tokens, ``generation.adapter_prefixes``), so the target's tokens never carry the loss. Held-out
 evaluation answers the same way (adapter prefix, target continuation; ``generation.PrefixThenTarget``), greedily.
 
 Deviations from the paper: group advantages (GRPO/RLOO) instead of OpenRLHF's PPO with a critic and GAE,
-which is ``--algo prefix-rl-ppo`` (``posttrain.algos.prefix_rl.ppo``: ``--algo ppo`` holding the same
-``PrefixAnswers``).
+which is ``--algo prefix-rl-ppo`` (``posttrain.algos.prefix_rl.ppo``: ``--algo ppo`` with the same
+``PrefixAnswering``).
 Here the KL is the k3 estimator in the loss (``kl_estimator``), not a per-token penalty folded into the reward,
 and there is no entropy bonus.
 """
@@ -32,15 +32,14 @@ from typing import Any
 
 import torch
 
-from posttrain.algos.base import ALGORITHMS, Experience
-from posttrain.algos.pg import GRPO, ClippedPolicyGradient, GRPOConfig
-from posttrain.algos.prefix_rl.generation import PrefixThenTarget, scored_prefixes
+from posttrain.algos.base import ALGORITHMS
+from posttrain.algos.pg import GRPO, GRPOConfig
+from posttrain.algos.prefix_rl.generation import PrefixThenTarget, adapter_prefixes
 from posttrain.algos.roles import CHECKPOINT, ModelRole
 from posttrain.config import opt
-from posttrain.engines.base import SamplingParams
+from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.engines.spec import EngineSpec
 from posttrain.models.tiny import default_recipe_for, vllm_variant
-from posttrain.tasks.base import Example
 
 TARGET = "target"
 """The frozen target's role name."""
@@ -134,22 +133,23 @@ class PrefixRLConfig(GRPOConfig):
         return bad
 
 
-class PrefixAnswers:
-    """What Prefix-RL adds to a clipped policy-gradient algorithm, whose experience and losses stay its own (GRPO's
-    for ``prefix-rl``, PPO's for ``prefix-rl-ppo``): its ``answers`` component (``posttrain.algos.answers``): the
-    target's role, the adapter's sampling settings, the prefix-then-target generation and the experience built
-    from it."""
+class PrefixAnswering:
+    """What Prefix-RL changes in a clipped policy-gradient algorithm, whose experience and losses stay its own (GRPO's
+    for ``prefix-rl``, PPO's for ``prefix-rl-ppo``, the class that follows this one in the bases): the frozen
+    target's role, the adapter's sampling settings, the answer engine (``PrefixThenTarget``: the adapter's prefix,
+    then the target's continuation, in training and evaluation) and the ``trained_rollouts`` hook (the adapter's k
+    tokens of each whole answer)."""
 
-    def __init__(self, config: PrefixRLConfig, ctx: Any) -> None:
-        self.config, self.ctx = config, ctx
+    config: PrefixRLConfig
 
     def roles(self) -> tuple[ModelRole, ...]:
-        """The frozen target with its engine."""
-        return (self.config.target_role(),)
+        """The algorithm's roles and the frozen target with its engine."""
+        return (*super().roles(), self.config.target_role())
 
-    def sampling_params(self, params: SamplingParams) -> SamplingParams:
+    def sampling_params(self, step: int) -> SamplingParams:
         """The adapter's: exactly ``prefix_length()`` new tokens, stopping early only at EOS."""
-        return dataclasses.replace(params, max_new_tokens=self.config.prefix_length(), stop_token_ids=())
+        return dataclasses.replace(super().sampling_params(step), max_new_tokens=self.config.prefix_length(),
+                                   stop_token_ids=())
 
     def answer_engine(self) -> PrefixThenTarget:
         """Adapter prefix, then target continuation (the same engines every step)."""
@@ -157,26 +157,20 @@ class PrefixAnswers:
         return PrefixThenTarget(self.ctx.rollout, self.ctx.engines[TARGET], cfg.prefix_length(),
                                 cfg.continuation_length(), cfg.target_temperature)
 
-    def experience(self, algo: ClippedPolicyGradient, examples: list[Example], policy: torch.nn.Module,
-                   step: int) -> tuple[Experience, dict[str, float]]:
-        """``algo``'s experience of step ``step`` on the adapter's prefixes (``scored_prefixes``: the whole
-        answer's reward, the prefix tokens packed), with the answers' metrics."""
-        request = algo.generation_request(examples, step)
-        with self.ctx.timer.phase("generate"):
-            prefix, answers = self.answer_engine().generate_parts(request.prompt_ids, request.params)
-        experience, metrics = algo.experience_from_rollouts(examples, scored_prefixes(prefix, answers), policy,
-                                                            staleness=0, step=step)
-        lengths = torch.tensor([len(ids) for ids in answers.completion_ids], dtype=torch.float32)
-        metrics["prefix_rl/answer_length_mean"] = float(lengths.mean())
-        metrics["prefix_rl/prefix_eos_fraction"] = sum(r == "stop" for r in prefix.finish_reasons) / len(prefix)
-        return experience, metrics
+    def trained_rollouts(self, rollouts: Rollouts) -> tuple[Rollouts, dict[str, float]]:
+        """The adapter's prefixes of the whole answers (``adapter_prefixes``), with the answers' length and the
+        fraction of prefixes that ended at EOS (answers no longer than k: the target writes at least one token)."""
+        k = self.config.prefix_length()
+        lengths = torch.tensor([len(ids) for ids in rollouts.completion_ids], dtype=torch.float32)
+        metrics = {"prefix_rl/answer_length_mean": float(lengths.mean()),
+                   "prefix_rl/prefix_eos_fraction": float((lengths <= k).float().mean())}
+        return adapter_prefixes(rollouts, k), metrics
 
 
 @ALGORITHMS.register("prefix-rl")
-class PrefixRL(GRPO):
-    """GRPO answering through ``PrefixAnswers``: a subclass only to name its config and its answers component."""
+class PrefixRL(PrefixAnswering, GRPO):
+    """GRPO answering through ``PrefixAnswering``."""
 
     config_class = PrefixRLConfig
     config: PrefixRLConfig
-    answers_class = PrefixAnswers
     supports_async_rollouts = False  # two engines per step (adapter, then target)

@@ -56,11 +56,13 @@ def whole_answers(tokenizer: Any, prefix: Rollouts, continuation: Rollouts) -> R
                     finish_reasons=list(continuation.finish_reasons), weight_version=prefix.weight_version)
 
 
-def scored_prefixes(prefix: Rollouts, answers: Rollouts) -> Rollouts:
-    """The adapter's rollouts as the policy-gradient step sees them: completions, log-probs and lengths are
-    the adapter's k tokens (the only tokens that carry the loss), texts and finish reasons the whole
-    answer's (what the reward scores)."""
-    return dataclasses.replace(prefix, texts=list(answers.texts), finish_reasons=list(answers.finish_reasons))
+def adapter_prefixes(answers: Rollouts, prefix_tokens: int) -> Rollouts:
+    """The adapter's part of whole answers, as the policy-gradient step trains on it: completions and log-probs are
+    the first ``prefix_tokens`` tokens (the adapter's, the only tokens that carry the loss: a prefix that stopped at
+    EOS is its whole answer, a longer answer is the k prefix tokens and then the target's), texts and finish
+    reasons the whole answer's (what the reward scores)."""
+    return dataclasses.replace(answers, completion_ids=[list(ids[:prefix_tokens]) for ids in answers.completion_ids],
+                               logprobs=[list(lp[:prefix_tokens]) for lp in answers.logprobs])
 
 
 class PrefixThenTarget:
@@ -75,15 +77,12 @@ class PrefixThenTarget:
         self.prefix_tokens, self.target_max_new_tokens = prefix_tokens, target_max_new_tokens
         self.target_temperature = target_temperature
 
-    def generate_parts(self, prompt_ids: list[list[int]], params: SamplingParams) -> tuple[Rollouts, Rollouts]:
-        """The adapter's prefixes (exactly ``prefix_tokens`` each, fewer only at EOS) and their whole answers.
-        A JSON schema is refused: one grammar cannot span the two engines' calls."""
+    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
+        """Whole answers: the adapter's prefixes (exactly ``prefix_tokens`` each, fewer only at EOS), then the target's
+        continuations. A JSON schema is refused: one grammar cannot span the two engines' calls."""
         refuse_json_schema(params, "Prefix-RL's prefix-then-target engine")
         prefix = self.adapter.generate(prompt_ids, dataclasses.replace(params, max_new_tokens=self.prefix_tokens,
                                                                       stop_token_ids=()))
         continuation = continue_with_target(self.target, prefix, target_params(
             params, self.target_max_new_tokens, self.target_temperature))
-        return prefix, whole_answers(self.tokenizer, prefix, continuation)
-
-    def generate(self, prompt_ids: list[list[int]], params: SamplingParams) -> Rollouts:
-        return self.generate_parts(prompt_ids, params)[1]
+        return whole_answers(self.tokenizer, prefix, continuation)
