@@ -16,6 +16,10 @@ rollouts of version s - k - 1: staleness exactly k (steps 1..k+1 use the initial
 ``k = 1``; unlike AReaL's fully asynchronous workers we keep the pipeline depth fixed, so a run is as
 repeatable as a synchronous one.
 
+The generation thread binds this rank's CUDA device before its first call (``bind_device``): a new thread starts
+on cuda:0, and an in-process engine (vLLM's kernels, streams and graph replay) follows the current device, so
+rank N >= 1 would otherwise generate on GPU 0.
+
 Resume: ``state_dict`` waits for the generations in flight and returns them (token ids, log-probs,
 texts, finish reasons, weight version and the data position their examples were drawn from), so a
 killed run resumed from a checkpoint trains on exactly the rollouts an uninterrupted run would have used.
@@ -30,6 +34,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from posttrain.algos.base import GenerationRequest
 from posttrain.engines.base import RolloutEngine, Rollouts, SamplingParams
@@ -74,15 +80,23 @@ def rollouts_from_dict(state: dict[str, Any]) -> Rollouts:
     return Rollouts(**state)
 
 
-class AsyncRollouts:
-    """Runs generation requests ahead of training on one background thread (see the module docstring)."""
+def bind_device(device: torch.device) -> None:
+    """Make ``device`` the calling thread's current CUDA device (nothing to do on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
 
-    def __init__(self, engine: RolloutEngine, depth: int) -> None:
+
+class AsyncRollouts:
+    """Runs generation requests ahead of training on one background thread bound to ``device`` (see the module
+    docstring)."""
+
+    def __init__(self, engine: RolloutEngine, depth: int, device: torch.device) -> None:
         if depth < 1:
             raise ValueError(f"async rollouts need a depth (max_staleness) >= 1, got {depth}")
         self.engine = engine
         self.depth = depth
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="async-rollouts")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="async-rollouts", initializer=bind_device,
+                                        initargs=(device,))
         self._pending: list[PendingRollouts] = []
 
     @property
@@ -158,17 +172,18 @@ class AsyncStepDriver:
     ``algo`` is the run's ``Algorithm`` (``generation_request`` / ``experience_from_rollouts``), ``sampler``
     the trainer's ``EpochSampler`` (advanced at launch, so a checkpoint's data position is ahead of its
     step by the launched batches, which ``state_dict`` carries), ``rank`` / ``per_rank`` this rank's share
-    of each batch, ``last_step`` the run's final step (nothing is launched past it).
+    of each batch, ``last_step`` the run's final step (nothing is launched past it), ``device`` this rank's
+    device (the generation thread's current CUDA device).
     """
 
     def __init__(self, algo: Any, engine: RolloutEngine, sampler: Any, rank: int, per_rank: int, depth: int,
-                 last_step: int) -> None:
+                 last_step: int, device: torch.device) -> None:
         self.algo = algo
         self.sampler = sampler
         self.rank = rank
         self.per_rank = per_rank
         self.last_step = last_step
-        self.rollouts = AsyncRollouts(engine, depth)
+        self.rollouts = AsyncRollouts(engine, depth, device)
         self.synced_version = 0  # the trainer step whose weights the engine holds
         self._examples: dict[int, list[Any]] = {}
 

@@ -130,7 +130,7 @@ class Trainer:
         self.sampler = EpochSampler(self.train_examples, config.prompts_per_step, config.seed, config.shuffle)
         self.async_driver = (AsyncStepDriver(self.algo, self.rollout, self.sampler, self.info.rank,
                                              config.per_rank_prompts(self.info.world_size), config.max_staleness,
-                                             config.steps) if config.async_rollouts else None)
+                                             config.steps, self.info.device) if config.async_rollouts else None)
         self._synced_step = 0  # the trainer step whose weights the rollout engine holds
         self.generators: dict[str, torch.Generator] = {"algo": self.algo.generator}
         self.logger = MetricsLogger(config.output_dir, config.report_to, self.info.rank,

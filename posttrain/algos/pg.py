@@ -17,6 +17,7 @@ weighted min(pi_prox / pi_sampler, C) (``tis_cap``), and the mismatch metrics (`
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,8 @@ from posttrain.engines.spec import VLLM_KINDS, EngineSpec
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.tasks.base import Example
 from posttrain.tasks.prompts import encode_prompts
+
+log = logging.getLogger("posttrain")
 
 
 def policy_loss_incompatibilities(cfg: Any) -> list[tuple[str, Any, str]]:
@@ -171,6 +174,13 @@ class ClippedPolicyGradient(Algorithm):
     ``trained_rollouts`` hook (the adapter's k tokens of each whole answer)."""
 
     config: GRPOConfig
+
+    def __init__(self, config: GRPOConfig, ctx: Any) -> None:
+        super().__init__(config, ctx)
+        if config.tis_cap == 0 and rollouts_may_lag(config):
+            log.warning("--tis_cap 0 with rollouts that lag the trained weights (vLLM's kernels, --async_rollouts or "
+                        "--sync_every > 1): the sampler's lag and mismatch go uncorrected; unset --tis_cap for the "
+                        "default cap %s", DEFAULT_TIS_CAP)
 
     def answer_engine(self) -> GenerationEngine:
         """What answers the step's prompts, in training and in held-out evaluation: the policy's engine."""

@@ -188,7 +188,10 @@ def behaviour_weights(tokens: PolicyTokens, options: PolicyLossOptions) -> tuple
     if tokens.sampling_logp.shape != tokens.proximal_logp.shape:
         raise ValueError(f"sampling_logp {tuple(tokens.sampling_logp.shape)} and proximal_logp "
                          f"{tuple(tokens.proximal_logp.shape)} differ in shape")
-    log_weight = (tokens.proximal_logp - tokens.sampling_logp).detach()
+    # A non-finite sampler log-prob (an engine's NaN or -inf) would make the weight NaN or inf: such a token gets
+    # weight 1 (no correction) and is counted, as TRL and AReaL clean the sampler's log-probs before weighting.
+    sampling = torch.where(torch.isfinite(tokens.sampling_logp), tokens.sampling_logp, tokens.proximal_logp)
+    log_weight = (tokens.proximal_logp - sampling).detach()
     cap = options.tis_cap
     if options.is_level != "token":
         log_weight = masked_sum(log_weight, tokens.mask, dim=-1).unsqueeze(-1).expand_as(log_weight)
@@ -225,7 +228,8 @@ def policy_loss(tokens: PolicyTokens, options: PolicyLossOptions) -> PolicyLoss:
         metrics["dual_clip_fraction"] = float(masked_mean(dual_clipped.float(), mask))
     if tokens.sampling_logp is not None:
         abs_diff, mismatch_kl = sampler_mismatch(tokens.proximal_logp, tokens.sampling_logp, mask)
-        metrics.update({"rollout/logprob_abs_diff": float(abs_diff), "rollout/logprob_kl": float(mismatch_kl)})
+        metrics.update({"rollout/logprob_abs_diff": float(abs_diff), "rollout/logprob_kl": float(mismatch_kl),
+                        "rollout/nonfinite_sampler_logprobs": float((~torch.isfinite(tokens.sampling_logp) & mask).sum())})
     if options.tis_cap:
         weights, truncated = behaviour_weights(tokens, options)
         per_token = per_token * weights

@@ -4,8 +4,10 @@ staleness bound, the launch schedule, and launched generations surviving a check
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
+import torch
 
 from posttrain.algos.base import GenerationRequest
 from posttrain.async_rollouts import AsyncRollouts, check_staleness, launch_ahead
@@ -13,6 +15,8 @@ from posttrain.config import ConfigError, TrainConfig, build_config
 from posttrain.engines.base import Rollouts, SamplingParams
 from posttrain.engines.remote import balanced_slices
 from posttrain.engines.spec import parse_worker_urls
+
+CPU = torch.device("cpu")
 
 
 def test_balanced_slices_cover_in_order_with_sizes_within_one() -> None:
@@ -95,13 +99,13 @@ class _CountingEngine:
 
 def test_launched_generations_survive_a_checkpoint_round_trip() -> None:
     engine = _CountingEngine()
-    pipeline = AsyncRollouts(engine, depth=1)
+    pipeline = AsyncRollouts(engine, depth=1, device=CPU)
     params = SamplingParams(max_new_tokens=3, seed=7, stop_token_ids=(2,))
     pipeline.launch(4, data_position=12, weight_version=3, request=GenerationRequest([[1, 2, 3]], params))
     with pytest.raises(RuntimeError, match="step 3 was not launched"):
         pipeline.take(3, policy_version=3)
     state = json.loads(json.dumps(pipeline.state_dict()))  # what trainer_state.json holds
-    restored = AsyncRollouts(_CountingEngine(), depth=1)
+    restored = AsyncRollouts(_CountingEngine(), depth=1, device=CPU)
     restored.load_state_dict(state)
     pending, rollouts = restored.take(4, policy_version=4)
     assert (pending.step, pending.data_position, pending.weight_version) == (4, 12, 3)
@@ -138,9 +142,36 @@ class _SyncedMidwayEngine(_CountingEngine):
 
 
 def test_a_rollout_from_weights_changed_mid_generation_is_refused() -> None:
-    pipeline = AsyncRollouts(_SyncedMidwayEngine(), depth=1)
+    pipeline = AsyncRollouts(_SyncedMidwayEngine(), depth=1, device=CPU)
     pipeline.launch(4, data_position=0, weight_version=3, request=GenerationRequest([[1]], SamplingParams()))
     with pytest.raises(RuntimeError, match="step 4: rollouts launched on the engine's weight version 3 came back "
                                            "from version 4"):
         pipeline.take(4, policy_version=3)
     pipeline.close()
+
+
+def test_the_generation_thread_binds_the_ranks_cuda_device_before_generating(monkeypatch) -> None:
+    """Rank 1's in-process engine must generate on cuda:1: the background thread sets the current device before
+    its first generation (a new thread starts on cuda:0). Checked on the CPU by recording the call."""
+    calls: list[tuple[str, object]] = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append((threading.current_thread().name,
+                                                                               device)))
+
+    class RecordingEngine(_CountingEngine):
+        def generate(self, prompt_ids, params):
+            calls.append((threading.current_thread().name, "generate"))
+            return super().generate(prompt_ids, params)
+
+    pipeline = AsyncRollouts(RecordingEngine(), depth=1, device=torch.device("cuda", 1))
+    pipeline.launch(1, 0, 0, GenerationRequest([[1, 2]], SamplingParams(max_new_tokens=2)))
+    pipeline.wait()
+    pipeline.close()
+    (thread, device), (same_thread, what) = calls
+    assert device == torch.device("cuda", 1) and what == "generate"
+    assert thread == same_thread and thread.startswith("async-rollouts")
+    calls.clear()
+    cpu = AsyncRollouts(RecordingEngine(), depth=1, device=CPU)
+    cpu.launch(1, 0, 0, GenerationRequest([[1, 2]], SamplingParams(max_new_tokens=2)))
+    cpu.wait()
+    cpu.close()
+    assert [what for _, what in calls] == ["generate"]  # nothing to bind on the CPU

@@ -161,3 +161,14 @@ def test_the_configs_loss_fields_are_the_policy_loss_options(setup) -> None:
 def test_bad_loss_fields_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=field):
         GRPOConfig(**{field: value}).validate(1)
+
+
+def test_an_explicit_tis_cap_of_zero_on_lagging_rollouts_warns(setup, caplog) -> None:
+    _, ctx, _ = setup
+    with caplog.at_level("WARNING", logger="posttrain"):
+        _grpo(ctx, tis_cap=0.0, sync_every=2, save_every=2)
+    assert "--tis_cap 0" in caplog.text and "uncorrected" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="posttrain"):
+        _grpo(ctx, tis_cap=0.0)  # the trainer's own weights sample in process: nothing to correct
+    assert "--tis_cap" not in caplog.text

@@ -209,3 +209,11 @@ def test_a_batch_whose_mean_ratio_passes_the_threshold_is_skipped() -> None:
     assert policy_loss(_tokens(), PolicyLossOptions(skip_ratio=0.8)).skip  # mean ratio 0.85
     kept = policy_loss(_tokens(), PolicyLossOptions(skip_ratio=0.9))
     assert not kept.skip and kept.metrics["skipped_batch"] == 0.0
+
+
+def test_a_non_finite_sampler_log_prob_gets_weight_one_and_is_counted() -> None:
+    sampler = torch.tensor([[math.nan, math.log(0.5)]])
+    result = policy_loss(_tokens(sampler), TIS)
+    close(result.per_token.detach(), [[-1.1, -0.6]])  # weight 1 on the NaN token, 1 on the honest one
+    assert result.metrics["rollout/nonfinite_sampler_logprobs"] == 1.0
+    assert policy_loss(_tokens(), TIS).metrics["rollout/nonfinite_sampler_logprobs"] == 0.0
