@@ -101,6 +101,29 @@ if "$python" -c "import vllm" 2>/dev/null; then
       tests/e2e/test_train_vllm.py -k "two_ranks_zero3"
     part vllm_remote_multi_rank_cuda "$python" -m pytest -v -rA -p no:cacheprovider --timeout 1800 \
       tests/e2e/test_rollout_workers.py -k "two_zero3_ranks or failing_or_hanging_in_a_sync"
+    # Issue 43 item 1: async rollouts with the colocated engine on 2 ranks. The generation thread binds its rank's
+    # device (posttrain/async_rollouts.py bind_device); nvidia-smi is sampled during the run, and no process may
+    # hold memory on both GPUs (rank 1 generating on GPU 0 would).
+    ( while true; do nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv,noheader; sleep 1; done ) \
+      >"$out/async_colocated_2ranks_apps.csv" 2>&1 &
+    sampler=$!
+    part async_colocated_2ranks deepspeed --num_gpus 2 posttrain/train.py --algo grpo --rollout vllm \
+      --async_rollouts true --max_staleness 1 --steps 4 --eval_every 0 --save_every 4 --report_to jsonl \
+      --output_dir "$out/async_colocated_2ranks"
+    kill "$sampler" 2>/dev/null
+    part async_colocated_2ranks_devices "$python" - "$out/async_colocated_2ranks_apps.csv" <<'EOF'
+import collections
+import sys
+
+gpus = collections.defaultdict(set)
+for line in open(sys.argv[1]):
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) == 2 and parts[0].isdigit():
+        gpus[parts[0]].add(parts[1])
+print({pid: sorted(uuids) for pid, uuids in gpus.items()})
+both = [pid for pid, uuids in gpus.items() if len(uuids) > 1]
+assert gpus and not both, f"processes on both GPUs: {both}"
+EOF
   else
     echo "== vllm_multi_rank_cuda: skipped, needs 2 GPUs ($gpus visible): colocated and remote 2-rank ZeRO-3, async"
     echo "   GRPO on 2 ranks, a rank failing or hanging in a sync (tests/e2e/test_rollout_workers.py)"
