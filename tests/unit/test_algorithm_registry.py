@@ -3,7 +3,10 @@ registers an algorithm, and an unknown name fails listing the known ones."""
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +47,12 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
     message = str(err.value)
     assert "'no-such-algo'" in message
     assert all(name in message for name in algorithm_names())
+
+
+def test_importing_the_package_loads_no_algorithm() -> None:
+    """The walk runs on first use, not at ``import posttrain.algos`` (a fresh interpreter)."""
+    code = ("import sys, posttrain.algos; "
+            "print(sorted(m for m in sys.modules if m.startswith('posttrain.algos.') and m != 'posttrain.algos.base'))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    loaded = [m for m in ast.literal_eval(result.stdout.strip()) if m in _registering_sources()]
+    assert loaded == []
