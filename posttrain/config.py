@@ -481,23 +481,87 @@ def build_config(cls: type[TrainConfig], argv: Sequence[str]) -> TrainConfig:
     return cls(**kwargs)
 
 
+@dataclass(frozen=True)
+class HelpSection:
+    """One group of ``--help``: its title, what its options are for, and the ``TrainConfig`` fields in it."""
+
+    title: str
+    doc: str
+    fields: tuple[str, ...]
+
+
+TRAIN_CONFIG_SECTIONS: tuple[HelpSection, ...] = (
+    HelpSection("model", "what is trained, from which weights", ("algo", "model", "trust_remote_code", "lora_r",
+                                                                  "lora_alpha")),
+    HelpSection("data and task", "the prompts, their answers and the reward",
+                ("task", "dataset", "prompt_column", "answer_column", "test_fraction", "shuffle", "raw_prompts",
+                 "text_column", "reward", "system_prompt")),
+    HelpSection("batch and steps", "how much a step trains on, and how many steps",
+                ("steps", "prompts_per_step", "group_size", "micro_batch_size", "mu", "seed")),
+    HelpSection("rollout and sampling", "the engine that generates the policy's completions, and how it samples",
+                ("rollout", "async_rollouts", "max_staleness", "sync_every", "rollout_batch_size", "max_prompt_tokens",
+                 "max_new_tokens", "temperature", "top_p", "top_k")),
+    HelpSection("optimisation", "AdamW and its learning-rate schedule",
+                ("lr", "weight_decay", "warmup_steps", "lr_scheduler", "max_grad_norm")),
+    HelpSection("distributed and performance", "DeepSpeed, precision, memory and threads",
+                ("zero_stage", "precision", "autocast", "gradient_checkpointing", "num_threads", "dist_timeout_s")),
+    HelpSection("output, logging, evaluation and checkpoints", "what a run writes, and when",
+                ("output_dir", "resume", "save_every", "keep_last", "eval_every", "eval_examples", "pass_k",
+                 "log_every", "report_to", "progress")),
+)
+"""``--help``'s sections of ``TrainConfig``'s own fields, each field in exactly one; a field that an algorithm's
+config class declares itself is listed under that class instead (``help_sections``)."""
+
+
+def help_sections(cls: type[TrainConfig], algo: str | None = None) -> list[tuple[str, list[dataclasses.Field]]]:
+    """``cls``'s fields grouped for ``--help``, as (heading, fields): ``TrainConfig``'s by
+    ``TRAIN_CONFIG_SECTIONS``, then, from the base down the dataclass MRO, each config class's section of the
+    fields it declares first (a field it only redeclares stays where its first declaration put it)."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    placed = [name for section in TRAIN_CONFIG_SECTIONS for name in section.fields]
+    unplaced = sorted({f.name for f in dataclasses.fields(TrainConfig)} - set(placed))
+    if unplaced:
+        raise TypeError(f"TrainConfig fields {unplaced} are in no section of TRAIN_CONFIG_SECTIONS")
+    groups = [(f"{section.title}: {section.doc}", [fields[name] for name in section.fields])
+              for section in TRAIN_CONFIG_SECTIONS]
+    seen = set(placed)
+    for base in reversed(cls.__mro__):
+        if not (isinstance(base, type) and issubclass(base, TrainConfig)) or base is TrainConfig:
+            continue
+        own = [fields[f.name] for f in dataclasses.fields(base) if f.name not in seen]
+        seen.update(f.name for f in own)
+        if own:
+            name = f"{algo} options ({base.__name__})" if base is cls and algo else f"{base.__name__} options"
+            summary = (base.__doc__ or "").strip().splitlines()[0]
+            groups.append((f"{name}: {summary}" if summary else name, own))
+    return groups
+
+
 def help_text(cls: type[TrainConfig], algo: str | None = None) -> str:
-    """Every field with its type, default, choices and one-line doc, for ``--help`` of ``--algo algo``."""
+    """Every field with its type, default, choices and one-line doc, for ``--help`` of ``--algo algo``, in the
+    sections of ``help_sections``."""
     title = f"--algo {algo} ({cls.__name__})" if algo else cls.__name__
-    lines = [f"Options of {title} (--key value, or a YAML file with --config):", ""]
-    for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        if f.name == "algo" and algo:
-            default = algo  # every config class inherits TrainConfig's "grpo"; show the documented algorithm
-        annotation = _field_type(cls, f)
-        type_name = getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
-        choices = f.metadata.get("choices")
-        extra = f" {{{', '.join(map(str, choices))}}}" if choices else ""
-        lines.append(f"  --{f.name} ({type_name}{extra}, default {json.dumps(default)})")
-        lines.append(f"      {f.metadata.get('help', '')}")
-        if f.name in spec_fields(cls):
-            lines.extend(_spec_option_help(f.name, choices or tuple(SPEC_CLASSES)))
+    lines = [f"Options of {title} (--key value, or a YAML file with --config):"]
+    for heading, fields in help_sections(cls, algo):
+        lines += ["", f"{heading}"]
+        for f in fields:
+            lines.extend(_field_help(cls, f, algo))
     return "\n".join(lines)
+
+
+def _field_help(cls: type[TrainConfig], f: dataclasses.Field, algo: str | None) -> list[str]:
+    """The ``--help`` lines of one field: its flag, type, choices and default, its doc, an engine spec's options."""
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    if f.name == "algo" and algo:
+        default = algo  # every config class inherits TrainConfig's "grpo"; show the documented algorithm
+    annotation = _field_type(cls, f)
+    type_name = getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
+    choices = f.metadata.get("choices")
+    extra = f" {{{', '.join(map(str, choices))}}}" if choices else ""
+    lines = [f"  --{f.name} ({type_name}{extra}, default {json.dumps(default)})", f"      {f.metadata.get('help', '')}"]
+    if f.name in spec_fields(cls):
+        lines.extend(_spec_option_help(f.name, choices or tuple(SPEC_CLASSES)))
+    return lines
 
 
 def _spec_option_help(name: str, kinds: Sequence[str]) -> list[str]:

@@ -185,9 +185,9 @@ def initialize_deepspeed_model(model: torch.nn.Module, config: TrainConfig, worl
     state in checkpoints like its own optimizers. It is torch's fused kernel (``fused=True``, on CPU and CUDA
     alike; what transformers' Trainer, and so TRL, defaults to with torch >= 2.8): one pass over each tensor's
     parameter, gradient and two moments instead of the single-tensor loop's eight element-wise ops per tensor
-    (``lerp_``, ``sqrt``, ``addcdiv_``, ..., each a full pass over memory), the same AdamW update. On SmolLM2-135M,
-    1 thread, that made DeepSpeed's ``step()`` about 5x faster (``benchmarks/bench_optimizer_phase.py``; a CPU's
-    ``foreach=True`` is no faster than the loop). The gradients are clipped once before this step, by DeepSpeed
+    (``lerp_``, ``sqrt``, ``addcdiv_``, ..., each a full pass over memory), the same AdamW update, and a faster
+    DeepSpeed ``step()`` than the loop or a CPU's ``foreach=True`` (measured on SmolLM2-135M in
+    ``benchmarks/grpo_vs_trl.md``, "The optimizer phase, measured apart"; ``benchmarks/bench_optimizer_phase.py``). The gradients are clipped once before this step, by DeepSpeed
     (``gradient_clipping``) or, where ``trainer_clips_gradients``, by ``optimizer_step``: step the model with it.
     """
     import deepspeed

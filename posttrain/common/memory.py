@@ -3,10 +3,10 @@
 glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), so after the first weight sync
 every per-layer buffer of 1-32 MiB (a gathered bucket, a received tensor, a dtype-cast copy) comes from the
 heap instead of its own mapping, and the heap does not shrink back: the trainer's resident memory then grows
-step after step. Measured on SmolLM2-135M with the colocated vLLM engine, 12 rounds of generate + weight sync:
-RSS 3.97 -> 4.68 GB with glibc's defaults, flat at 3.35 GB with the thresholds fixed (the same effect as
-``MALLOC_MMAP_THRESHOLD_=1048576 MALLOC_TRIM_THRESHOLD_=0`` in the environment, which glibc reads only at start;
-``benchmarks/bench_malloc_thresholds.py``, ``benchmarks/results/malloc_thresholds.json``).
+step after step. Fixing the thresholds has the same effect as ``MALLOC_MMAP_THRESHOLD_=1048576
+MALLOC_TRIM_THRESHOLD_=0`` in the environment, which glibc reads only at start. The measurement (SmolLM2-135M,
+the colocated vLLM engine, rounds of generate + weight sync, with and without the fix) is in
+``benchmarks/smollm2.md`` ("Peak memory is flat now with vLLM"; ``benchmarks/bench_malloc_thresholds.py``).
 """
 
 from __future__ import annotations

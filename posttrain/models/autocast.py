@@ -2,7 +2,7 @@
 bf16 natively, which setting that makes of ``auto``, and the forward wrapper.
 
 On a CPU without native bf16 matmul (neither AMX-BF16 nor AVX512-BF16) PyTorch emulates bf16 and a bf16 matmul
-can be 100x slower than fp32, so ``auto`` turns autocast on only where ``/proc/cpuinfo`` lists one of those
+is far slower than fp32 (``benchmarks/grpo_vs_trl.md`` measured this project's CPU), so ``auto`` turns autocast on only where ``/proc/cpuinfo`` lists one of those
 flags. As accelerate's mixed precision (TRL's ``bf16=True``) does, the policy's forward runs under
 ``torch.autocast``: every forward of the trained policy (the training loss, the old-policy log-probs), while the
 weights, their gradients and AdamW's state stay float32. The rollout engine's copy and frozen roles keep their

@@ -8,9 +8,9 @@ the hash covers every recipe field and ``CODE_VERSION``. Builds are atomic and g
 so several ranks may call ``build_tiny`` at once: one builds, the others wait and reuse. A build runs
 on one intra-op thread whatever the caller's setting: parallel reductions add in a thread-dependent
 order, and the warm start amplifies those last-bit differences into a different model (the diffusion
-Sudoku warm start scored 0.141 built on two threads and 0.258 on one), so the cache would otherwise
-depend on who built it first. The tiny models gain nothing from a second thread (150 warm-start steps
-of ``diffusion-sudoku``: 22 s either way).
+Sudoku warm start's held-out score changed with the thread count: ``benchmarks/espo_sudoku.md``, "An earlier
+measurement, and why it changed"), so the cache would otherwise depend on who built it first. The tiny models
+gain nothing from a second thread (``benchmarks/BENCHMARKS.md`` section 1b times a build on one and two).
 """
 
 from __future__ import annotations
@@ -204,9 +204,9 @@ _declare(TinyRecipe(name="causal-arithmetic-hint", kind="causal", task="arithmet
 # their dual questions (task word-arithmetic-sft), half the primal targets replaced by a systematic error (the
 # last operation forgotten) so DuPO's label-free reward has mistakes to remove; the dual targets are clean,
 # since DuPO presumes a dual solver more reliable than the primal. data_version 2 asks every operand under the
-# true answer and under a wrong one (often the primal's own mistake), the primal twice: on the 256 held-out
-# problems its dual solver recovers 78% of operands under the true answer and 1% under the taught mistake (data
-# version 0: 36% and 16%), greedy primal 13% right (benchmarks/results/dupo_judge.json).
+# true answer and under a wrong one (often the primal's own mistake), the primal twice, so that its dual solver
+# recovers operands under the true answer far more often than under the taught mistake (the rates, against
+# data version 0's: benchmarks/dupo.md, benchmarks/results/dupo_judge.json).
 _declare(TinyRecipe(name="causal-word-arithmetic", kind="causal", task="word-arithmetic", warm_start=_SFT_TASK,
                     warm_start_steps=2000, target_noise=0.5, data_version=2, **_POLICY))
 # DuPO's translation dual (`--algo dupo --dual_task translation --task word-translation`): the same policy on
@@ -230,8 +230,9 @@ _declare(TinyRecipe(name="causal-sudoku", kind="causal", task="sudoku", warm_sta
                     warm_start_steps=220, **_POLICY))
 # The diffusion Sudoku policy's warm start learns from labels where half the targets swap the 1s and 2s
 # of the blank cells (SudokuTask.distractor): deliberately noisy SFT targets, a systematic error of the kind
-# SFT on noisy data leaves. ESPO's demo then raises the held-out solve rate (0.26 -> 0.35 +- 0.04 in 150 steps on
-# the benchmark machine; the warm start, and so the numbers, differ by CPU: benchmarks/results/espo_demo_machines.json).
+# SFT on noisy data leaves. ESPO's demo then raises the held-out solve rate above the warm start's
+# (benchmarks/espo_sudoku.md; the warm start, and so the numbers, differ by CPU:
+# benchmarks/results/espo_demo_machines.json).
 _declare(TinyRecipe(name="diffusion-sudoku", kind="diffusion", task="sudoku",
                     warm_start=_DIFFUSION, warm_start_steps=800, target_noise=0.5,
                     **_POLICY))

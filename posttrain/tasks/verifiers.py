@@ -1,8 +1,8 @@
 """Answer verifiers: exact match and mathematical equality (math-verify with a fast integer path).
 
 ``math_equal`` is called thousands of times per training run. Completions of the tiny models are
-mostly bare integers, so a regex + ``int`` comparison answers those without math-verify (measured: about 1 us
-against 1-4 ms per call through ``math_verify.parse``/``verify``); everything else goes to
+mostly bare integers, so a regex + ``int`` comparison answers those without the far costlier
+``math_verify.parse``/``verify``; everything else goes to
 math-verify, which extracts answers from surrounding text and LaTeX and never raises on garbage.
 math-verify's 5 s time limits use ``signal.alarm``, which only works in the main thread; called from
 any other thread (e.g. a reward server's workers) the limits are switched off.

@@ -40,8 +40,8 @@ OTHER_OPERAND = range(1, 7)
 BAG_SIZE = range(2, 4)
 PRIMAL_COPIES = 2
 """Times each primal question appears in ``word-arithmetic-sft``: with 4-6 dual questions per problem, one copy
-left the primal a sixth of the data and the warm start's greedy primal accuracy at 0.07 (two copies: 0.13;
-benchmarks/results/dupo_judge_one_primal_copy.json and dupo_judge.json)."""
+left the primal a sixth of the data and the warm start's greedy primal accuracy lower than two copies do
+(benchmarks/dupo.md has both builds' accuracy)."""
 
 
 @dataclass(frozen=True)

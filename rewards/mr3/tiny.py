@@ -26,9 +26,9 @@ train split and evaluation problems from its disjoint test split.
 SFT loop on freshly drawn examples (loss on the completion, the trace and the verdict weighed up).
 ``pairwise_accuracy`` evaluates through the same pipeline the server uses (compact prompts ->
 ``HFRolloutEngine`` -> ``parse_verdict`` -> rewards). ``python -m rewards.mr3.tiny`` prints and saves
-held-out pairwise and binary accuracy before and after the warm start
-(``benchmarks/results/mr3_tiny_rm.json``: 0.953 pairwise and 0.953 binary when the judge solves the
-problem itself, 1.0 when shown the reference; an untrained model writes no readable verdict).
+held-out pairwise and binary accuracy before and after the warm start (``benchmarks/results/mr3_tiny_rm.json``,
+reported in ``benchmarks/BENCHMARKS.md`` section 4: the judge solving the problem itself and shown the reference;
+an untrained model writes no readable verdict).
 
 Deviation from the paper: mR3 distils long free-text reasoning from gpt-oss-120b into Qwen3 models;
 here the "reasoning" is a worked solution and a character-by-character check written by a program,

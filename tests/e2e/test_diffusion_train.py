@@ -10,12 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from posttrain.algos import ALGORITHM_MODULES
 from tests.e2e.conftest import deepspeed_launcher, run_entry, train_in_process
-
-pytestmark = pytest.mark.skipif(  # the entry point (a subprocess) only knows the algorithms listed there
-    "posttrain.algos.espo" not in ALGORITHM_MODULES,
-    reason="--algo espo is not registered (posttrain.algos.ALGORITHM_MODULES lacks posttrain.algos.espo)")
 
 SMALL = ["--task", "sudoku", "--reward", "tests.e2e.rewards:digit_fraction", "--steps", "2", "--prompts_per_step", "2",
          "--group_size", "4", "--micro_batch_size", "4", "--mu", "2", "--max_new_tokens", "20", "--block_length", "10",

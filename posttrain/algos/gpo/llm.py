@@ -27,7 +27,6 @@ Deviations: the penalty variant updates alpha once per step, from the mean KL(mu
 micro-batches over every rank (the code updates it once per PPO epoch): ``loss`` returns the KL as a metric and
 ``end_step`` adapts alpha from the step's mean, so no state passes between loss calls; the KLs are per token over
 the vocabulary.
-The module must be listed in ``posttrain.algos.ALGORITHM_MODULES`` to be found by ``--algo gpo``.
 """
 
 from __future__ import annotations
