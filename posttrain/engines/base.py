@@ -34,8 +34,8 @@ import torch
 from posttrain.common.seeds import derive_seed
 from posttrain.engines.scores import TokenScores
 
-if TYPE_CHECKING:  # only the annotation below: the weight-sync package imports this module
-    from posttrain.engines.weight_sync import TrainerWeights
+if TYPE_CHECKING:  # the annotation of SyncsWeights only; its module, not the package, whose sync.py imports this one
+    from posttrain.engines.weight_sync.weights import TrainerWeights
 
 
 class SamplingParamsError(ValueError):

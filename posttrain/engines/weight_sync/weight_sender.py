@@ -10,9 +10,9 @@ sender with vLLM's ``WeightTransferTrainerFactory``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from typing import Any
 
 import torch
 import torch.distributed as torch_dist
@@ -55,20 +55,21 @@ class WeightSender(TrainerWeightTransferEngine[GlooTrainerInitInfo]):
         worker_info = GlooWeightTransferInitInfo(init_info.master_address, init_info.master_port, rank_offset=1,
                                                  world_size=init_info.world_size, timeout_s=init_info.timeout_s)
         # The workers block in the rendezvous until the trainer joins, so their init runs on a side thread.
-        sender._call_beside("init_weight_transfer_engine", asdict(worker_info), lambda: sender._open_group())
+        sender._call_beside("init_weight_transfer_engine",
+                            lambda: client.init_weight_transfer_engine(asdict(worker_info)), sender._open_group)
         return sender
 
     def _open_group(self) -> None:
         info = self.init_info
         self.group = open_gloo_group(info.master_address, info.master_port, 0, info.world_size, info.timeout_s)
 
-    def _call_beside(self, method: str, payload: Any, work: Any, call: Any = None) -> None:
-        """Run ``client.method(payload)`` (or ``call(payload)``) on a side thread while ``work()`` runs here;
-        a failure on either side raises ``WeightSyncError`` naming the peer, and waiting on the client is
-        bounded by the timeout."""
+    def _call_beside(self, method: str, call: Callable[[], None], work: Callable[[], None]) -> None:
+        """Run ``call()`` (the client's ``method``) on a side thread while ``work()`` runs here; a failure on
+        either side raises ``WeightSyncError`` naming the peer, and waiting on the client is bounded by the
+        timeout."""
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="posttrain-weight-sync")
         try:
-            future = pool.submit(call or getattr(self.client, method), payload)
+            future = pool.submit(call)
             try:
                 work()
             except WeightSyncError as err:
@@ -106,13 +107,14 @@ class WeightSender(TrainerWeightTransferEngine[GlooTrainerInitInfo]):
                                             dtype_name=str(meta[0].dtype).removeprefix("torch."),
                                             bucket_sizes=[len(g) for g in groups])
         self._guarded("start_weight_update", self.client.start_weight_update)
-        self._call_beside("update_weights", asdict(info), lambda: self._broadcast_buckets(source, info))
+        self._call_beside("update_weights", lambda: self.client.update_weights(asdict(info)),
+                          lambda: self._broadcast_buckets(source, info))
         version = None if weight_version is None else str(weight_version)
         self._guarded("finish_weight_update", lambda: self.client.finish_weight_update(weight_version=version))
 
-    def _guarded(self, method: str, call: Any) -> None:
+    def _guarded(self, method: str, call: Callable[[], None]) -> None:
         """A control-plane call bounded by the timeout; failures name the peer."""
-        self._call_beside(method, None, lambda: None, call=lambda _: call())
+        self._call_beside(method, call, lambda: None)
 
     def _broadcast_buckets(self, source: WeightSource, info: GlooWeightTransferUpdateInfo) -> None:
         assert self.group is not None
