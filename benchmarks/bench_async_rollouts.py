@@ -29,7 +29,7 @@ from pathlib import Path
 
 from posttrain.common.cli_help import CommandParser
 from posttrain.common.files import atomic_write_text
-from posttrain.engines.rendezvous import free_port
+from posttrain.engines.weight_sync import free_port
 from posttrain.engines.worker import (
     cpu_affinity_prefix,
     spawn_rollout_worker,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.engines.rendezvous import free_port
+from posttrain.engines.weight_sync import free_port
 from posttrain.engines.worker import stop_rollout_worker, wait_until_ready
 
 SERVER_START_TIMEOUT_S = 900.0

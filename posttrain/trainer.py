@@ -29,8 +29,7 @@ from posttrain.dist import (
 )
 from posttrain.engines.build import build_engine
 from posttrain.engines.spec import EngineSpec
-from posttrain.engines.sync import rest_rollout, wake_rollout
-from posttrain.engines.worker_control import WorkerError
+from posttrain.engines.weight_sync import WorkerError, rest_rollout, wake_rollout
 from posttrain.evaluation import evaluate
 from posttrain.metrics import MetricsLogger, PhaseTimer, ProgressBar, peak_memory_mb
 from posttrain.models.autocast import autocast_dtype, autocast_forward

@@ -12,8 +12,7 @@ from typing import Any
 import torch
 
 from posttrain.dist import gathered_parameter_buckets
-from posttrain.engines.sync import load_weights
-from posttrain.engines.weights import TrainerWeights
+from posttrain.engines.weight_sync import TrainerWeights, load_weights
 
 
 def trainer_weights(module: torch.nn.Module, zero_stage: int) -> TrainerWeights:

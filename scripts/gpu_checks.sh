@@ -44,8 +44,8 @@ part() {  # part NAME COMMAND...: run one part, log it to $out/NAME.log, say how
 part pytest_gpu "$python" -m pytest -m gpu -v -rA --timeout 600 -p no:cacheprovider ${GPU_PYTEST_ARGS:-tests}
 tests_rc=$?
 
-# The NCCL weight sync's guard (posttrain/engines/collective_guard.py): on the guarded thread's own device, a
-# kernel that never finishes must neither block the error nor keep the process alive. (Also collected by
+# The NCCL weight sync's guard (posttrain/engines/weight_sync/collective_guard.py): on the guarded thread's own
+# device, a kernel that never finishes must neither block the error nor keep the process alive. (Also collected by
 # pytest_gpu above; its own log here. A real stuck NCCL broadcast needs two GPUs and vLLM's CUDA build.)
 part sync_guard "$python" -m pytest -m gpu -v -rA -p no:cacheprovider tests/unit/test_collective_guard.py
 
@@ -156,7 +156,7 @@ import torch
 
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.remote import RemoteVLLMEngine
-from posttrain.engines.rendezvous import free_port
+from posttrain.engines.weight_sync import free_port
 from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.tiny import RECIPES, build_model, build_tiny

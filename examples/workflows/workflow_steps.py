@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.common.cli_help import CommandParser
-from posttrain.engines.rendezvous import free_port
+from posttrain.engines.weight_sync import free_port
 from posttrain.engines.worker import wait_until_ready
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,6 +4,10 @@
   ``tokenizer`` that made those ids (hf, diffusion, vLLM and the OpenAI-compatible HTTP client).
 - ``RolloutEngine``: a generation engine the trainer can push new policy weights into
   (``update_weights``): hf, diffusion, vLLM.
+- Capabilities an engine declares by subclassing them, which callers check with ``isinstance``:
+  ``SyncsWeights`` (``sync_from``: takes the trainer's ``TrainerWeights`` whole, the colocated and remote vLLM
+  engines) and ``Sleeps`` (``sleep`` / ``wake_up``: frees its accelerator memory while the trainer trains, the
+  colocated vLLM engine). ``engines.weight_sync.load_weights`` / ``rest_rollout`` / ``wake_rollout`` use them.
 - ``SamplingParams.json_schema``: structured output. The completion must be one JSON document valid under
   the schema; the hf engine masks every step's logits with an xgrammar token bitmask
   (``engines/grammar.py``), vLLM uses its structured outputs, the HTTP client sends the schema as
@@ -23,12 +27,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
 from posttrain.common.seeds import derive_seed
 from posttrain.engines.scores import TokenScores
+
+if TYPE_CHECKING:  # the annotation of SyncsWeights only; its module, not the package, whose sync.py imports this one
+    from posttrain.engines.weight_sync.weights import TrainerWeights
 
 
 class SamplingParamsError(ValueError):
@@ -111,6 +118,27 @@ class RolloutEngine(GenerationEngine, Protocol):
     """A generation engine that also receives new policy weights (the trainer's rollout engine)."""
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
+
+
+@runtime_checkable
+class SyncsWeights(Protocol):
+    """Capability: the engine takes the trainer's weights whole for a sync (vLLM's weight-transfer protocol
+    pulls them a decoder layer at a time), instead of ``update_weights``' named tensors one at a time."""
+
+    def sync_from(self, weights: TrainerWeights, version: int) -> None:
+        """Load ``weights`` (the trainer's state after step ``version``) and record ``version``; under ZeRO-3
+        every training rank calls it together (iterating ``weights`` runs the gathers)."""
+        ...
+
+
+@runtime_checkable
+class Sleeps(Protocol):
+    """Capability: the engine frees its accelerator memory while the trainer trains (``sleep``) and takes it
+    back before it is synced or used (``wake_up``)."""
+
+    def sleep(self) -> None: ...
+
+    def wake_up(self) -> None: ...
 
 
 @runtime_checkable

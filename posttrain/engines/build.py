@@ -154,14 +154,13 @@ def _vllm(spec: VLLMSpec, ctx: EngineContext) -> Any:
     else:
         dtype = checkpoint_dtype(path)
     # vLLM refuses more log-probs per position than its max_logprobs (20 unless raised here)
-    engine = VLLMRolloutEngine.from_pretrained(path, tokenizer=ctx.tokenizer, dtype=dtype,
-                                               max_model_len=spec.max_model_len, seed=ctx.seed,
-                                               max_num_seqs=ctx.max_batch_size,
-                                               gpu_memory_utilization=spec.gpu_memory_utilization,
-                                               sleep_mode=spec.sleep, trust_remote_code=ctx.trust_remote_code,
-                                               sync_timeout_s=spec.sync_timeout_s, max_logprobs=max(ctx.top_k, 20))
-    engine.score_top_k = ctx.top_k
-    return engine
+    return VLLMRolloutEngine.from_pretrained(path, tokenizer=ctx.tokenizer, dtype=dtype,
+                                             max_model_len=spec.max_model_len, seed=ctx.seed,
+                                             max_num_seqs=ctx.max_batch_size,
+                                             gpu_memory_utilization=spec.gpu_memory_utilization,
+                                             sleep_mode=spec.sleep, trust_remote_code=ctx.trust_remote_code,
+                                             sync_timeout_s=spec.sync_timeout_s, score_top_k=ctx.top_k,
+                                             max_logprobs=max(ctx.top_k, 20))
 
 
 @ENGINE_BUILDERS.register("vllm-remote")

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 from posttrain.common.padding import left_pad
 from posttrain.engines.base import Rollouts, SamplingParams, refuse_json_schema, start_generation
-from posttrain.engines.weights import WeightReceiver
+from posttrain.engines.weight_sync import WeightReceiver
 from posttrain.models.diffusion import diffusion_logits, diffusion_mask_token_id, resolve_mask_token_id
 
 

@@ -49,7 +49,7 @@ from posttrain.engines.base import (
 from posttrain.engines.grammar import RowGrammars, SchemaCompiler
 from posttrain.engines.hf_scoring import score_causal_lm
 from posttrain.engines.scores import TokenScores
-from posttrain.engines.weights import WeightReceiver
+from posttrain.engines.weight_sync import WeightReceiver
 from posttrain.models.loading import load_causal_lm, load_tokenizer
 
 

@@ -14,8 +14,8 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   request stops at the tokenizer's eos and ``stop_token_ids`` (``base.stop_token_ids``), as the colocated
   engine (workers serve vLLM's neutral sampling defaults, ``--generation-config vllm``, not the checkpoint's).
 - Weights: ``sync_from`` / ``update_weights`` push the trainer's weights into every worker
-  (``engines/remote_sync.py``: transport, dtype, rendezvous, pausing each worker, clean-up of a failed sync)
-  and stamp them with the trainer step (``weight_version``). The constructor pushes the trainer's initial
+  (``weight_sync.RemoteWeightSync``: transport, dtype, rendezvous, pausing each worker, clean-up of a failed
+  sync) and stamp them with the trainer step (``weight_version``). The constructor pushes the trainer's initial
   weights (version 0), so workers serve exactly the trainer's model whatever checkpoint (or ``--load-format
   dummy``) they were started with. Multi-rank trainers: every rank generates its own share of prompts on the
   same workers, and every rank takes part in each sync.
@@ -43,12 +43,17 @@ from typing import Any, TypeVar
 
 import torch
 
-from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, sample_seeds, stop_token_ids
+from posttrain.engines.base import (
+    Rollouts,
+    SamplingParams,
+    SyncsWeights,
+    check_prompts,
+    sample_seeds,
+    stop_token_ids,
+)
 from posttrain.engines.http import Completion, OpenAIHTTPEngine
-from posttrain.engines.remote_sync import RemoteWeightSync
-from posttrain.engines.weights import TrainerWeights
+from posttrain.engines.weight_sync import ControlClient, RemoteWeightSync, TrainerWeights, WorkerError
 from posttrain.engines.worker_auth import secret_headers
-from posttrain.engines.worker_control import ControlClient, WorkerError
 
 T = TypeVar("T")
 
@@ -77,9 +82,9 @@ def balanced_slices(n_items: int, n_parts: int) -> list[slice]:
     return slices
 
 
-class RemoteVLLMEngine:
-    """A ``RolloutEngine`` over N ``posttrain rollout-worker`` servers (see the module docstring); its weight syncs
-    are ``RemoteWeightSync``'s (``rank``, ``master_address``, ``transport`` and ``dtype`` go to it).
+class RemoteVLLMEngine(SyncsWeights):
+    """A ``RolloutEngine`` over N ``posttrain rollout-worker`` servers that syncs the trainer's weights whole (see
+    the module docstring); its weight syncs are ``RemoteWeightSync``'s (``rank``, ``master_address``, ``transport`` and ``dtype`` go to it).
 
     ``secret``: the workers' shared secret (``worker_auth``), sent on every request; None sends none."""
 
@@ -195,14 +200,14 @@ class RemoteVLLMEngine:
     def sync_from(self, weights: TrainerWeights, version: int) -> None:
         """Push the trainer's weights (PEFT adapters already merged) to every worker as ``version``; every
         trainer rank calls it together (``weights.gather`` runs the ZeRO-3 collectives), rank 0 sends."""
-        from posttrain.engines.weight_sources import TrainerWeightSource
+        from posttrain.engines.weight_sync import TrainerWeightSource
 
         self._weights.push(TrainerWeightSource(weights, self._weights.wire_dtype()), version)
         self._version = version
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Push named full tensors to every worker; ``version`` defaults to the current one plus 1."""
-        from posttrain.engines.weight_sources import NamedTensorSource
+        from posttrain.engines.weight_sync import NamedTensorSource
 
         version = self._version + 1 if version is None else version
         self._weights.push(NamedTensorSource(named_tensors, self._weights.wire_dtype()), version)

@@ -25,7 +25,7 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
 - Weights (``update_weights`` / ``sync_from``), by ``colocated_weight_path``: on CUDA the engine runs under
   vLLM's ``external_launcher`` executor in the trainer rank's process and each gathered bucket goes straight
   into the model's ``load_weights`` (TRL's colocate mode; no NCCL, no copy through the CPU); on CPU through
-  vLLM's weight-transfer protocol over our gloo transport (``engines/weight_transfer.py``).
+  vLLM's weight-transfer protocol over our gloo transport (``engines/weight_sync/weight_transfer.py``).
   ``weight_version`` is the trainer step the engine holds. The CUDA path has not run on this machine (no
   GPU); ``scripts/gpu_checks.sh`` runs it.
 - Sleep: ``sleep()`` / ``wake_up()`` free the engine's accelerator memory while the trainer trains
@@ -49,6 +49,8 @@ from posttrain.engines.base import (
     Rollouts,
     SamplingParams,
     SamplingParamsError,
+    Sleeps,
+    SyncsWeights,
     check_prompts,
     check_score_inputs,
     sample_seeds,
@@ -64,43 +66,27 @@ from posttrain.engines.vllm_setup import (
     on_cuda,
     vllm_servable_problem,
 )
-from posttrain.engines.weights import TrainerWeights
+from posttrain.engines.weight_sync import TrainerWeights
 from posttrain.models.loading import load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
 
-
-class _LocalClient:
-    """``VLLMWeightSyncClient`` over an in-process ``vllm.LLM`` (the colocated placement)."""
-
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
-
-    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
-        self.llm.init_weight_transfer_engine({"init_info": init_info})
-
-    def start_weight_update(self) -> None:
-        self.llm.start_weight_update()
-
-    def update_weights(self, update_info: dict[str, Any]) -> None:
-        self.llm.update_weights({"update_info": update_info})
-
-    def finish_weight_update(self, weight_version: str | None = None) -> None:
-        self.llm.finish_weight_update(weight_version=weight_version)
+DEFAULT_SCORE_TOP_K = 20
+"""Log-probs per position ``score`` asks for unless told (vLLM's default ``max_logprobs``)."""
 
 
-class VLLMRolloutEngine:
-    """A ``RolloutEngine`` and ``ScoringEngine`` over an in-process ``vllm.LLM``; build it with
-    ``from_pretrained``."""
-
-    score_top_k = 20  # log-probs per position that ``score`` asks for (vLLM's max_logprobs bounds it)
+class VLLMRolloutEngine(SyncsWeights, Sleeps):
+    """A ``RolloutEngine`` and ``ScoringEngine`` over an in-process ``vllm.LLM`` that syncs the trainer's weights
+    whole and sleeps; build it with ``from_pretrained``. ``score_top_k``: the log-probs per position that
+    ``score`` asks for (the engine's ``max_logprobs`` bounds it)."""
 
     def __init__(self, llm: Any, tokenizer: PreTrainedTokenizerBase, dtype: torch.dtype, sleep_mode: bool,
-                 sync_timeout_s: float) -> None:
+                 sync_timeout_s: float, score_top_k: int = DEFAULT_SCORE_TOP_K) -> None:
         self.llm = llm
         self.tokenizer = tokenizer
         self.dtype = dtype
         self.sleep_mode = sleep_mode
         self.sync_timeout_s = sync_timeout_s
+        self.score_top_k = score_top_k
         self._version = 0
         self._sender: Any = None
         self._asleep = False
@@ -110,7 +96,7 @@ class VLLMRolloutEngine:
                         max_model_len: int | None = None, seed: int = 0, *, max_num_seqs: int = 256,
                         gpu_memory_utilization: float = 0.3, sleep_mode: bool = False,
                         trust_remote_code: bool = False, sync_timeout_s: float = 300.0,
-                        **llm_kwargs: Any) -> VLLMRolloutEngine:
+                        score_top_k: int = DEFAULT_SCORE_TOP_K, **llm_kwargs: Any) -> VLLMRolloutEngine:
         """Start vLLM on the Hugging Face checkpoint folder ``path``.
 
         Args:
@@ -125,6 +111,8 @@ class VLLMRolloutEngine:
             sleep_mode: allow ``sleep()`` to free the engine's GPU memory (CUDA only; ignored on CPU).
             trust_remote_code: run the checkpoint's own code (vLLM still needs an architecture it knows).
             sync_timeout_s: bound on every weight-sync collective and call.
+            score_top_k: log-probs per position that ``score`` asks for; vLLM refuses more than its
+                ``max_logprobs`` (20 unless raised through ``llm_kwargs``).
             llm_kwargs: passed to ``vllm.LLM`` unchanged.
         """
         path = resolve_model_name(path)
@@ -142,8 +130,8 @@ class VLLMRolloutEngine:
         tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path, trust_remote_code=trust_remote_code)
         # the dtype the engine holds its weights in (what weight syncs send), asked of the engine itself
         served = llm.model_config.dtype
-        return cls(llm, tokenizer, served, sleep_mode=sleep_mode and cuda,
-                   sync_timeout_s=sync_timeout_s)
+        return cls(llm, tokenizer, served, sleep_mode=sleep_mode and cuda, sync_timeout_s=sync_timeout_s,
+                   score_top_k=score_top_k)
 
     # ------------------------------------------------------------------------------------------
     def _vllm_params(self, params: SamplingParams, prompt_ids: list[list[int]]) -> list[Any]:
@@ -237,29 +225,23 @@ class VLLMRolloutEngine:
             model.load_weights(list(zip(names, tensors)))
 
     def _send_over_gloo(self, source: Any, version: int) -> None:
-        from posttrain.engines.rendezvous import free_port
-        from posttrain.engines.weight_sender import WeightSender
-        from posttrain.engines.weight_transfer import GlooTrainerInitInfo
+        from posttrain.engines.weight_sync import open_colocated_sender
 
         if self._sender is None:
-            info = GlooTrainerInitInfo(master_address="127.0.0.1", master_port=free_port(), world_size=2,
-                                       timeout_s=self.sync_timeout_s, rank=0)
-            self._sender = WeightSender.trainer_init(info, client=_LocalClient(self.llm), source=source,
-                                                     peer="the colocated vLLM engine")
-        self._sender.source = source
-        self._sender.send_weights(weight_version=version)
+            self._sender = open_colocated_sender(self.llm, self.sync_timeout_s)
+        self._sender.send_weights(source, weight_version=version)
 
     def sync_from(self, weights: TrainerWeights, version: int) -> None:
         """Load the trainer's weights (``weights.gather``: ZeRO-3 gathered a layer at a time on every rank
         together; PEFT adapters already merged) and record ``version``, the trainer step they belong to."""
-        from posttrain.engines.weight_sources import TrainerWeightSource
+        from posttrain.engines.weight_sync import TrainerWeightSource
 
         self._send(TrainerWeightSource(weights, self.dtype), version)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int | None = None) -> None:
         """Load named full tensors (names as ``weights.canonical_name`` maps them; adapter tensors skipped);
         ``version`` defaults to the current one plus 1."""
-        from posttrain.engines.weight_sources import NamedTensorSource
+        from posttrain.engines.weight_sync import NamedTensorSource
 
         self._send(NamedTensorSource(named_tensors, self.dtype), self._version + 1 if version is None else version)
 

@@ -164,8 +164,7 @@ def colocated_llm_options(weight_path: str, model_path: str, *, dtype: str, seed
         return options
     from vllm.config import WeightTransferConfig
 
-    from posttrain.engines.weight_receiver import register_gloo_receiver
-    from posttrain.engines.weight_transfer import GLOO_BACKEND
+    from posttrain.engines.weight_sync import GLOO_BACKEND, register_gloo_receiver
 
     register_gloo_receiver()  # the engine runs in this process: its vLLM must know the backend
     options.update(weight_transfer_config=WeightTransferConfig(backend=GLOO_BACKEND),

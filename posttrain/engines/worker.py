@@ -60,8 +60,7 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
                    secret: bool = False) -> list[str]:
     """The vLLM server command line of a rollout worker (``model`` already resolved to a path); ``secret``:
     put its routes behind the shared secret of its environment (the secret itself is not on the line)."""
-    from posttrain.engines.weight_receiver import WORKER_EXTENSION  # imports vLLM
-    from posttrain.engines.weight_transfer import GLOO_BACKEND
+    from posttrain.engines.weight_sync import GLOO_BACKEND, WORKER_EXTENSION  # imports vLLM
 
     if cuda is None:
         import torch

@@ -34,7 +34,7 @@ def tiny_diffusion(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def deepspeed_launcher(ranks: int) -> list[str]:
     """``deepspeed`` on ``ranks`` ranks with an explicit free port: other jobs (a parallel test worker, a user's
     run) may hold the launcher's default 29500."""
-    from posttrain.engines.rendezvous import free_port
+    from posttrain.engines.weight_sync import free_port
 
     return ["deepspeed", "--num_gpus", str(ranks), "--master_port", str(free_port())]
 

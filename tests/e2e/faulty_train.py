@@ -43,7 +43,7 @@ def parse_fault(value: str) -> tuple[str, int, int]:
 @contextmanager
 def failing_after_one_bucket(message: str) -> Iterator[None]:
     """While inside, the trainer's weight source raises ``RuntimeError(message)`` after its first bucket."""
-    from posttrain.engines.weight_sources import TrainerWeightSource
+    from posttrain.engines.weight_sync import TrainerWeightSource
 
     intact = TrainerWeightSource.iter_groups
 

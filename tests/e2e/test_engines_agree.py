@@ -88,12 +88,13 @@ def test_vllm_topk_scores_match_the_exact_ones(hf_served, vllm_served, prompts):
     engine = vllm_served.engine
     assert isinstance(engine, ScoringEngine)
     exact = hf_served.engine.score(prompts, mass_above=True, full=True)
-    for k in (engine.score_top_k, 3):
+    built_top_k = engine.score_top_k
+    for k in (built_top_k, 3):
         engine.score_top_k = k
         try:
             approx = engine.score(prompts, mass_above=True)
         finally:
-            engine.score_top_k = type(engine).score_top_k
+            engine.score_top_k = built_top_k
         checked = 0
         for e, a in zip(exact, approx):
             assert a.token_ids == e.token_ids and not a.exact

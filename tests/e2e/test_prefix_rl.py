@@ -44,7 +44,7 @@ def _in_process_trainer(args: list[str], monkeypatch: pytest.MonkeyPatch):
     through ``monkeypatch`` so they do not leak into later subprocesses."""
     from posttrain.algos import get_algorithm
     from posttrain.config import build_config, requested_algo
-    from posttrain.engines.rendezvous import free_port
+    from posttrain.engines.weight_sync import free_port
     from posttrain.trainer import Trainer
 
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),

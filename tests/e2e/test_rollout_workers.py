@@ -54,7 +54,7 @@ def vllm_tiny() -> Path:
 
 @pytest.fixture(scope="module")
 def workers(vllm_tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, subprocess.Popen]]]:
-    from posttrain.engines.rendezvous import free_port
+    from posttrain.engines.weight_sync import free_port
     from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
     from posttrain.engines.worker_auth import SECRET_ENV
 
@@ -372,7 +372,7 @@ def test_resume_against_the_same_worker_after_a_failed_sync(workers, vllm_tiny: 
     workers are cleaned up (no layer left on the meta device, version marked failed, so no generation trusts
     them), and a new trainer, as a resumed run builds one, syncs the same un-restarted workers."""
     from posttrain.engines.remote import WorkerError
-    from posttrain.engines.weight_sources import NamedTensorSource
+    from posttrain.engines.weight_sync import NamedTensorSource
     from posttrain.models.tiny import RECIPES, build_model
 
     model, tokenizer, prompts = _hf(vllm_tiny)
@@ -437,7 +437,7 @@ def test_worker_killed_mid_broadcast_silent_worker_and_dead_workers_are_named(wo
     many queued requests within one generation timeout (its queue is cancelled), then a sync; dead workers
     fail generation and sync. Ends with both workers dead (the last test of the module)."""
     from posttrain.engines.remote import WorkerError
-    from posttrain.engines.weight_sources import NamedTensorSource
+    from posttrain.engines.weight_sync import NamedTensorSource
 
     model, tokenizer, prompts = _hf(vllm_tiny)
     (first, first_process), (bad, process) = workers

@@ -31,7 +31,7 @@ from tests.e2e.sync_harness import completion_logprobs
 def trainer_copy(trainer: Trainer) -> torch.nn.Module:
     """A plain HF model holding the trainer's current (full, un-partitioned) weights."""
     from posttrain.dist import gathered_named_parameters
-    from posttrain.engines.weights import WeightReceiver
+    from posttrain.engines.weight_sync import WeightReceiver
 
     model = load_causal_lm(trainer.config.model)
     WeightReceiver(model).update(gathered_named_parameters(trainer.deepspeed_model.module, trainer.config.zero_stage))

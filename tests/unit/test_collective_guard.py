@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from posttrain.engines.collective_guard import CollectiveTimeout, run_guarded_collective
+from posttrain.engines.weight_sync.collective_guard import CollectiveTimeout, run_guarded_collective
 
 STUCK_SCRIPT = """
 import threading
-from posttrain.engines.collective_guard import run_guarded_collective
+from posttrain.engines.weight_sync.collective_guard import run_guarded_collective
 run_guarded_collective(threading.Event().wait, lambda: None, 0.5, "a stuck broadcast")
 """
 
@@ -65,7 +65,7 @@ def test_the_collectives_own_error_is_raised_and_a_good_one_returns() -> None:
 
 CUDA_SCRIPT = """
 import sys, threading, time, torch
-from posttrain.engines.collective_guard import CollectiveTimeout, run_guarded_collective
+from posttrain.engines.weight_sync.collective_guard import CollectiveTimeout, run_guarded_collective
 device = torch.cuda.device_count() - 1  # the last device: a new thread starts on device 0
 seen = []
 def stuck_kernel():  # a collective whose peer never comes: a kernel that spins for minutes

@@ -12,8 +12,8 @@ import torch
 
 from posttrain.engines.base import sample_seed, sample_seeds
 from posttrain.engines.remote import RemoteVLLMEngine, request_runs
-from posttrain.engines.remote_sync import wire_dtype
-from posttrain.engines.worker_control import WorkerError
+from posttrain.engines.weight_sync import WorkerError
+from posttrain.engines.weight_sync.remote_sync import wire_dtype
 
 
 def test_copies_of_a_prompt_get_consecutive_seeds_and_distinct_prompts_their_own() -> None:
@@ -36,11 +36,11 @@ def test_a_share_is_cut_into_one_request_per_group_of_copies() -> None:
 
 
 def test_weights_travel_in_the_dtype_the_workers_serve(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="posttrain.engines.remote_sync"):
+    with caplog.at_level(logging.WARNING, logger="posttrain.engines.weight_sync.remote_sync"):
         assert wire_dtype(torch.float32, {"http://a:1": "bfloat16", "http://b:1": "bfloat16"}) == torch.bfloat16
     assert "sent as torch.bfloat16" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="posttrain.engines.remote_sync"):
+    with caplog.at_level(logging.WARNING, logger="posttrain.engines.weight_sync.remote_sync"):
         assert wire_dtype(torch.float32, {"http://a:1": "float32"}) == torch.float32
     assert caplog.text == ""  # the trainer's own dtype: nothing to say
     with pytest.raises(WorkerError, match=r"http://a:1, http://b:1.*different dtypes"):

@@ -1,6 +1,7 @@
-"""Where a weight-transfer group meets (``engines/rendezvous.py``): rank 0 hosts it on its address on the route to
-the worker, both transports' rendezvous stores listen there and nowhere else (sockets opened for real), and the
-NCCL path hands vLLM that address (checked on CPU with vLLM's NCCL group opener recorded, not run)."""
+"""Where a weight-transfer group meets (``engines/weight_sync/rendezvous.py``): rank 0 hosts it on its address on
+the route to the worker, both transports' rendezvous stores listen there and nowhere else (sockets opened for
+real), and the NCCL path hands vLLM that address (checked on CPU with vLLM's NCCL group opener recorded, not
+run)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from typing import Any
 import psutil
 import pytest
 
-from posttrain.engines.rendezvous import local_address_towards, log_nccl_interface, rendezvous_address
+from posttrain.engines.weight_sync.rendezvous import (
+    local_address_towards,
+    log_nccl_interface,
+    rendezvous_address,
+)
 
 pytest.importorskip("vllm")
 
@@ -43,8 +48,8 @@ def test_each_transports_store_listens_on_the_workers_address_only(transport: st
     opened as rank 0 of a one-rank group on the address the trainer picks for a worker on our first interface."""
     from vllm.distributed.utils import StatelessProcessGroup
 
-    from posttrain.engines.gloo_group import open_gloo_group
-    from posttrain.engines.rendezvous import free_port
+    from posttrain.engines.weight_sync import free_port
+    from posttrain.engines.weight_sync.gloo_group import open_gloo_group
 
     address = rendezvous_address(f"http://{_own_addresses()[0]}:8100")
     port = free_port(address)
@@ -64,7 +69,7 @@ def test_the_nccl_group_is_opened_on_the_workers_address(monkeypatch: pytest.Mon
     from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
 
     from posttrain.engines.remote import RemoteVLLMEngine
-    from posttrain.engines.worker_control import ControlClient
+    from posttrain.engines.weight_sync import ControlClient
 
     opened: list[Any] = []
     monkeypatch.setattr(WeightTransferTrainerFactory, "trainer_init",
@@ -74,7 +79,7 @@ def test_the_nccl_group_is_opened_on_the_workers_address(monkeypatch: pytest.Mon
     address = _own_addresses()[0]
     engine = RemoteVLLMEngine([f"http://{address}:8100"], tokenizer=object(), transport="nccl", rank=0,
                               dtype=torch.float32)
-    with caplog.at_level(logging.INFO, logger="posttrain.engines.rendezvous"):
+    with caplog.at_level(logging.INFO, logger="posttrain.engines.weight_sync.rendezvous"):
         engine._weights._sender(0, source=None)
     (info,) = opened
     assert info.master_address == address and info.world_size == 2 and info.rank == 0
@@ -87,6 +92,6 @@ def test_the_nccl_group_is_opened_on_the_workers_address(monkeypatch: pytest.Mon
 def test_nothing_is_said_when_nccl_is_told_its_interface(monkeypatch: pytest.MonkeyPatch,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth9")
-    with caplog.at_level(logging.INFO, logger="posttrain.engines.rendezvous"):
+    with caplog.at_level(logging.INFO, logger="posttrain.engines.weight_sync.rendezvous"):
         log_nccl_interface("http://127.0.0.1:8100", "127.0.0.1")
     assert caplog.text == ""

@@ -15,7 +15,7 @@ from posttrain.engines.base import RolloutEngine, SamplingParams
 from posttrain.engines.build import build_engine
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.engines.spec import HFSpec
-from posttrain.engines.weights import canonical_name, is_adapter_tensor
+from posttrain.engines.weight_sync.weights import canonical_name, is_adapter_tensor
 from posttrain.models.likelihood import causal_token_logprobs
 from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
 

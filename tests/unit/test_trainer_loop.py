@@ -10,7 +10,7 @@ import torch
 from posttrain.algos.base import AlgoContext, Algorithm, Experience, LossOutput, TrainedModel
 from posttrain.config import TrainConfig
 from posttrain.dist import DistInfo
-from posttrain.engines.worker_control import WorkerError
+from posttrain.engines.weight_sync import WorkerError
 from posttrain.metrics import PhaseTimer
 from posttrain.trainer import Trainer
 

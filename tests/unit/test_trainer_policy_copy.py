@@ -36,7 +36,7 @@ def test_vllm_engines_get_the_policy_itself_and_no_copy_is_made(rollout: str, tm
     import posttrain.trainer as trainer_module
     from posttrain.algos import get_algorithm
     from posttrain.config import build_config
-    from posttrain.engines.rendezvous import free_port
+    from posttrain.engines.weight_sync import free_port
 
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
                         ("MASTER_PORT", str(free_port()))):

@@ -1,5 +1,5 @@
 """The two sides of a weight sync: the trainer lends ``TrainerWeights`` (names, full shapes, a bucket gatherer;
-``posttrain.weight_sync``), the engine loads them (``posttrain.engines.sync.load_weights``) without seeing the
+``posttrain.weight_sync``), the engine loads them (``posttrain.engines.weight_sync.load_weights``) without seeing the
 trainer's module; PEFT adapters are merged for the push and unmerged after it."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import copy
 import pytest
 import torch
 
+from posttrain.engines.base import Sleeps, SyncsWeights
 from posttrain.engines.hf import HFRolloutEngine
-from posttrain.engines.sync import load_weights
-from posttrain.engines.weights import TrainerWeights
+from posttrain.engines.weight_sync import TrainerWeights, load_weights, rest_rollout, wake_rollout
 from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
 from posttrain.weight_sync import push_weights, trainer_weights
 
@@ -62,3 +62,39 @@ def test_push_weights_merges_a_peft_adapter_for_the_push_and_unmerges_it() -> No
         torch.testing.assert_close(engine.model(input_ids=ids).logits, trained(input_ids=ids).logits)
     for name, tensor in trained.named_parameters():  # unmerged again (merge + unmerge round in float32)
         torch.testing.assert_close(tensor, before[name], rtol=0, atol=1e-6, msg=name)
+
+
+class _WholeSyncEngine(SyncsWeights, Sleeps):
+    """A stand-in for the vLLM engines: declares both capabilities and records what it is asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def sync_from(self, weights: TrainerWeights, version: int) -> None:
+        self.calls.append(("sync_from", (weights, version)))
+
+    def update_weights(self, named_tensors: object) -> None:
+        self.calls.append(("update_weights", named_tensors))
+
+    def sleep(self) -> None:
+        self.calls.append(("sleep", None))
+
+    def wake_up(self) -> None:
+        self.calls.append(("wake_up", None))
+
+
+def test_an_engine_that_syncs_weights_whole_gets_them_whole_and_sleeps_around_training() -> None:
+    engine, weights = _WholeSyncEngine(), trainer_weights(_model(1), zero_stage=0)
+    load_weights(engine, weights, version=4)
+    rest_rollout(engine)
+    wake_rollout(engine)
+    assert engine.calls == [("sync_from", (weights, 4)), ("sleep", None), ("wake_up", None)]
+
+
+def test_an_engine_without_the_capabilities_takes_named_tensors_and_is_never_put_to_sleep() -> None:
+    engine = HFRolloutEngine(_model(0), build_tokenizer())
+    assert not isinstance(engine, (SyncsWeights, Sleeps))
+    rest_rollout(engine)  # nothing to free: a no-op, not an error
+    wake_rollout(engine)
+    load_weights(engine, trainer_weights(_model(1), zero_stage=0), version=1)
+    assert engine.weight_version == 1

@@ -15,8 +15,8 @@ psutil = pytest.importorskip("psutil")
 
 
 def test_rank_0_listens_on_the_given_address_only() -> None:
-    from posttrain.engines.gloo_group import broadcast_bucket, open_gloo_group
-    from posttrain.engines.rendezvous import free_port
+    from posttrain.engines.weight_sync import free_port
+    from posttrain.engines.weight_sync.gloo_group import broadcast_bucket, open_gloo_group
 
     before = {c.laddr for c in psutil.Process(os.getpid()).net_connections("tcp") if c.status == "LISTEN"}
     port = free_port("127.0.0.1")

@@ -1,4 +1,4 @@
-"""The gloo process group a ``posttrain-gloo`` weight transfer travels on (``engines/weight_transfer.py``).
+"""The gloo process group a ``posttrain-gloo`` weight transfer travels on (``weight_transfer.py``).
 
 The group lives outside ``torch.distributed``'s global state, so it never mixes with the training group. Rank 0
 (the trainer) hosts the rendezvous and listens on the address facing the workers only; the rendezvous and every

@@ -1,6 +1,6 @@
 """The trainer's weights as vLLM's weight-transfer protocol reads them (``WeightSource``): checkpoint names, full
 shapes, one wire dtype, one bucket per decoder layer (vLLM's ``layerwise_groups``), whichever transport sends
-them (``posttrain-gloo``, ``engines/weight_sender.py``, or vLLM's ``nccl``) and whichever engine receives them."""
+them (``posttrain-gloo``, ``weight_sender.py``, or vLLM's ``nccl``) and whichever engine receives them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 import torch
 from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource, layerwise_groups
 
-from posttrain.engines.weights import (
+from posttrain.engines.weight_sync.weights import (
     TrainerWeights,
     canonical_name,
     canonical_named_tensors,

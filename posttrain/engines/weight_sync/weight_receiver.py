@@ -1,4 +1,4 @@
-"""The inference side of ``posttrain-gloo`` (``engines/weight_transfer.py``): the vLLM weight-transfer engine that
+"""The inference side of ``posttrain-gloo`` (``weight_transfer.py``): the vLLM weight-transfer engine that
 receives each bucket and loads it, and the set-up every process serving vLLM on CPU with it needs.
 
 A process registers the engine with vLLM by importing this module (``register_gloo_receiver`` runs at import):
@@ -17,14 +17,14 @@ import torch.distributed as torch_dist
 from vllm.distributed.weight_transfer.base import WeightTransferEngine
 from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
 
-from posttrain.engines.gloo_group import broadcast_bucket, open_gloo_group
-from posttrain.engines.weight_transfer import (
+from posttrain.engines.weight_sync.gloo_group import broadcast_bucket, open_gloo_group
+from posttrain.engines.weight_sync.weight_transfer import (
     GLOO_BACKEND,
     GlooWeightTransferInitInfo,
     GlooWeightTransferUpdateInfo,
 )
 
-WORKER_EXTENSION = "posttrain.engines.weight_receiver.WorkerExtension"
+WORKER_EXTENSION = "posttrain.engines.weight_sync.weight_receiver.WorkerExtension"
 
 
 class GlooWeightTransferEngine(WeightTransferEngine[GlooWeightTransferInitInfo, GlooWeightTransferUpdateInfo]):

@@ -1,6 +1,6 @@
 """Pushing the trainer's weights into remote rollout workers (``engines/remote.py``): ``RemoteWeightSync``.
 
-- Transport: vLLM's weight-transfer protocol, over our gloo transport on CPU (``engines/weight_transfer.py``)
+- Transport: vLLM's weight-transfer protocol, over our gloo transport on CPU (``weight_transfer.py``)
   and vLLM's ``nccl`` on CUDA (``default_transport``; the NCCL path has not run here: this machine has no GPU).
   Each sync stamps the workers with the trainer step (``weight_version``) and resets each worker's prefix cache
   (its cached blocks hold keys and values computed by the old weights; vLLM keeps them across a weight update,
@@ -30,26 +30,39 @@
   the old weights back on every layer not sent, where vLLM's layerwise reload had left them on the meta device)
   and its version is set to ``failed-sync-<step>`` so that no generation trusts it. A resumed run then syncs
   that same worker (a new transfer group, every weight re-sent) as it syncs a fresh one.
-- NCCL (CUDA): the broadcast runs guarded (``collective_guard``): the collective on a daemon thread on this
-  rank's device, the worker's ``/update_weights`` call here, the communicator aborted on a timeout.
+- NCCL (CUDA): the broadcast runs guarded (``nccl_sender.NCCLSender``, ``collective_guard``): the collective on a
+  daemon thread on this rank's device, the worker's ``/update_weights`` call here, the communicator aborted on a
+  timeout.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
-from posttrain.engines.rendezvous import free_port, log_nccl_interface, rendezvous_address
-from posttrain.engines.worker_control import ControlClient, WorkerError
+from posttrain.engines.weight_sync.rendezvous import free_port, log_nccl_interface, rendezvous_address
+from posttrain.engines.weight_sync.worker_control import ControlClient, WorkerError
 
 if TYPE_CHECKING:  # vLLM is imported where a sync needs it, not when the trainer starts
     from vllm.distributed.weight_transfer.base import WeightSource
 
 log = logging.getLogger(__name__)
+
+
+class TransferSender(Protocol):
+    """This trainer rank's side of one worker's transfer group, kept across syncs: ``WeightSender``
+    (``posttrain-gloo``) or ``NCCLSender`` (vLLM's ``nccl``)."""
+
+    def send_weights(self, source: WeightSource, weight_version: int) -> None:
+        """Send ``source`` as ``weight_version`` through the worker's whole update (start, update, finish)."""
+        ...
+
+    def abort(self) -> None:
+        """Abort this rank's side of the group, which frees a worker blocked in the broadcast."""
+        ...
 
 
 class RemoteWeightSync:
@@ -69,7 +82,7 @@ class RemoteWeightSync:
         if self.transport not in ("gloo", "nccl"):
             raise ValueError(f"RemoteVLLMEngine: transport {self.transport!r} must be 'gloo' or 'nccl'")
         self.served_dtype: torch.dtype | None = None
-        self._senders: list[Any] = [None] * len(self.urls)
+        self._senders: list[TransferSender | None] = [None] * len(self.urls)
 
     def wire_dtype(self) -> torch.dtype:
         """The workers' served dtype, asked at the first sync (``wire_dtype``: logged where it is not the
@@ -79,89 +92,50 @@ class RemoteWeightSync:
             self.served_dtype = wire_dtype(self.dtype, served)
         return self.served_dtype
 
-
-    def _sender(self, worker: int, source: Any) -> Any:
-        """This rank's trainer-side engine for ``worker``'s transfer group (opened on first use)."""
-        if self._senders[worker] is not None:
-            return self._senders[worker]
+    def _sender(self, worker: int, source: WeightSource) -> TransferSender:
+        """This rank's trainer-side sender for ``worker``'s transfer group (opened on first use; vLLM's NCCL
+        engine is handed ``source``, the first sync's weights, which it requires)."""
+        sender = self._senders[worker]
+        if sender is not None:
+            return sender
         url, control = self.urls[worker], self.control[worker]
         sender_rank = self.rank == 0
         # The group spans the trainer's rank 0 and every rank of the worker's engine (tensor / data parallel).
         world_size = 1 + (control.world_size() if sender_rank else 1)
         address = rendezvous_address(url, self.master_address)
+        port = free_port(address) if sender_rank else 0
         if self.transport == "nccl":
-            from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
             from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
 
-            from posttrain.engines.collective_guard import run_guarded_collective
+            from posttrain.engines.weight_sync.nccl_sender import NCCLSender
 
-            info = NCCLTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
-                                       world_size=world_size, rank=self.rank)
             if sender_rank:
                 log_nccl_interface(url, address)
-            opened: list[Any] = []
-            try:
-                run_guarded_collective(lambda: opened.append(WeightTransferTrainerFactory.trainer_init(
-                    info, client=control, source=source)), None, self.sync_timeout_s,
-                    "opening the NCCL transfer group", device_index=_local_rank())
-            except Exception as err:
-                raise WorkerError(url, f"opening the NCCL transfer group failed: {err}") from err
-            sender = opened[0]
+            sender = NCCLSender.open(NCCLTrainerInitInfo(master_address=address, master_port=port,
+                                                         world_size=world_size, rank=self.rank),
+                                     control, source, self.sync_timeout_s, _local_rank())
         else:
-            from posttrain.engines.weight_sender import WeightSender
-            from posttrain.engines.weight_transfer import GlooTrainerInitInfo
+            from posttrain.engines.weight_sync.weight_sender import WeightSender
+            from posttrain.engines.weight_sync.weight_transfer import GlooTrainerInitInfo
 
-            info = GlooTrainerInitInfo(master_address=address, master_port=free_port(address) if sender_rank else 0,
-                                       world_size=world_size, timeout_s=self.sync_timeout_s, rank=self.rank)
-            sender = WeightSender.trainer_init(info, client=control, source=source, peer=f"rollout worker {url}")
+            info = GlooTrainerInitInfo(master_address=address, master_port=port, world_size=world_size,
+                                       timeout_s=self.sync_timeout_s, rank=self.rank)
+            sender = WeightSender.trainer_init(info, client=control, peer=f"rollout worker {url}")
         self._senders[worker] = sender
         return sender
-
-    def _send_nccl(self, worker: int, sender: Any, version: int) -> None:
-        """vLLM's NCCL ``send_weights``, guarded (``collective_guard``): the ZeRO-3 gathers and the broadcast
-        on a daemon thread on this rank's device, each gathered bucket synchronised before it is sent
-        (``TrainerWeightSource``), the worker's ``/update_weights`` here, the communicator aborted on a
-        timeout. It drives vLLM's own ``_broadcast`` / ``_post_send_sync`` (vLLM 0.30)."""
-        from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferUpdateInfo
-
-        from posttrain.engines.collective_guard import run_guarded_collective
-
-        source, control = sender.source, self.control[worker]
-        meta = source.metadata()
-
-        def collective() -> None:
-            sender._broadcast(source, meta)
-            sender._post_send_sync()
-
-        what = f"the NCCL weight broadcast to version {version}"
-        if not sender.is_sender:  # other ranks only join the gathers
-            run_guarded_collective(collective, None, self.sync_timeout_s, what, device_index=_local_rank())
-            return
-        info = NCCLWeightTransferUpdateInfo(names=[m.name for m in meta],
-                                            dtype_names=[str(m.dtype).removeprefix("torch.") for m in meta],
-                                            shapes=[list(m.shape) for m in meta])
-        control.start_weight_update()
-        run_guarded_collective(collective, lambda: control.update_weights(dataclasses.asdict(info)),
-                               self.sync_timeout_s, what, device_index=_local_rank(),
-                               abort=sender.model_update_group.destroy)
-        control.finish_weight_update(str(version))
 
     def push(self, source: WeightSource, version: int) -> None:
         """Send ``source`` to every worker as ``version``, one worker after the other; every trainer rank calls
         it together. A failed worker is cleaned up (``_abandon``) and raises ``WorkerError`` naming it."""
-        from posttrain.engines.collective_guard import CollectiveTimeout
-        from posttrain.engines.gloo_group import WeightSyncError
+        from posttrain.engines.weight_sync.collective_guard import CollectiveTimeout
+        from posttrain.engines.weight_sync.gloo_group import WeightSyncError
 
         for worker, url in enumerate(self.urls):
             try:
                 sender = self._sender(worker, source)
-                sender.source = source
                 if self.rank == 0:
                     self.control[worker].pause()
-                if self.transport == "nccl":
-                    self._send_nccl(worker, sender, version)
-                else:
-                    sender.send_weights(weight_version=version)
+                sender.send_weights(source, weight_version=version)
                 if self.rank == 0:
                     self.control[worker].reset_prefix_cache()
                     self.control[worker].resume()
@@ -177,11 +151,9 @@ class RemoteWeightSync:
         group, which frees a worker blocked in the broadcast (a retry opens a new group), then on rank 0 close
         the worker's update (``ControlClient.abandon_update``)."""
         sender, self._senders[worker] = self._senders[worker], None
-        group = getattr(sender, "group", None) or getattr(sender, "model_update_group", None)
-        abort = getattr(group, "abort", None) or getattr(group, "destroy", None)
-        if abort is not None:
+        if sender is not None:
             try:
-                abort()
+                sender.abort()
             except (RuntimeError, OSError) as err:  # the sync's error is the one raised; this one is logged
                 log.warning("aborting the weight-transfer group of %s failed: %s", self.urls[worker], err)
         if self.rank == 0:

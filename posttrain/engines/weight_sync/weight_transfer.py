@@ -7,7 +7,7 @@ Its built-in transports need CUDA (``nccl``, ``ipc``), so we add a gloo transpor
 runs on CPU and over TCP between machines:
 
 - The trainer is rank 0 of a small process group of its own (``1 + workers`` ranks, never the training group;
-  ``engines/gloo_group.py``); inference workers join at ``rank_offset + worker rank``.
+  ``gloo_group.py``); inference workers join at ``rank_offset + worker rank``.
 - Each sync sends the parameter list once (names, shapes, one wire dtype, bucket sizes:
   ``GlooWeightTransferUpdateInfo``) through ``update_weights``, then broadcasts one flat buffer per bucket (a
   decoder layer, or the embeddings / head: vLLM's ``layerwise_groups``), so at most one gathered layer sits in

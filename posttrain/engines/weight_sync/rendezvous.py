@@ -15,7 +15,7 @@ import socket
 
 import httpx
 
-from posttrain.engines.worker_control import WorkerError
+from posttrain.engines.weight_sync.worker_control import WorkerError
 
 log = logging.getLogger(__name__)
 
