@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -14,6 +15,7 @@ from posttrain.engines.weight_sync.collective_guard import CollectiveTimeout, ru
 
 STUCK_SCRIPT = """
 import threading
+import time
 from posttrain.engines.weight_sync.collective_guard import run_guarded_collective
 run_guarded_collective(threading.Event().wait, lambda: None, 0.5, "a stuck broadcast")
 """
@@ -94,3 +96,20 @@ def test_a_stuck_cuda_kernel_on_the_guarded_thread_raises_on_its_device_and_the_
                           timeout=300)
     assert done.returncode == 3, done.stdout + done.stderr[-3000:]
     assert "thread device" in done.stdout
+
+
+def test_a_collective_that_fails_fast_is_reported_at_once_not_as_the_calls_time_out() -> None:
+    """The worker's /update_weights call would wait out its own (long) HTTP time-out; the collective's real
+    failure must come back first, with the communicator aborted."""
+    released, aborted = threading.Event(), []
+
+    def broken() -> None:
+        raise RuntimeError("NCCL error: remote process exited")
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="remote process exited"):
+        run_guarded_collective(broken, released.wait, 600.0, "the broadcast", abort=lambda: aborted.append(1))
+    assert time.monotonic() - start < 60 and aborted == [1]
+    call = [t for t in threading.enumerate() if t.name == "posttrain-collective-call: the broadcast"]
+    assert len(call) == 1 and call[0].daemon  # the pending call is left behind and never joined at exit
+    released.set()

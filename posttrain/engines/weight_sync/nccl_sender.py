@@ -23,6 +23,11 @@ from vllm.distributed.weight_transfer.nccl_engine import (
 from posttrain.engines.weight_sync.collective_guard import run_guarded_collective
 from posttrain.engines.weight_sync.worker_control import ControlClient, WorkerError
 
+WEDGED_WORKER = ("the worker may be left inside /update_weights with its layers on the meta device (vLLM's NCCL "
+                 "receive has no timeout, and only the trainer's communicator can be aborted): restart the worker "
+                 "before syncing it again")
+"""What a failed NCCL sync says of the worker (``collective_guard``'s module docstring)."""
+
 
 class NCCLSender:
     """This trainer rank's side of one worker's NCCL transfer group, kept across syncs; open it with ``open``.
@@ -64,9 +69,12 @@ class NCCLSender:
                                             dtype_names=[str(m.dtype).removeprefix("torch.") for m in meta],
                                             shapes=[list(m.shape) for m in meta])
         self.control.start_weight_update()
-        run_guarded_collective(lambda: _broadcast(self.engine, source, meta),
-                               lambda: self.control.update_weights(dataclasses.asdict(info)), self.timeout_s, what,
-                               device_index=self.device_index, abort=self.abort)
+        try:
+            run_guarded_collective(lambda: _broadcast(self.engine, source, meta),
+                                   lambda: self.control.update_weights(dataclasses.asdict(info)), self.timeout_s,
+                                   what, device_index=self.device_index, abort=self.abort)
+        except Exception as err:
+            raise WorkerError(self.control.url, f"{what} failed ({type(err).__name__}: {err}); {WEDGED_WORKER}") from err
         self.control.finish_weight_update(str(weight_version))
 
     def abort(self) -> None:
