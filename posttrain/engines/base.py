@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 
@@ -99,6 +99,9 @@ class Rollouts:
     logprobs: list[list[float]]  # per completion token, under the sampling distribution
     finish_reasons: list[str] = field(default_factory=list)  # "stop" or "length"
     weight_version: int = 0  # the engine's weight version that produced these completions
+    FINISH_REASONS: ClassVar[tuple[str, ...]] = ("stop", "length")
+    """The finish reasons a rollout may have; an engine treats any other (vLLM's ``"abort"``, ``"error"``,
+    ``"repetition"``) as a failed request, whose partial output is no rollout."""
 
     def __len__(self) -> int:
         return len(self.completion_ids)

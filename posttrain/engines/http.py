@@ -25,19 +25,22 @@ top-k only (k <= 20 on a default vLLM server), so entropies and mass-above are t
 Failures: a connection error, a timeout (``timeout_s`` per request), 429 or 5xx is retried
 ``max_retries`` times with exponential backoff (``backoff_s * 2**attempt``, jittered; ``Retry-After`` honoured:
 ``posttrain.common.http.RetryingPoster``); other 4xx answers are not retried. Every error names the URL and,
-where there is one, the server's message.
+where there is one, the server's message. A completion that ends with a finish reason other than ``"stop"`` or
+``"length"`` (vLLM's ``"abort"``, answered 200 with a partial output, ``"error"``, or none given) is no rollout: the
+request is sent once more, then ``RequestFailed`` names the URL, the request and the reason.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
 
 import httpx
 
-from posttrain.common.http import RequestStats, RetryingPoster
+from posttrain.common.http import RequestFailed, RequestStats, RetryingPoster
 from posttrain.engines.base import Rollouts, SamplingParams, check_prompts, check_score_inputs, sample_seeds
 from posttrain.engines.scores import TokenScores
 from posttrain.engines.topk import scores_from_topk
@@ -46,6 +49,12 @@ T = TypeVar("T")
 R = TypeVar("R")
 Completion = tuple[list[int], str, list[float], str]
 """One sample from a server: its token ids, text, per-token log-probs and finish reason."""
+
+UNFINISHED_ATTEMPTS = 2
+"""How often a generation request is sent while the server ends it with a finish reason other than
+``Rollouts.FINISH_REASONS`` (vLLM answers an aborted request 200 with a partial output)."""
+
+log = logging.getLogger("posttrain")
 
 
 def completions_url(base_url: str) -> str:
@@ -156,11 +165,20 @@ class OpenAIHTTPEngine:
             body["stop_token_ids"] = list(params.stop_token_ids)
         if params.json_schema is not None:
             body["response_format"] = response_format(params.json_schema)
-        answer = self._post(body)
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or len(choices) != n:
-            raise RuntimeError(f"{self.url}: {what}: expected {n} choices, got {str(answer)[:300]}")
-        return [self._completion(choice, what) for choice in sorted(choices, key=lambda c: c.get("index", 0))]
+        for attempt in range(1, UNFINISHED_ATTEMPTS + 1):
+            answer = self._post(body)
+            choices = answer.get("choices") if isinstance(answer, dict) else None
+            if not isinstance(choices, list) or len(choices) != n:
+                raise RuntimeError(f"{self.url}: {what}: expected {n} choices, got {str(answer)[:300]}")
+            completions = [self._completion(choice, what) for choice in sorted(choices, key=lambda c: c.get("index", 0))]
+            unfinished = sorted({c[3] for c in completions} - set(Rollouts.FINISH_REASONS))
+            if not unfinished:
+                return completions
+            log.warning("%s: %s: finish_reason %s on attempt %d of %d", self.url, what, ", ".join(unfinished), attempt,
+                        UNFINISHED_ATTEMPTS)
+        raise RequestFailed(f"{self.url}: {what}: the server ended the request with finish_reason "
+                            f"{', '.join(map(repr, unfinished))} in all {UNFINISHED_ATTEMPTS} attempts: a partial "
+                            "completion (aborted or failed there), not a rollout")
 
     def _completion(self, choice: dict[str, Any], what: str) -> Completion:
         ids = choice.get("token_ids")
@@ -171,7 +189,7 @@ class OpenAIHTTPEngine:
         if logprobs is None or len(logprobs) != len(ids):
             raise RuntimeError(f"{self.url}: {what}: expected {len(ids)} token log-probs, got "
                                f"{None if logprobs is None else len(logprobs)}")
-        reason = choice.get("finish_reason") or "length"
+        reason = choice.get("finish_reason") or "(none)"
         return list(ids), choice.get("text", ""), [float(lp) for lp in logprobs], reason
 
     # -- scoring -----------------------------------------------------------------------------------

@@ -26,9 +26,12 @@ is ``RemoteVLLMEngine``, the same ``RolloutEngine`` contract as the HF and coloc
   Each request's own HTTP timeout is twice ``generation_timeout_s`` (``HTTP_TIMEOUT_FACTOR``), so that
   watchdog, which names the worker and cancels the queue, fires first even on a loaded machine; the HTTP bound
   only ends the threads of requests already sent.
-  After each ``generate`` every worker that served it is asked for its weight version (``GET
-  /weight_info``); a worker not on the version the call started with (restarted, synced by someone else,
-  or synced while the call ran) raises ``WorkerError`` naming it and both versions.
+  Before and after each ``generate`` every worker that serves it is asked for its weight version (``GET
+  /weight_info``); a worker not on the trainer's version when the call starts (restarted, synced by someone
+  else), or whose version changed while the call ran, raises ``WorkerError`` naming it and both versions, so a
+  call's rollouts never mix two weight versions. A completion a worker ended with a finish reason other than
+  ``"stop"`` / ``"length"`` (``"abort"``: a partial output) is requested once more, then raises ``WorkerError``
+  naming the worker, the request and the reason (``engines/http.py``).
 - Security: with a shared secret (``worker_auth``) every request carries it; workers started with one refuse
   requests without it (401).
 """
@@ -125,6 +128,8 @@ class RemoteVLLMEngine(SyncsWeights):
         slices = balanced_slices(len(prompt_ids), len(self.urls))
         requests = [(w, start, count) for w, sl in enumerate(slices) for start, count in
                     request_runs(prompt_ids, seeds, sl)]
+        serving = [w for w, sl in enumerate(slices) if sl.stop > sl.start]
+        self.check_versions(serving, expected=version)  # the call starts on the trainer's weights ...
 
         # the colocated engine's stop ids (the tokenizer's eos added) and seeds: the same seed gives the same
         # samples on either placement
@@ -142,7 +147,7 @@ class RemoteVLLMEngine(SyncsWeights):
         parts = self._run_requests([lambda request=request: one(request) for request in requests],
                                    [worker for worker, _, _ in requests])
         samples = [c for part in parts for c in part]
-        self.check_versions([w for w, sl in enumerate(slices) if sl.stop > sl.start], expected=version)
+        self.check_versions(serving, expected=version, during_call=True)  # ... and ends on them: one version
         return Rollouts(prompt_ids=[list(p) for p in prompt_ids], completion_ids=[c[0] for c in samples],
                         texts=[c[1] for c in samples], logprobs=[c[2] for c in samples],
                         finish_reasons=[c[3] for c in samples], weight_version=version)
@@ -179,12 +184,18 @@ class RemoteVLLMEngine(SyncsWeights):
                 pool.shutdown(wait=False, cancel_futures=True)
         return results
 
-    def check_versions(self, workers: Iterable[int] | None = None, expected: int | None = None) -> None:
+    def check_versions(self, workers: Iterable[int] | None = None, expected: int | None = None,
+                       during_call: bool = False) -> None:
         """Raise ``WorkerError`` for the first worker whose weight version is not ``expected`` (default: the
-        version the trainer synced last)."""
+        version the trainer synced last); ``during_call``: it held ``expected`` when a generation call started,
+        so the version changed while it ran."""
         expected = self._version if expected is None else expected
         for w in range(len(self.urls)) if workers is None else workers:
             held = self._control[w].weight_version()
+            if held != str(expected) and during_call:
+                raise WorkerError(self.urls[w], f"its weight version changed from {expected} to {held!r} during a "
+                                                "generation call (synced by another trainer, or restarted): the "
+                                                "call's rollouts would mix two weight versions")
             if held != str(expected):
                 raise WorkerError(self.urls[w], f"holds weight version {held!r} but the trainer expected version "
                                                 f"{expected} (synced {self._version}): the worker was restarted, "

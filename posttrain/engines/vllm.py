@@ -4,7 +4,8 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
 
 - Token-id prompts in (``TokensPrompt``; vLLM never tokenises them, nor detokenises its outputs: it loads
   the checkpoint's tokenizer only for the grammars of structured outputs); out: token ids
-  (the stop token kept, finish reason ``"stop"``; else ``"length"``), texts decoded by *our* tokenizer
+  (the stop token kept, finish reason ``"stop"``; ``"length"`` at ``max_new_tokens``; any other reason vLLM
+  gives, such as ``"abort"``, raises: ``rollout_finish_reason``), texts decoded by *our* tokenizer
   (``models.loading.load_tokenizer``, which keeps the tiny char tokenizers' whitespace), and the
   log-prob of each sampled token under the distribution it was drawn from: vLLM's
   ``logprobs_mode="processed_logprobs"`` (after temperature, top-k, top-p), like the HF engine records.
@@ -173,7 +174,7 @@ class VLLMRolloutEngine(SyncsWeights, Sleeps):
             completion_ids=ids,
             texts=self.tokenizer.batch_decode(ids, skip_special_tokens=True),
             logprobs=logprobs,
-            finish_reasons=["stop" if c.finish_reason == "stop" else "length" for c in completions],
+            finish_reasons=[rollout_finish_reason(c.finish_reason, i) for i, c in enumerate(completions)],
             weight_version=self._version,
         )
 
@@ -257,3 +258,13 @@ class VLLMRolloutEngine(SyncsWeights, Sleeps):
             self.llm.wake_up()
             self._asleep = False
 
+
+
+def rollout_finish_reason(reason: str | None, index: int) -> str:
+    """The finish reason of prompt ``index``'s completion, as vLLM gave it, if a rollout may have it
+    (``Rollouts.FINISH_REASONS``); any other (``"abort"``, ``"error"``, ...: a partial output) raises
+    ``RuntimeError`` naming the prompt and the reason."""
+    if reason in Rollouts.FINISH_REASONS:
+        return reason
+    raise RuntimeError(f"VLLMRolloutEngine: prompt {index}: vLLM ended its completion with finish_reason {reason!r}, "
+                       f"not one of {', '.join(Rollouts.FINISH_REASONS)}: a partial output, not a rollout")

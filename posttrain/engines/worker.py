@@ -27,12 +27,15 @@ command runs ``python -m vllm.entrypoints.openai.api_server`` (the server behind
   crashes vLLM's CPU sampler) and ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache, default 1 here instead
   of vLLM's share of the machine's memory), set only where the user has not set them.
 
-Anything after ``--`` goes to vLLM unchanged (e.g. ``-- --tensor-parallel-size 2``).
+Anything after ``--`` goes to vLLM unchanged (e.g. ``-- --tensor-parallel-size 2``), except the options that
+decide the bind or the middleware (``--host``, ``--uds``, ``--middleware``: ``REFUSED_PASSTHROUGH``), which are
+refused; the non-loopback rule is checked again on the host vLLM's own parser reads from the final command.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -131,14 +134,17 @@ def rollout_worker_main(argv: list[str]) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if secret is None and not is_loopback(args.host):
-        print(f"error: --host {args.host} is not a loopback address: set the shared secret (${SECRET_ENV}, or "
-              f"${SECRET_FILE_ENV} naming a file) here and in the trainer's environment, or the worker's weight-sync "
-              "routes are open to the network", file=sys.stderr)
+    problem = unsecured_bind_problem(f"--host {args.host}", args.host, secret is not None)  # before importing vLLM
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
 
     if importlib.util.find_spec("vllm") is None:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    problem = refused_passthrough_problem(extra)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     model = resolve_model_name(args.model)
     problem = vllm_servable_problem(model)
@@ -147,7 +153,66 @@ def rollout_worker_main(argv: list[str]) -> int:
         return 2
     command = worker_command(model, args.port, args.host, args.dtype, args.max_model_len, args.seed, extra=extra,
                              secret=secret is not None)
+    problem = effective_bind_problem(command[VLLM_ARGUMENTS_START:], secret is not None)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     os.execve(command[0], command, worker_environment())
+
+
+VLLM_ARGUMENTS_START = 3
+"""Where vLLM's own arguments start in ``worker_command`` (after ``python -m vllm.entrypoints.openai.api_server``)."""
+
+REFUSED_PASSTHROUGH = {
+    "host": ("--host", "give the worker's own --host (before --)"),
+    "uds": ("--uds", "the trainer reaches a worker over TCP: give the worker's --host and --port"),
+    "middleware": ("--middleware", "the worker installs its own (the shared-secret check when a secret is set)"),
+}
+"""The vLLM server options that decide what a worker binds or which ASGI middleware stands in front of its routes,
+by their parser destination: the worker sets them itself, so they are refused after ``--`` however they are
+spelled there (``--host=...``, an abbreviation such as ``--hos``, a ``--config`` file): vLLM's parser lets the
+last of two options win, and pass-through arguments come last."""
+
+
+@functools.cache
+def _vllm_server_parser() -> argparse.ArgumentParser:
+    """The parser of vLLM's OpenAI server (``make_arg_parser`` on vLLM's ``FlexibleArgumentParser``, as its entry
+    point builds it): what it returns for an argument list is what the server will run with."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser(prog="vllm.entrypoints.openai.api_server"))
+
+
+def refused_passthrough_problem(extra: list[str]) -> str | None:
+    """Why the arguments passed through to vLLM (after ``--``) are refused (``REFUSED_PASSTHROUGH``), naming the
+    option and the worker flag to use instead; None when they are not. Arguments vLLM's parser rejects exit
+    with its usage message, as the server would."""
+    if not extra:
+        return None
+    parser = _vllm_server_parser()
+    given = parser.parse_args(list(extra))
+    for dest, (option, instead) in REFUSED_PASSTHROUGH.items():
+        if getattr(given, dest) != parser.get_default(dest):
+            return (f"`-- {option}` is refused: it changes what the worker binds or what stands in front of its "
+                    f"weight-sync routes; {instead}")
+    return None
+
+
+def effective_bind_problem(vllm_arguments: list[str], secret: bool) -> str | None:
+    """The non-loopback rule (``unsecured_bind_problem``) applied to the host vLLM will bind with
+    ``vllm_arguments`` (its own parser: the last ``--host`` wins; none binds every interface)."""
+    host = _vllm_server_parser().parse_args(list(vllm_arguments)).host
+    return unsecured_bind_problem(f"vLLM's effective --host {host or '(none: every interface)'}", host or "", secret)
+
+
+def unsecured_bind_problem(what: str, host: str, secret: bool) -> str | None:
+    """Why binding ``host`` (described as ``what``) is refused: a non-loopback address without the shared
+    secret opens the weight-sync routes to the network; None when it is allowed."""
+    if secret or is_loopback(host):
+        return None
+    return (f"{what} is not a loopback address: set the shared secret (${SECRET_ENV}, or ${SECRET_FILE_ENV} naming "
+            "a file) here and in the trainer's environment, or the worker's weight-sync routes are open to the network")
 
 
 def spawn_rollout_worker(model: str, port: int, log_path: str | os.PathLike, host: str = "127.0.0.1",

@@ -10,7 +10,8 @@ every request (``RemoteVLLMEngine``).
 Both sides read the secret from the environment, never from the command line (which ``ps`` shows to every
 user) and never log it: ``POSTTRAIN_WORKER_SECRET`` holds it, or ``POSTTRAIN_WORKER_SECRET_FILE`` names a
 file holding it (surrounding whitespace stripped). A worker refuses to bind a non-loopback ``--host``
-without one (``rollout_worker_main``).
+without one, checked on the host vLLM's own parser reads from the worker's final command; options passed
+through to vLLM that change the bind or the middleware are refused (``rollout_worker_main``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,21 @@
 """``RemoteVLLMEngine``'s request runner with stand-in requests (no worker needed): a worker that answers
 nothing fails the call naming it after one ``generation_timeout_s`` however many of its requests are queued,
-the queued ones are cancelled (never sent), and a failed request cancels the rest at once."""
+the queued ones are cancelled (never sent), and a failed request cancels the rest at once. Against a stand-in
+worker on loopback (its completions and ``/weight_info``): an aborted completion is requested once more, then
+fails the call naming the worker and the reason, and a weight version that changes during a call fails it."""
 
 from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
+from fastapi import FastAPI, Request  # module level: the handler's string annotations must resolve here
 
+from posttrain.engines.base import SamplingParams
 from posttrain.engines.remote import RemoteVLLMEngine, WorkerError
+from rewards.server.local import serve_in_thread
 
 URLS = ["http://127.0.0.1:9", "http://127.0.0.1:10"]
 
@@ -62,3 +68,56 @@ def test_a_requests_own_http_timeout_outlasts_the_watchdog() -> None:
     read_timeouts = {client._http._client.timeout.read for client in engine._clients}
     assert read_timeouts == {6.0}
     engine.close()
+
+
+def _stand_in_worker(finish_reasons: tuple[str, ...] = (), version_after_first: str | None = None) -> FastAPI:
+    """A rollout worker's completions and ``/weight_info`` (version ``"0"``): its first generations end with
+    ``finish_reasons`` in turn (vLLM answers an aborted request 200 with ``"abort"``), the rest with
+    ``"length"``; ``version_after_first``: the version it holds once it answered its first generation."""
+    app = FastAPI()
+    app.state.bodies, app.state.version, app.state.finish_reasons = [], "0", list(finish_reasons)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await request.json()
+        app.state.bodies.append(body)
+        reason = app.state.finish_reasons.pop(0) if app.state.finish_reasons else "length"
+        if version_after_first is not None:
+            app.state.version = version_after_first
+        return {"choices": [{"index": j, "text": "xy", "token_ids": [5, 6], "finish_reason": reason,
+                             "logprobs": {"token_logprobs": [-0.5, -0.25]}} for j in range(body["n"])]}
+
+    @app.get("/weight_info")
+    async def weight_info():
+        return {"weight_version": app.state.version}
+
+    return app
+
+
+def _generate(app: FastAPI) -> list[str]:
+    with serve_in_thread(app) as url:
+        engine = RemoteVLLMEngine([url], tokenizer=SimpleNamespace(eos_token_id=2), concurrency=2)
+        try:
+            return engine.generate([[1, 2], [1, 2]], SamplingParams(max_new_tokens=2, seed=3)).finish_reasons
+        finally:
+            engine.close()
+
+
+def test_an_aborted_completion_is_requested_again_then_fails_the_call_naming_the_reason() -> None:
+    app = _stand_in_worker(finish_reasons=("abort",))
+    assert _generate(app) == ["length", "length"]
+    assert len(app.state.bodies) == 2 and app.state.bodies[0] == app.state.bodies[1]  # the same request again
+    app = _stand_in_worker(finish_reasons=("abort", "abort"))
+    with pytest.raises(WorkerError, match=r"rollout worker http://127\.0\.0\.1:\d+: generation failed: .*prompts "
+                                          r"0\.\.1: .*finish_reason 'abort' in all 2 attempts"):
+        _generate(app)
+
+
+def test_a_weight_version_that_changes_during_the_call_fails_it() -> None:
+    with pytest.raises(WorkerError, match=r"changed from 0 to '1' during a generation call"):
+        _generate(_stand_in_worker(version_after_first="1"))
+    app = _stand_in_worker()
+    app.state.version = "7"
+    with pytest.raises(WorkerError, match=r"holds weight version '7' but the trainer expected version 0"):
+        _generate(app)
+    assert app.state.bodies == []  # refused before any request was sent

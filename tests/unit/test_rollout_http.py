@@ -1,5 +1,5 @@
 """OpenAIHTTPEngine: generation through our own server on loopback equals the HF engine's (also under a JSON
-schema, sent as ``response_format``), per-prompt seeds, top-k scoring against a stand-in server (exact when k = |V|), retries, timeouts and errors."""
+schema, sent as ``response_format``), per-prompt seeds, top-k scoring against a stand-in server (exact when k = |V|), retries, timeouts and errors; an aborted completion is retried once, then refused."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 from fastapi import FastAPI, Request  # module level: the handler's string annotations must resolve here
 from fastapi.responses import JSONResponse
 
+from posttrain.common.http import RequestFailed
 from posttrain.engines.base import GenerationEngine, SamplingParams, ScoringEngine, sample_seed, sample_seeds
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.engines.http import OpenAIHTTPEngine, completions_url
@@ -120,12 +121,15 @@ def test_refused_requests_name_the_url_and_are_not_retried(tiny, our_server):
 
 
 # ---------------------------------------------------------------- stand-in OpenAI-compatible server
-def _stand_in(model, tok, fail_first: int = 0, delay_s: float = 0.0) -> FastAPI:
+def _stand_in(model, tok, fail_first: int = 0, delay_s: float = 0.0, finish_reasons: tuple[str, ...] = ()) -> FastAPI:
     """Scores echo requests with the model (top-k as asked, token strings as keys, like vLLM with
-    ``return_tokens_as_token_ids``) and records every body; fails the first requests with 503."""
+    ``return_tokens_as_token_ids``) and records every body; fails the first requests with 503; the first
+    generations end with ``finish_reasons`` in turn (vLLM answers an aborted request 200, ``"abort"``), the
+    rest with ``"length"``."""
     app = FastAPI()
     app.state.bodies = []
     app.state.failures_left = fail_first
+    app.state.finish_reasons = list(finish_reasons)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
@@ -138,7 +142,8 @@ def _stand_in(model, tok, fail_first: int = 0, delay_s: float = 0.0) -> FastAPI:
             return JSONResponse({"error": "overloaded"}, status_code=503)
         ids = body["prompt"]
         if not body.get("echo"):  # generation: answer with a fixed completion
-            return {"choices": [{"text": "xy", "token_ids": [5, 6], "finish_reason": "length",
+            reason = app.state.finish_reasons.pop(0) if app.state.finish_reasons else "length"
+            return {"choices": [{"text": "xy", "token_ids": [5, 6], "finish_reason": reason,
                                  "logprobs": {"token_logprobs": [-0.5, -0.25]}}]}
         k = int(body["logprobs"])
         with torch.no_grad():
@@ -208,3 +213,17 @@ def test_dead_and_slow_servers_fail_after_retries(tiny):
         with pytest.raises(RuntimeError, match="after 2 attempts: ReadTimeout"):
             slow.generate([[1, 2]], SamplingParams(max_new_tokens=2))
         assert len(app.state.bodies) == 2
+
+
+def test_an_aborted_completion_is_retried_once_then_refused(tiny):
+    """vLLM answers an aborted request 200 with a partial output and ``finish_reason="abort"``: no rollout."""
+    model, tok = tiny
+    params = SamplingParams(max_new_tokens=2)
+    app = _stand_in(model, tok, finish_reasons=("abort",))
+    with serve_in_thread(app) as url, OpenAIHTTPEngine(url, tok) as engine:
+        assert engine.generate([[1, 2]], params).finish_reasons == ["length"]
+        assert len(app.state.bodies) == 2  # the aborted answer, then the good one
+        app.state.finish_reasons = ["abort", "abort"]
+        with pytest.raises(RequestFailed, match=rf"{url}/v1/completions: prompt 0: .*finish_reason 'abort' in all 2"):
+            engine.generate([[1, 2]], params)
+        assert len(app.state.bodies) == 4 and not app.state.finish_reasons

@@ -1,6 +1,7 @@
 """The colocated vLLM engine's two placements, checked on CPU: CUDA runs vLLM under ``external_launcher`` in the
 trainer's process and loads the gathered tensors with the model's ``load_weights`` (no transport); CPU keeps the
-gloo transport and its CPU settings. The CUDA run itself is in ``scripts/gpu_checks.sh``."""
+gloo transport and its CPU settings. The CUDA run itself is in ``scripts/gpu_checks.sh``. A completion vLLM ends
+with a reason other than stop / length (an aborted request's partial output) raises, never passes as "length"."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from posttrain.engines import vllm as vllm_engine
-from posttrain.engines.vllm import VLLMRolloutEngine
+from posttrain.engines.vllm import VLLMRolloutEngine, rollout_finish_reason
 from posttrain.engines.vllm_setup import (
     DIRECT_LOAD,
     GLOO_TRANSFER,
@@ -76,3 +77,10 @@ def test_a_cuda_sync_loads_each_layer_into_the_in_process_model(monkeypatch: pyt
                                                   "model.layers.0.mlp.up_proj.weight"]])
     assert all(t.dtype == torch.bfloat16 for bucket in model.loaded for _, t in bucket)
     assert resets == [True] and engine.weight_version == 7 and engine._sender is None
+
+
+def test_only_stop_and_length_finish_a_rollout() -> None:
+    assert rollout_finish_reason("stop", 0) == "stop" and rollout_finish_reason("length", 1) == "length"
+    for reason in ("abort", "error", "repetition", None):
+        with pytest.raises(RuntimeError, match=f"prompt 3: vLLM ended its completion with finish_reason {reason!r}"):
+            rollout_finish_reason(reason, 3)
