@@ -149,7 +149,7 @@ def parameter_counts(model: str, lora_r: int) -> tuple[int, int]:
     if not lora_r:
         return total, total
     from posttrain.config import TrainConfig
-    from posttrain.trainer import apply_lora
+    from posttrain.trainer_parts import apply_lora
 
     network = apply_lora(network, TrainConfig(lora_r=lora_r))
     return total, sum(p.numel() for p in network.parameters() if p.requires_grad)

@@ -93,7 +93,7 @@ def _run(args: argparse.Namespace, rollout: str, out_dir: str) -> dict[str, Any]
         temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
         advantage="grpo", **overrides,
     )
-    trainer = Trainer(config)
+    trainer = Trainer.from_config(config)
     rss_before = current_rss_mb()
     from posttrain.tasks.verifiers import math_equal
 

@@ -1,7 +1,8 @@
 """Entry point: ``deepspeed posttrain/train.py --algo NAME [--config run.yaml] [--key value ...]``.
 
 Also ``python posttrain/train.py ...`` (one process) and ``posttrain train ...``. The algorithm is the
-``--algo`` flag, else the ``algo:`` key of the ``--config`` file, else grpo (``requested_algo``).
+``--algo`` flag, else the ``algo:`` key of the ``--config`` file, else grpo (``requested_algo``). ``main`` is
+the one place that parses a run's config, and it validates it there, once, before anything is built.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     try:
-        Trainer(config).fit()
+        Trainer.from_config(config).fit()
     except (ConfigError, DatasetError) as err:  # user input problems: one clear line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -50,7 +50,8 @@ def _in_process_trainer(args: list[str], monkeypatch: pytest.MonkeyPatch):
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
                         ("MASTER_PORT", str(free_port()))):
         monkeypatch.setenv(name, value)
-    return Trainer(build_config(get_algorithm(requested_algo(args)).config_class, args + ["--report_to", "jsonl"]))
+    config_class = get_algorithm(requested_algo(args)).config_class
+    return Trainer.from_config(build_config(config_class, args + ["--report_to", "jsonl"]))
 
 
 @pytest.mark.parametrize("algo", ["prefix-rl", "prefix-rl-ppo"])

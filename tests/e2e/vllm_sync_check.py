@@ -41,7 +41,7 @@ def trainer_copy(trainer: Trainer) -> torch.nn.Module:
 def main(argv: list[str]) -> None:
     argv = [a for a in argv if not a.startswith("--local_rank")]
     config = build_config(get_algorithm("grpo").config_class, argv)
-    trainer = Trainer(config)
+    trainer = Trainer.from_config(config)
     trainer.fit()
     prompts = encode_prompts(trainer.tokenizer, trainer.eval_examples[:16], config.system_prompt,
                              config.max_prompt_tokens)

@@ -1,18 +1,23 @@
 """``Trainer._train_on``: the inner iteration goes to ``loss`` / ``role_loss`` as an argument, a
 ``LossOutput.skip`` zeroes the policy's and every trained role's loss while each model still steps, and each
-model's gradient norm is the mean over its optimizer steps."""
+model's gradient norm is the mean over its optimizer steps. The trainers are built from ``TrainerParts`` of small
+fakes (``_trainer``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 import torch
 
-from posttrain.algos.base import AlgoContext, Algorithm, Experience, LossOutput, TrainedModel
+from posttrain.algos.base import AlgoContext, Algorithm, Experience, LossOutput
+from posttrain.algos.roles import policy_role
 from posttrain.config import TrainConfig
 from posttrain.dist import DistInfo
 from posttrain.engines.weight_sync import WorkerError
 from posttrain.metrics import PhaseTimer
 from posttrain.trainer import Trainer
+from posttrain.trainer_parts import TrainerParts
 
 
 class RecordingModel:
@@ -62,18 +67,28 @@ class SkipMarkedRows(Algorithm):
         return LossOutput(model(batch["x"]).sum() * 0.0 + 5.0, {f"{name}/value": 5.0})
 
 
-def test_iteration_is_passed_and_skip_zeroes_every_loss() -> None:
-    config = TrainConfig(mu=2, micro_batch_size=1, zero_stage=2)  # DeepSpeed reports the norms
-    ctx = AlgoContext(tokenizer=None, reward_fn=None, is_correct=None, timer=PhaseTimer(), device=torch.device("cpu"))
+def _trainer(config: TrainConfig, policy: RecordingModel, roles: dict[str, RecordingModel] | None = None,
+             rollout: Any = None, info: DistInfo | None = None) -> Trainer:
+    """A ``Trainer`` over parts of fakes: ``policy`` (and each of ``roles``) as its DeepSpeed models, a
+    ``SkipMarkedRows`` algorithm (``algo.seen`` empty), ``rollout`` as the policy's engine; no data, sampler or
+    logger (the tests below run none)."""
+    info = info or DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+    ctx = AlgoContext(tokenizer=None, reward_fn=None, is_correct=None, timer=PhaseTimer(), device=info.device,
+                      rank=info.rank, world_size=info.world_size, rollout=rollout)
     algo = SkipMarkedRows(config, ctx)
     algo.seen = []
+    return Trainer(TrainerParts(config=config, info=info, task=None, train_examples=[], eval_examples=[],
+                                tokenizer=None, timer=ctx.timer, ctx=ctx, algo=algo,
+                                policy_role=policy_role(config.rollout), deepspeed_model=policy,
+                                role_deepspeed_models=dict(roles or {}), refreshed_roles={}, refreshed_modules={},
+                                rollout=rollout, sampler=None, async_driver=None, logger=None))
+
+
+def test_iteration_is_passed_and_skip_zeroes_every_loss() -> None:
+    config = TrainConfig(mu=2, micro_batch_size=1, zero_stage=2)  # DeepSpeed reports the norms
     policy, critic = RecordingModel(), RecordingModel()
-    trainer = Trainer.__new__(Trainer)
-    trainer.config, trainer.algo = config, algo
-    trainer.info = DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
-    trainer.deepspeed_model, trainer.role_deepspeed_models = policy, {"critic": critic}
-    trainer.policy = TrainedModel(policy.module, policy)
-    trainer.role_models = {"critic": TrainedModel(critic.module, critic)}
+    trainer = _trainer(config, policy, {"critic": critic})
+    algo = trainer.algo
     experience = Experience({"x": torch.ones(2, 1), "skip": torch.tensor([False, True])})
     metrics = trainer._train_on(experience)
     assert algo.seen == [("policy", 0), ("critic", 0), ("policy", 0), ("critic", 0),
@@ -87,16 +102,7 @@ def test_iteration_is_passed_and_skip_zeroes_every_loss() -> None:
 def test_a_step_that_reaches_no_accumulation_boundary_is_an_error() -> None:
     """One micro-batch where DeepSpeed would accumulate two: no optimizer step moved the weights, so there is no
     norm to report, and the trainer says so instead of dividing by zero."""
-    config = TrainConfig(mu=1, micro_batch_size=1, zero_stage=2)
-    ctx = AlgoContext(tokenizer=None, reward_fn=None, is_correct=None, timer=PhaseTimer(), device=torch.device("cpu"))
-    algo = SkipMarkedRows(config, ctx)
-    algo.seen = []
-    policy = RecordingModel()
-    trainer = Trainer.__new__(Trainer)
-    trainer.config, trainer.algo = config, algo
-    trainer.info = DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
-    trainer.deepspeed_model, trainer.role_deepspeed_models, trainer.role_models = policy, {}, {}
-    trainer.policy = TrainedModel(policy.module, policy)
+    trainer = _trainer(TrainConfig(mu=1, micro_batch_size=1, zero_stage=2), RecordingModel())
     with pytest.raises(RuntimeError, match="train: 1 micro-batches of 1 samples reached no optimizer step"):
         trainer._train_on(Experience({"x": torch.ones(1, 1), "skip": torch.tensor([False])}))
 
@@ -112,11 +118,8 @@ class FailingEngine:
 
 
 def _syncing_trainer(engine: FailingEngine) -> Trainer:
-    trainer = Trainer.__new__(Trainer)
-    trainer.config = TrainConfig(dist_timeout_s=7.5)
-    trainer.info = DistInfo(rank=1, world_size=2, local_rank=1, device=torch.device("cpu"))
-    trainer.async_driver, trainer.rollout, trainer.deepspeed_model = None, engine, RecordingModel()
-    return trainer
+    return _trainer(TrainConfig(dist_timeout_s=7.5), RecordingModel(), rollout=engine,
+                    info=DistInfo(rank=1, world_size=2, local_rank=1, device=torch.device("cpu")))
 
 
 def test_a_failed_sync_names_the_rank_the_step_and_dist_timeout_but_a_worker_error_passes_as_it_is() -> None:

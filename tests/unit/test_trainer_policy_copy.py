@@ -33,10 +33,11 @@ class _RecordingEngine:
 @pytest.mark.parametrize("rollout", ["vllm", "vllm-remote:http://127.0.0.1:9", "hf"])
 def test_vllm_engines_get_the_policy_itself_and_no_copy_is_made(rollout: str, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import posttrain.trainer as trainer_module
+    import posttrain.trainer_parts as parts_module
     from posttrain.algos import get_algorithm
     from posttrain.config import build_config
     from posttrain.engines.weight_sync import free_port
+    from posttrain.trainer import Trainer
 
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
                         ("MASTER_PORT", str(free_port()))):
@@ -49,12 +50,12 @@ def test_vllm_engines_get_the_policy_itself_and_no_copy_is_made(rollout: str, tm
             copied.append(obj)
         return real_deepcopy(obj, *args)
 
-    monkeypatch.setattr(trainer_module.copy, "deepcopy", recording_deepcopy)
-    monkeypatch.setattr(trainer_module, "build_engine", lambda spec, model, **_: _RecordingEngine(model))
+    monkeypatch.setattr(parts_module.copy, "deepcopy", recording_deepcopy)
+    monkeypatch.setattr(parts_module, "build_engine", lambda spec, model, **_: _RecordingEngine(model))
     config = build_config(get_algorithm("grpo").config_class,
                           ["--algo", "grpo", "--rollout", rollout, "--output_dir", str(tmp_path), "--steps", "1",
                            "--report_to", "jsonl", "--progress", "false", "--kl_coef", "0"])
-    trainer = trainer_module.Trainer(config)
+    trainer = Trainer.from_config(config)
     policy = trainer.deepspeed_model.module
     if rollout == "hf":  # the HF engine runs its module in process: a frozen copy of its own
         assert trainer.rollout.model is not policy and copied == [policy]
