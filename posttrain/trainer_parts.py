@@ -95,14 +95,7 @@ def build_parts(config: TrainConfig, info: DistInfo) -> TrainerParts:
 
     timer = PhaseTimer()
 
-    def lent_context(**built: Any) -> AlgoContext:
-        return AlgoContext(tokenizer=tokenizer, reward_fn=reward_fn, is_correct=task.is_correct, timer=timer,
-                           device=info.device, rank=info.rank, world_size=info.world_size, **built)
-
-    # ``Algorithm.roles`` is an instance method (its answers and rewards parts add roles), so an instance built on
-    # a context without models or engines says which roles to build; it is dropped, and the algorithm the loop
-    # runs is built last, on the complete context.
-    roles = check_roles(algo_cls(config, lent_context()).roles())
+    roles = check_roles(algo_cls.declared_roles(config))
     policy_role = roles[POLICY]
     engine_spec = policy_engine_spec(policy_role, config)
     # A frozen copy of the initial weights only where something runs one: an in-process engine without a
@@ -132,7 +125,10 @@ def build_parts(config: TrainConfig, info: DistInfo) -> TrainerParts:
         rollout = built.engine(engine_spec, initial_policy if engine_spec.borrows_module else policy, tokenizer)
         built.engines[POLICY] = rollout
     deepspeed_model = initialize_deepspeed_model(policy, config, info.world_size)
-    algo = algo_cls(config, lent_context(models=built.models, engines=built.engines))
+    ctx = AlgoContext(tokenizer=tokenizer, reward_fn=reward_fn, is_correct=task.is_correct, timer=timer,
+                      device=info.device, rank=info.rank, world_size=info.world_size, models=built.models,
+                      engines=built.engines)
+    algo = algo_cls(config, ctx)  # last: its context is complete
 
     sampler = EpochSampler(train_examples, config.prompts_per_step, config.seed, config.shuffle)
     async_driver = None

@@ -151,11 +151,17 @@ class Algorithm(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
 
+    @classmethod
+    def declared_roles(cls, config: TrainConfig) -> tuple[ModelRole, ...]:
+        """The models a run with ``config`` needs (``posttrain.algos.roles``), from the config alone, so the trainer
+        builds exactly these before it builds the algorithm. The default is the policy alone, served by the run's
+        ``--rollout`` engine; an algorithm adds e.g. a frozen reference (``reference_role()``) or another
+        checkpoint."""
+        return (policy_role(config.rollout),)
+
     def roles(self) -> tuple[ModelRole, ...]:
-        """The models this run needs (``posttrain.algos.roles``); the trainer builds exactly these. The default
-        is the policy alone, served by the run's ``--rollout`` engine; an algorithm adds e.g. a frozen
-        reference (``reference_role()``) or another checkpoint."""
-        return (policy_role(self.config.rollout),)
+        """This run's roles: ``declared_roles`` of its config."""
+        return self.declared_roles(self.config)
 
     def declares(self, name: str) -> bool:
         """Whether ``roles()`` includes the role called ``name``."""

@@ -115,9 +115,10 @@ class ESPO(Algorithm):
     config: ESPOConfig
 
     # -- wiring ----------------------------------------------------------------------------------
-    def roles(self) -> tuple[ModelRole, ...]:
+    @classmethod
+    def declared_roles(cls, config: ESPOConfig) -> tuple[ModelRole, ...]:
         """The policy, and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
-        return super().roles() + ((reference_role(),) if self.config.kl_coef > 0 else ())
+        return super().declared_roles(config) + ((reference_role(),) if config.kl_coef > 0 else ())
 
     def _mask_id(self, model: torch.nn.Module) -> int:
         try:

@@ -257,10 +257,11 @@ class GRPO(ClippedPolicyGradient):
     config_class = GRPOConfig
     supports_async_rollouts = True
 
-    def roles(self) -> tuple[ModelRole, ...]:
+    @classmethod
+    def declared_roles(cls, config: GRPOConfig) -> tuple[ModelRole, ...]:
         """The policy and the frozen reference when the KL penalty is on (``kl_coef > 0``)."""
-        reference = (reference_role(),) if self.config.kl_coef > 0 else ()
-        return (policy_role(self.config.rollout), *reference)
+        reference = (reference_role(),) if config.kl_coef > 0 else ()
+        return (policy_role(config.rollout), *reference)
 
     def score(self, examples: list[Example], rollouts: Rollouts, step: int) -> ScoredGroups:
         """Step ``step``'s rollouts scored by the run's reward, with group advantages (DuPO: its dual reward)."""

@@ -1,6 +1,6 @@
 """Model roles: the models an algorithm declares and the trainer builds (docs/ARCHITECTURE.md, section 4).
 
-An algorithm lists its roles (``Algorithm.roles()``): for each one, where its weights come from, whether it
+An algorithm lists its roles (``Algorithm.declared_roles(config)``, from its config alone): for each one, where its weights come from, whether it
 trains, and which rollout engine, if any, serves it. The trainer builds exactly what is declared, the same
 way for every algorithm, and lends the result through ``AlgoContext``:
 

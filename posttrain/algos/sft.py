@@ -76,7 +76,8 @@ class SFT(Algorithm):
     config_class = SFTConfig
     config: SFTConfig
 
-    def roles(self) -> tuple[ModelRole, ...]:
+    @classmethod
+    def declared_roles(cls, config: SFTConfig) -> tuple[ModelRole, ...]:
         """The policy without a rollout engine: SFT samples nothing (the trainer still builds one to evaluate)."""
         return (policy_role(None),)
 

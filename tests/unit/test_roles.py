@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from posttrain.algos import get_algorithm
+from posttrain.algos import algorithm_names, get_algorithm
 from posttrain.algos.base import AlgoContext
 from posttrain.algos.dupo.solver import solver_role
 from posttrain.algos.roles import (
@@ -87,3 +87,11 @@ def test_tokenizer_check_names_the_field() -> None:
     shifted.eos_token = "<unk>"
     with pytest.raises(ConfigError, match="eos_token_id"):
         check_same_tokenizer(role, build_tokenizer(), shifted)
+
+
+def test_every_algorithm_declares_its_roles_from_its_config_alone() -> None:
+    """The trainer builds the roles before the algorithm (``trainer_parts.build_parts``): no instance is needed."""
+    for name in algorithm_names():
+        cls = get_algorithm(name)
+        roles = check_roles(cls.declared_roles(cls.config_class(algo=name)))
+        assert POLICY in roles, name

@@ -113,12 +113,13 @@ class DuPO(GRPO):
     config_class = DuPOConfig
     config: DuPOConfig
 
-    def roles(self) -> tuple[ModelRole, ...]:
+    @classmethod
+    def declared_roles(cls, config: DuPOConfig) -> tuple[ModelRole, ...]:
         """GRPO's, plus the snapshot dual solver (``dual_solver snapshot``) and the offline selection's frozen
         initial policy (``dual_selection offline``)."""
-        snapshot = self.config.dual_solver == "snapshot"
-        offline = self.config.dual_selection == "offline"
-        return (super().roles() + ((solver_role(self.config.dual_refresh_every),) if snapshot else ())
+        snapshot = config.dual_solver == "snapshot"
+        offline = config.dual_selection == "offline"
+        return (super().declared_roles(config) + ((solver_role(config.dual_refresh_every),) if snapshot else ())
                 + ((selector_role(),) if offline else ()))
 
     supports_async_rollouts = False

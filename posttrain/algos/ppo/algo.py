@@ -147,7 +147,8 @@ class TaskRewards:
     def __init__(self, config: PPOConfig, ctx: Any) -> None:
         self.config, self.ctx = config, ctx
 
-    def roles(self) -> tuple[ModelRole, ...]:
+    @staticmethod
+    def roles(config: PPOConfig) -> tuple[ModelRole, ...]:
         """The roles the rewards need besides PPO's (Text2Grad's span reward model): none."""
         return ()
 
@@ -185,14 +186,15 @@ class PPO(ClippedPolicyGradient):
         cfg = self.config
         return cfg.kl_horizon or cfg.steps * cfg.prompts_per_step * cfg.group_size / RUN_HORIZON_FRACTION
 
-    def roles(self) -> tuple[ModelRole, ...]:
+    @classmethod
+    def declared_roles(cls, config: PPOConfig) -> tuple[ModelRole, ...]:
         """The policy, the critic (a trained value model), the frozen reference when a KL term is on, and what
-        ``rewards`` need."""
-        cfg = self.config
+        ``rewards_class`` needs."""
+        cfg = config
         critic = ModelRole(CRITIC, CHECKPOINT if cfg.critic_model else INITIAL_POLICY, trains=True, head="value",
                            checkpoint=cfg.critic_model, config_field="critic_model", lr=cfg.critic_lr)
         reference = (reference_role(),) if cfg.uses_kl else ()
-        return (policy_role(cfg.rollout), critic, *reference, *self.rewards.roles())
+        return (policy_role(cfg.rollout), critic, *reference, *cls.rewards_class.roles(cfg))
 
     def state_dict(self) -> dict[str, Any]:
         return {"kl_controller": self.kl_controller.state_dict()}

@@ -194,10 +194,11 @@ class SpanRewards:
         self.config, self.ctx = config, ctx
         self._scorer = None  # built on first use: the span reward model's engine exists once the trainer built it
 
-    def roles(self) -> tuple[ModelRole, ...]:
+    @staticmethod
+    def roles(config: Text2GradConfig) -> tuple[ModelRole, ...]:
         """The frozen span reward model with its engine (its own tokenizer allowed), unless a reward server
         (``span_url``) or the task's program (``span_oracle``) answers instead."""
-        cfg = self.config
+        cfg = config
         if cfg.span_url or cfg.uses_oracle:
             return ()
         return (ModelRole(SPAN_RM, CHECKPOINT, engine=cfg.span_rollout, checkpoint=cfg.span_model,

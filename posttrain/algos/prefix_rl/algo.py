@@ -142,9 +142,10 @@ class PrefixAnswering:
 
     config: PrefixRLConfig
 
-    def roles(self) -> tuple[ModelRole, ...]:
+    @classmethod
+    def declared_roles(cls, config: PrefixRLConfig) -> tuple[ModelRole, ...]:
         """The algorithm's roles and the frozen target with its engine."""
-        return (*super().roles(), self.config.target_role())
+        return (*super().declared_roles(config), config.target_role())
 
     def sampling_params(self, step: int) -> SamplingParams:
         """The adapter's: exactly ``prefix_length()`` new tokens, stopping early only at EOS."""
