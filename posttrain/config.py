@@ -203,8 +203,8 @@ class TrainConfig:
 
     # -- validation ------------------------------------------------------------------------------
     def validate(self, world_size: int = 1) -> None:
-        """Fail with the field, the value and what is allowed; called once, by ``posttrain.train.main`` (which
-        parses the config), before anything is built."""
+        """Fail with the field, the value and what is allowed; called once per run, by
+        ``posttrain.trainer.Trainer.from_config``, before anything is built or the process group joined."""
         for f in dataclasses.fields(self):
             choices = f.metadata.get("choices")
             value = getattr(self, f.name)

@@ -2,13 +2,12 @@
 
 Also ``python posttrain/train.py ...`` (one process) and ``posttrain train ...``. The algorithm is the
 ``--algo`` flag, else the ``algo:`` key of the ``--config`` file, else grpo (``requested_algo``). ``main`` is
-the one place that parses a run's config, and it validates it there, once, before anything is built.
+the one place that parses a run's config; ``Trainer.from_config`` validates it before anything is built, and a bad value ends the run with one line naming the field.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -54,13 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = build_config(algo_cls.config_class, argv + ["--algo", name])
-        config.validate(int(os.environ.get("WORLD_SIZE", "1")))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
     from posttrain.trainer import (
-        Trainer,  # loads DeepSpeed: only once the options are valid (fast --help, errors)
+        Trainer,  # loads DeepSpeed: only once the options parse (fast --help, parse errors)
     )
 
     try:

@@ -6,6 +6,7 @@ passes of micro-batched loss and optimizer steps -> weight sync -> eval, logging
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
@@ -42,8 +43,10 @@ class Trainer:
 
     @classmethod
     def from_config(cls, config: TrainConfig, info: DistInfo | None = None) -> Trainer:
-        """The trainer of ``config`` (validated by its caller, as ``posttrain.train.main`` does) on this rank:
-        ``info``, or the process group it joins."""
+        """The trainer of ``config`` on this rank (``info``, or the process group it joins), after validating
+        ``config`` for the run's world size: the one place a run's config is validated, for the entry point and
+        library callers alike."""
+        config.validate(info.world_size if info is not None else int(os.environ.get("WORLD_SIZE", "1")))
         info = info or init_distributed(config.dist_timeout_s)
         return cls(build_parts(config, info))
 

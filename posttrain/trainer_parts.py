@@ -68,9 +68,9 @@ class TrainerParts:
 
 
 def build_parts(config: TrainConfig, info: DistInfo) -> TrainerParts:
-    """Build what ``config`` runs on this rank. ``config`` is validated already: ``posttrain.train.main``, which
-    parses it, validates it once; this builder checks only what needs the algorithm's class (``--async_rollouts``).
-    Rank 0 records the resolved config in ``config.output_dir``."""
+    """Build what ``config`` runs on this rank. ``config`` is validated already (``Trainer.from_config`` does it,
+    once); this builder checks only what needs the algorithm's class (``--async_rollouts``). Rank 0 records the
+    resolved config in ``config.output_dir``."""
     set_cpu_threads(config.num_threads)
     algo_cls: type[Algorithm] = get_algorithm(config.algo)
     if config.async_rollouts and not algo_cls.supports_async_rollouts:
