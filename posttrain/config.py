@@ -145,6 +145,9 @@ class TrainConfig:
                                "off = never. Default off, so a run's numbers do not depend on which CPU it lands "
                                "on.", list(AUTOCAST_CHOICES))
     gradient_checkpointing: bool = opt(False, "Recompute activations in backward to save memory.")
+    disable_dropout: bool = opt(True, "Turn every dropout of the trained models off (TRL's default): the old-policy "
+                                      "log-probs are computed in eval mode and the loss in train mode, so with "
+                                      "dropout on the ratio starts away from 1 before any update.")
     lora_r: int = opt(0, "LoRA rank via peft; 0 = full fine-tuning.")
     lora_alpha: int = opt(16, "LoRA alpha.")
     # --- sampling ------------------------------------------------------------------------------
@@ -493,7 +496,7 @@ class HelpSection:
 
 TRAIN_CONFIG_SECTIONS: tuple[HelpSection, ...] = (
     HelpSection("model", "what is trained, from which weights", ("algo", "model", "trust_remote_code", "lora_r",
-                                                                  "lora_alpha")),
+                                                                  "lora_alpha", "disable_dropout")),
     HelpSection("data and task", "the prompts, their answers and the reward",
                 ("task", "dataset", "prompt_column", "answer_column", "test_fraction", "shuffle", "raw_prompts",
                  "text_column", "reward", "system_prompt")),

@@ -26,7 +26,7 @@ from posttrain.engines.spec import EngineSpec
 from posttrain.metrics import MetricsLogger, PhaseTimer
 from posttrain.models.autocast import autocast_dtype, autocast_forward
 from posttrain.models.diffusion import load_diffusion_lm
-from posttrain.models.loading import load_causal_lm, load_tokenizer
+from posttrain.models.loading import disable_dropout, load_causal_lm, load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
 from posttrain.models.tiny import build_tiny
 from posttrain.models.value import ValueModel
@@ -89,6 +89,8 @@ def build_parts(config: TrainConfig, info: DistInfo) -> TrainerParts:
     tokenizer = load_tokenizer(model_path, trust_remote_code=config.trust_remote_code)
     dtype = torch.bfloat16 if config.precision == "bf16" else torch.float32
     policy = _load_policy(model_path, config.model_kind, dtype, config.trust_remote_code)
+    if config.disable_dropout:  # before the copies: roles copied from the initial policy train without it too
+        disable_dropout(policy)
     if config.gradient_checkpointing:
         policy.gradient_checkpointing_enable()
         policy.config.use_cache = False
@@ -217,6 +219,8 @@ class _RoleBuilder:
         """A trained role besides the policy: its own DeepSpeed model and optimizer; its plain module is lent as
         ``ctx.models[name]``."""
         module = self.module(role)[0].requires_grad_(True)
+        if self.config.disable_dropout:
+            disable_dropout(module)
         deepspeed_model = initialize_deepspeed_model(module, self.config, self.info.world_size, lr=role.lr)
         self.deepspeed_models[role.name] = deepspeed_model
         self.models[role.name] = deepspeed_model.module

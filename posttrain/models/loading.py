@@ -73,6 +73,19 @@ def load_causal_lm(
     return model
 
 
+def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with every dropout off, in train mode too: each ``nn.Dropout``'s p and every module's
+    ``attention_dropout`` rate (the functional dropout of HF attention layers) set to 0. An RL step computes its
+    old-policy log-probs in eval mode and its loss in train mode; with dropout on, the ratio starts away from 1
+    before any update (TRL's ``disable_dropout``, on by default)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0
+    return model
+
+
 def resolve_cli_model(model: str | None, task: str, engine: str) -> str:
     """A subcommand's ``--model`` (aliases resolved), or the directory of ``task``'s embedded tiny causal model
     (its vLLM-servable twin when ``engine`` is ``vllm``; built if needed)."""

@@ -3,6 +3,7 @@ computations (values and gradients), across chunk boundaries, temperatures, dtyp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -11,6 +12,8 @@ import torch.nn.functional as F
 
 from posttrain.models import likelihood
 from posttrain.models.likelihood import entropy_from_logits, logprobs_from_logits
+from posttrain.models.loading import disable_dropout
+from posttrain.models.tiny import RECIPES, build_model, build_tokenizer
 
 
 @pytest.fixture(params=[2**24, 2 * 17 * 5, 7 * 5], ids=["one-chunk", "two-rows-a-chunk", "position-chunks"])
@@ -137,3 +140,26 @@ def test_padding_free_refuses_a_model_that_may_not_separate_packed_sequences():
     eager.config._attn_implementation = "some_kernel"
     with pytest.raises(ValueError, match="padding_free"):
         causal_token_logprobs(eager, ids, torch.ones_like(ids), padding_free=True)
+
+
+def test_disable_dropout_makes_train_mode_log_probs_equal_eval_modes() -> None:
+    """With dropout on, the loss's train-mode forward differs from the eval-mode old log-probs (ratio != 1 before
+    any update); ``disable_dropout`` turns nn.Dropout and the attention layers' functional dropout off."""
+    torch.manual_seed(0)
+    model = build_model(dataclasses.replace(RECIPES.get("causal-arithmetic"), seed=0), build_tokenizer())
+    for module in model.modules():
+        if hasattr(module, "attention_dropout"):
+            module.attention_dropout = 0.5
+    model.add_module("extra_dropout", torch.nn.Dropout(0.5))  # an nn.Dropout (outside the forward: its p is checked)
+    ids = torch.randint(3, 50, (2, 8))
+    mask = torch.ones_like(ids)
+
+    def logprobs(train: bool) -> torch.Tensor:
+        model.train(train)
+        with torch.no_grad():
+            return likelihood.causal_token_logprobs(model, ids, mask, last=4)[0]
+
+    assert not torch.allclose(logprobs(True), logprobs(False))
+    disable_dropout(model)
+    assert model.extra_dropout.p == 0.0
+    torch.testing.assert_close(logprobs(True), logprobs(False))
