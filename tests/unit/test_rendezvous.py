@@ -54,7 +54,7 @@ def test_each_transports_store_listens_on_the_workers_address_only(transport: st
     address = rendezvous_address(f"http://{_own_addresses()[0]}:8100")
     port = free_port(address)
     if transport == "gloo":
-        group = open_gloo_group(address, port, rank=0, world_size=1, timeout_s=10)
+        group = open_gloo_group(address, port, rank=0, world_size=1, timeout_s=10, group_token="t")
     else:
         group = StatelessProcessGroup.create(host=address, port=port, rank=0, world_size=1)
     assert _listening(port) == [address]  # not 0.0.0.0 / :: (a plain TCPStore master listens on every interface)

@@ -42,7 +42,8 @@ class GlooWeightTransferEngine(WeightTransferEngine[GlooWeightTransferInitInfo, 
         parallel = self.parallel_config
         worker_rank = parallel.data_parallel_index * parallel.world_size + parallel.rank
         self.group = open_gloo_group(init_info.master_address, init_info.master_port,
-                                     init_info.rank_offset + worker_rank, init_info.world_size, init_info.timeout_s)
+                                     init_info.rank_offset + worker_rank, init_info.world_size, init_info.timeout_s,
+                                     init_info.group_token)
 
     def start_weight_update(self) -> None:
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload

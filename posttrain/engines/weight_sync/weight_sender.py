@@ -53,7 +53,8 @@ class WeightSender(TrainerWeightTransferEngine[GlooTrainerInitInfo]):
         if not sender.is_sender:
             return sender
         worker_info = GlooWeightTransferInitInfo(init_info.master_address, init_info.master_port, rank_offset=1,
-                                                 world_size=init_info.world_size, timeout_s=init_info.timeout_s)
+                                                 world_size=init_info.world_size, group_token=init_info.group_token,
+                                                 timeout_s=init_info.timeout_s)
         # The workers block in the rendezvous until the trainer joins, so their init runs on a side thread.
         sender._call_beside("init_weight_transfer_engine",
                             lambda: client.init_weight_transfer_engine(asdict(worker_info)), sender._open_group)
@@ -61,7 +62,8 @@ class WeightSender(TrainerWeightTransferEngine[GlooTrainerInitInfo]):
 
     def _open_group(self) -> None:
         info = self.init_info
-        self.group = open_gloo_group(info.master_address, info.master_port, 0, info.world_size, info.timeout_s)
+        self.group = open_gloo_group(info.master_address, info.master_port, 0, info.world_size, info.timeout_s,
+                                     info.group_token)
 
     def _call_beside(self, method: str, call: Callable[[], None], work: Callable[[], None]) -> None:
         """Run ``call()`` (the client's ``method``) on a side thread while ``work()`` runs here; a failure on

@@ -26,7 +26,7 @@ own ``nccl`` transport instead (``remote_sync.default_transport``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
@@ -35,6 +35,8 @@ from vllm.distributed.weight_transfer.base import (
     WeightTransferInitInfo,
     WeightTransferUpdateInfo,
 )
+
+from posttrain.engines.weight_sync.gloo_group import new_group_token
 
 GLOO_BACKEND = "posttrain-gloo"
 DEFAULT_TIMEOUT_S = 300.0
@@ -48,6 +50,8 @@ class GlooWeightTransferInitInfo(WeightTransferInitInfo):
     master_port: int
     rank_offset: int
     world_size: int
+    group_token: str
+    """The one-time token of the group's rendezvous keys (``gloo_group.open_gloo_group``)."""
     timeout_s: float = DEFAULT_TIMEOUT_S
 
 
@@ -61,6 +65,8 @@ class GlooTrainerInitInfo(TrainerInitInfo):
     master_port: int
     world_size: int
     timeout_s: float = DEFAULT_TIMEOUT_S
+    group_token: str = field(default_factory=new_group_token)
+    """Made fresh for each group (``gloo_group.new_group_token``) and handed to the workers with their init info."""
 
 
 @dataclass
