@@ -160,7 +160,9 @@ class TrainConfig:
                                       "rollouts are corrected by --tis_cap (the ratio's old policy stays the "
                                       "trainer's).")
     max_staleness: int = opt(1, "--async_rollouts: how many weight versions a step's rollouts may lag the trained "
-                                "policy (asserted); generation runs that many steps ahead.")
+                                "policy (asserted); generation runs that many steps ahead. Above 1 it adds "
+                                "staleness but no overlap: every sync waits for all launched generations, so only "
+                                "one step's generation overlaps training either way.")
     sync_every: int = opt(1, "Push the trained weights into the rollout engine every N steps (1 = after every step); "
                              "rollouts in between are sampled by older weights (see --tis_cap).")
     rollout_batch_size: int = opt(0, "Most sequences generated in one batch; 0 = a whole step's samples on this rank.")

@@ -16,7 +16,7 @@ from posttrain.algos.base import TrainedModel
 from posttrain.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from posttrain.config import TrainConfig
 from posttrain.dist import DistInfo, all_reduce_mean, barrier, init_distributed, optimizer_step
-from posttrain.engines.weight_sync import WorkerError, rest_rollout, wake_rollout
+from posttrain.engines.weight_sync import WorkerError, rest_rollout, wake_rollout, wake_rollout_weights
 from posttrain.evaluation import evaluate
 from posttrain.metrics import ProgressBar, peak_memory_mb
 from posttrain.trainer_parts import TrainerParts, build_parts
@@ -67,7 +67,7 @@ class Trainer:
                 # ...of any rank: ranks share remote workers, and rank 0 starts the update (vLLM's layerwise
                 # reload puts the layers on the meta device until it finishes) as soon as it enters the sync
                 barrier(self.info.world_size)
-            wake_rollout(rollout)
+            wake_rollout_weights(rollout)  # the KV cache wakes when the engine is next used
             push_weights(rollout, self.deepspeed_model.module, self.config.zero_stage, step)
         except WorkerError:
             raise
@@ -87,6 +87,8 @@ class Trainer:
         if self.policy_role.engine is None or self._synced_step != step:  # SFT, or between --sync_every syncs
             with self.timer.phase("sync"):
                 self._sync_weights(step)
+        if self.rollout is not None:
+            wake_rollout(self.rollout)
         with self.timer.phase("eval"):
             metrics = evaluate(self.algo.evaluation_engine(), self.tokenizer, self.task, self.eval_examples,
                                self.config, self.info, step)
@@ -178,11 +180,12 @@ class Trainer:
             experience, metrics = self.algo.make_experience(local, self.deepspeed_model.module, step)
         for module in modules:
             module.train()
+        syncs_next = self.policy_role.engine is not None and step % cfg.sync_every == 0
         if self.async_driver is None and self.rollout is not None:
-            rest_rollout(self.rollout)
+            rest_rollout(self.rollout, syncs_next)
         with self.timer.phase("train"):
             metrics.update(self._train_on(experience))
-        if self.policy_role.engine is not None and step % cfg.sync_every == 0:
+        if syncs_next:
             with self.timer.phase("sync"):
                 self._sync_weights(step)
         elapsed = time.perf_counter() - start

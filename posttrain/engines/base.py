@@ -136,10 +136,13 @@ class SyncsWeights(Protocol):
 
 @runtime_checkable
 class Sleeps(Protocol):
-    """Capability: the engine frees its accelerator memory while the trainer trains (``sleep``) and takes it
-    back before it is synced or used (``wake_up``)."""
+    """Capability: the engine frees its accelerator memory while the trainer trains (``sleep``; its weights too
+    when ``discard_weights``, because a sync replaces them before the engine is used again), takes back the weights
+    alone before a sync (``wake_weights``) and everything before it is used (``wake_up``)."""
 
-    def sleep(self) -> None: ...
+    def sleep(self, discard_weights: bool = False) -> None: ...
+
+    def wake_weights(self) -> None: ...
 
     def wake_up(self) -> None: ...
 

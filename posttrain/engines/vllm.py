@@ -30,7 +30,9 @@ The same ``RolloutEngine`` contract as ``HFRolloutEngine``, so algorithms cannot
   ``weight_version`` is the trainer step the engine holds. The CUDA path has not run on this machine (no
   GPU); ``scripts/gpu_checks.sh`` runs it.
 - Sleep: ``sleep()`` / ``wake_up()`` free the engine's accelerator memory while the trainer trains
-  (vLLM's sleep mode, level 1). vLLM supports it on CUDA only; on CPU both are no-ops, since the weights
+  (vLLM's sleep mode, as TRL's colocate mode uses it: level 2, the weights discarded, when a sync replaces them
+  before the next generation, else level 1; before a sync only the weights wake, ``wake_weights``, so the KV
+  cache is not allocated during the push). vLLM supports it on CUDA only; on CPU both are no-ops, since the weights
   and KV cache already live in host RAM, which sleep mode would only copy around.
 
 What is decided before the engine starts (vLLM installed, the model servable, the CPU defaults: in-process
@@ -91,6 +93,8 @@ class VLLMRolloutEngine(SyncsWeights, Sleeps):
         self._version = 0
         self._sender: Any = None
         self._asleep = False
+        self._kv_cache_asleep = False  # the weights woke for a sync (``wake_weights``), the KV cache not yet
+        self._weights_discarded = False  # asleep at level 2: the weights are gone until the next sync loads them
 
     @classmethod
     def from_pretrained(cls, path: str, tokenizer: PreTrainedTokenizerBase | None = None, dtype: str = "float32",
@@ -155,7 +159,7 @@ class VLLMRolloutEngine(SyncsWeights, Sleeps):
         from vllm.inputs import TokensPrompt
 
         check_prompts(prompt_ids)
-        if self._asleep:
+        if self._asleep or self._kv_cache_asleep:
             raise RuntimeError("the vLLM engine is asleep; call wake_up() before generate()")
         from vllm.exceptions import VLLMValidationError
 
@@ -217,6 +221,7 @@ class VLLMRolloutEngine(SyncsWeights, Sleeps):
         # Cached prefix blocks hold keys and values computed by the old weights (TRL resets them too).
         self.llm.reset_prefix_cache()
         self._version = version
+        self._weights_discarded = False
 
     def _load_directly(self, source: Any) -> None:
         """``DIRECT_LOAD``: each gathered bucket (a decoder layer) into the in-process model's ``load_weights``;
@@ -246,17 +251,32 @@ class VLLMRolloutEngine(SyncsWeights, Sleeps):
 
         self._send(NamedTensorSource(named_tensors, self.dtype), self._version + 1 if version is None else version)
 
-    def sleep(self) -> None:
-        """Free the engine's GPU memory until ``wake_up`` (vLLM sleep level 1); a no-op on CPU."""
-        if self.sleep_mode and not self._asleep:
-            self.llm.sleep(level=1)
-            self._asleep = True
+    def sleep(self, discard_weights: bool = False) -> None:
+        """Free the engine's GPU memory until ``wake_up``: vLLM sleep level 2 (weights and KV cache discarded, TRL's
+        choice) when ``discard_weights`` (a sync replaces the weights before the next generation), else level 1
+        (the weights offloaded to CPU memory); a no-op on CPU or when asleep."""
+        if self.sleep_mode and not self._asleep and not self._kv_cache_asleep:
+            self.llm.sleep(level=2 if discard_weights else 1)
+            self._asleep, self._weights_discarded = True, discard_weights
+
+    def wake_weights(self) -> None:
+        """Before a sync: wake the weights only, so the push's memory peak holds no KV cache (TRL:
+        ``wake_up(tags=["weights"])``); ``wake_up`` wakes the KV cache after it. A no-op when awake."""
+        if self._asleep:
+            self.llm.wake_up(tags=["weights"])
+            self._asleep, self._kv_cache_asleep = False, True
 
     def wake_up(self) -> None:
-        """Restore what ``sleep`` freed; a no-op when awake or on CPU."""
+        """Restore what ``sleep`` freed (the KV cache alone after ``wake_weights``); a no-op when awake or on CPU.
+        Refuses while the weights are discarded (level 2) and no sync has loaded new ones."""
+        if self._weights_discarded:
+            raise RuntimeError("the vLLM engine slept at level 2 (its weights were discarded) and no sync has "
+                               "loaded weights since: call wake_weights() and sync before wake_up()")
         if self._asleep:
             self.llm.wake_up()
-            self._asleep = False
+        elif self._kv_cache_asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+        self._asleep = self._kv_cache_asleep = False
 
 
 

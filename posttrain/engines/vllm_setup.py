@@ -159,8 +159,11 @@ def colocated_llm_options(weight_path: str, model_path: str, *, dtype: str, seed
         "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
     }
     if weight_path == DIRECT_LOAD:
+        # max_num_batched_tokens bounds the dummy batch vLLM's memory profiler runs at start-up (TRL's colocate
+        # mode sets it too): without it the profile of a long-context model can claim the trainer's memory.
         options.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1,
-                       gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_mode)
+                       gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=sleep_mode,
+                       max_num_batched_tokens=DEFAULT_STEP_TOKENS)
         return options
     from vllm.config import WeightTransferConfig
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from posttrain.engines import vllm as vllm_engine
+from posttrain.engines.base import SamplingParams
 from posttrain.engines.vllm import VLLMRolloutEngine, rollout_finish_reason
 from posttrain.engines.vllm_setup import (
     DIRECT_LOAD,
@@ -35,6 +36,7 @@ def test_cuda_options_run_vllm_in_process_under_the_external_launcher() -> None:
     options = colocated_llm_options(DIRECT_LOAD, "/ckpt", **OPTIONS)
     assert options["distributed_executor_backend"] == "external_launcher" and options["tensor_parallel_size"] == 1
     assert options["gpu_memory_utilization"] == 0.3 and options["enable_sleep_mode"] is True
+    assert options["max_num_batched_tokens"] == 4096  # bounds vLLM's start-up memory profile (TRL sets it too)
     assert "weight_transfer_config" not in options and "enforce_eager" not in options  # CUDA graphs stay on
     assert options["logprobs_mode"] == "processed_logprobs" and options["seed"] == 3
 
@@ -84,3 +86,50 @@ def test_only_stop_and_length_finish_a_rollout() -> None:
     for reason in ("abort", "error", "repetition", None):
         with pytest.raises(RuntimeError, match=f"prompt 3: vLLM ended its completion with finish_reason {reason!r}"):
             rollout_finish_reason(reason, 3)
+
+
+class _SleepingLLM:
+    """A stand-in for ``vllm.LLM``'s sleep mode: records each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def sleep(self, level: int) -> None:
+        self.calls.append(("sleep", level))
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        self.calls.append(("wake_up", tags))
+
+    def reset_prefix_cache(self) -> None:
+        self.calls.append(("reset_prefix_cache", None))
+
+
+def test_sleep_levels_and_waking_the_weights_alone_before_a_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRL's colocate pattern: level 2 when a sync replaces the weights next, the weights woken alone for the
+    push, the KV cache when the engine is next used; level 1 (weights kept) when no sync comes next; an engine
+    whose weights were discarded refuses to wake fully before a sync loaded new ones."""
+    llm = _SleepingLLM()
+    engine = VLLMRolloutEngine(llm, tokenizer=None, dtype=torch.bfloat16, sleep_mode=True, sync_timeout_s=5.0)
+    monkeypatch.setattr(engine, "_load_directly", lambda source: llm.calls.append(("load", None)))
+    monkeypatch.setattr(vllm_engine, "on_cuda", lambda: True)
+    engine.sleep(discard_weights=True)
+    with pytest.raises(RuntimeError, match="level 2"):
+        engine.wake_up()
+    with pytest.raises(RuntimeError, match="asleep"):
+        engine.generate([[1, 2]], SamplingParams(max_new_tokens=1))
+    engine.wake_weights()
+    engine.update_weights([("model.embed_tokens.weight", torch.ones(2, 2))], version=1)
+    engine.wake_up()
+    assert llm.calls == [("sleep", 2), ("wake_up", ["weights"]), ("load", None), ("reset_prefix_cache", None),
+                         ("wake_up", ["kv_cache"])]
+    llm.calls.clear()
+    engine.sleep(discard_weights=False)
+    engine.wake_up()
+    engine.wake_up()  # awake: nothing to do
+    assert llm.calls == [("sleep", 1), ("wake_up", None)]
+    llm.calls.clear()
+    quiet = VLLMRolloutEngine(llm, tokenizer=None, dtype=torch.bfloat16, sleep_mode=False, sync_timeout_s=5.0)
+    quiet.sleep(discard_weights=True)  # sleep mode off (CPU): nothing happens
+    quiet.wake_weights()
+    quiet.wake_up()
+    assert llm.calls == []

@@ -11,7 +11,13 @@ import torch
 
 from posttrain.engines.base import Sleeps, SyncsWeights
 from posttrain.engines.hf import HFRolloutEngine
-from posttrain.engines.weight_sync import TrainerWeights, load_weights, rest_rollout, wake_rollout
+from posttrain.engines.weight_sync import (
+    TrainerWeights,
+    load_weights,
+    rest_rollout,
+    wake_rollout,
+    wake_rollout_weights,
+)
 from posttrain.models.tiny import TinyRecipe, build_model, build_tokenizer
 from posttrain.weight_sync import push_weights, trainer_weights
 
@@ -76,8 +82,11 @@ class _WholeSyncEngine(SyncsWeights, Sleeps):
     def update_weights(self, named_tensors: object) -> None:
         self.calls.append(("update_weights", named_tensors))
 
-    def sleep(self) -> None:
-        self.calls.append(("sleep", None))
+    def sleep(self, discard_weights: bool = False) -> None:
+        self.calls.append(("sleep", discard_weights))
+
+    def wake_weights(self) -> None:
+        self.calls.append(("wake_weights", None))
 
     def wake_up(self) -> None:
         self.calls.append(("wake_up", None))
@@ -86,15 +95,17 @@ class _WholeSyncEngine(SyncsWeights, Sleeps):
 def test_an_engine_that_syncs_weights_whole_gets_them_whole_and_sleeps_around_training() -> None:
     engine, weights = _WholeSyncEngine(), trainer_weights(_model(1), zero_stage=0)
     load_weights(engine, weights, version=4)
-    rest_rollout(engine)
+    rest_rollout(engine, syncs_next=True)
+    wake_rollout_weights(engine)
     wake_rollout(engine)
-    assert engine.calls == [("sync_from", (weights, 4)), ("sleep", None), ("wake_up", None)]
+    assert engine.calls == [("sync_from", (weights, 4)), ("sleep", True), ("wake_weights", None), ("wake_up", None)]
 
 
 def test_an_engine_without_the_capabilities_takes_named_tensors_and_is_never_put_to_sleep() -> None:
     engine = HFRolloutEngine(_model(0), build_tokenizer())
     assert not isinstance(engine, (SyncsWeights, Sleeps))
-    rest_rollout(engine)  # nothing to free: a no-op, not an error
+    rest_rollout(engine, syncs_next=True)  # nothing to free: a no-op, not an error
+    wake_rollout_weights(engine)
     wake_rollout(engine)
     load_weights(engine, trainer_weights(_model(1), zero_stage=0), version=1)
     assert engine.weight_version == 1

@@ -2,7 +2,7 @@
 package, never from its modules.
 
 - ``TrainerWeights`` (``weights.py``): what the trainer lends an engine for one sync; ``load_weights``,
-  ``rest_rollout`` / ``wake_rollout`` (``sync.py``): a sync and the colocated engine's sleep, by the engine's
+  ``rest_rollout`` / ``wake_rollout_weights`` / ``wake_rollout`` (``sync.py``): a sync and the colocated engine's sleep, by the engine's
   declared capabilities (``engines.base.SyncsWeights`` / ``Sleeps``); ``WeightReceiver``: the in-process
   engines' copy into their model.
 - vLLM's weight-transfer protocol: ``TrainerWeightSource`` / ``NamedTensorSource`` (``weight_sources.py``), our
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from posttrain.engines.weight_sync.remote_sync import RemoteWeightSync
 from posttrain.engines.weight_sync.rendezvous import free_port
-from posttrain.engines.weight_sync.sync import load_weights, rest_rollout, wake_rollout
+from posttrain.engines.weight_sync.sync import load_weights, rest_rollout, wake_rollout, wake_rollout_weights
 from posttrain.engines.weight_sync.weights import TrainerWeights, WeightReceiver
 from posttrain.engines.weight_sync.worker_control import ControlClient, WorkerError
 
@@ -60,6 +60,7 @@ __all__ = [
     "register_gloo_receiver",
     "rest_rollout",
     "wake_rollout",
+    "wake_rollout_weights",
 ]
 
 

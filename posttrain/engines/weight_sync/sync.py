@@ -22,14 +22,21 @@ def load_weights(engine: RolloutEngine, weights: TrainerWeights, version: int) -
         engine.update_weights(weights.named_tensors())
 
 
-def rest_rollout(rollout: GenerationEngine) -> None:
+def rest_rollout(rollout: GenerationEngine, syncs_next: bool) -> None:
     """Let a colocated engine free its accelerator memory while the trainer trains (where it ``Sleeps``;
-    vLLM's sleeps only when its spec allows it, and is a no-op on CPU)."""
+    vLLM's sleeps only when its spec allows it, and is a no-op on CPU), its weights too when ``syncs_next`` (a
+    sync loads new ones before the engine generates again)."""
     if isinstance(rollout, Sleeps):
-        rollout.sleep()
+        rollout.sleep(discard_weights=syncs_next)
+
+
+def wake_rollout_weights(rollout: GenerationEngine) -> None:
+    """Before a sync: wake only the engine's weights (its KV cache stays freed during the push)."""
+    if isinstance(rollout, Sleeps):
+        rollout.wake_weights()
 
 
 def wake_rollout(rollout: GenerationEngine) -> None:
-    """Undo ``rest_rollout`` before the engine is synced or used."""
+    """Undo ``rest_rollout`` (and ``wake_rollout_weights``) before the engine is used."""
     if isinstance(rollout, Sleeps):
         rollout.wake_up()
