@@ -61,6 +61,11 @@ def check_json_schema(text: str) -> None:
         raise ValueError(f"json_schema is not a valid JSON Schema at {where}: {err.message}") from None
 
 
+PROCESSED_LOGPROBS = "processed_logprobs"
+"""vLLM's ``logprobs_mode`` every vLLM engine here runs with: the log-probs of the distribution actually sampled
+from (after temperature, top-k, top-p), as the HF engine records them and the importance weights need."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to sample completions. Sampling log-probs are those of the *processed* distribution

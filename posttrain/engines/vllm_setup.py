@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from posttrain.engines.base import PROCESSED_LOGPROBS
 from posttrain.models.pretrained import is_pretrained_alias
 from posttrain.models.tiny import RECIPES
 
@@ -155,7 +156,7 @@ def colocated_llm_options(weight_path: str, model_path: str, *, dtype: str, seed
         raise ValueError(f"weight_path {weight_path!r}: expected {DIRECT_LOAD!r} or {GLOO_TRANSFER!r}")
     options: dict[str, Any] = {
         "model": model_path, "skip_tokenizer_init": False, "dtype": dtype, "seed": seed, "max_model_len": max_model_len,
-        "max_num_seqs": max_num_seqs, "logprobs_mode": "processed_logprobs", "trust_remote_code": trust_remote_code,
+        "max_num_seqs": max_num_seqs, "logprobs_mode": PROCESSED_LOGPROBS, "trust_remote_code": trust_remote_code,
         "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
     }
     if weight_path == DIRECT_LOAD:

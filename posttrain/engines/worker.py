@@ -46,6 +46,7 @@ import time
 
 from posttrain.common.cli_help import CommandParser
 from posttrain.common.memory import MALLOC_ENV
+from posttrain.engines.base import PROCESSED_LOGPROBS
 from posttrain.engines.remote import SERVED_MODEL_NAME
 from posttrain.engines.vllm_setup import INSTALL_HINT, cpu_scheduler_options, vllm_servable_problem
 from posttrain.engines.worker_auth import (
@@ -71,7 +72,7 @@ def worker_command(model: str, port: int, host: str = "127.0.0.1", dtype: str = 
         cuda = torch.cuda.is_available()
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", host,
                "--port", str(port), "--served-model-name", SERVED_MODEL_NAME, "--dtype", dtype, "--seed", str(seed),
-               "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm",
+               "--logprobs-mode", PROCESSED_LOGPROBS, "--generation-config", "vllm",
                "--worker-extension-cls", WORKER_EXTENSION,
                "--weight-transfer-config", json.dumps({"backend": "nccl" if cuda else GLOO_BACKEND}),
                "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
@@ -163,15 +164,19 @@ def rollout_worker_main(argv: list[str]) -> int:
 VLLM_ARGUMENTS_START = 3
 """Where vLLM's own arguments start in ``worker_command`` (after ``python -m vllm.entrypoints.openai.api_server``)."""
 
+BIND_OR_MIDDLEWARE = "it changes what the worker binds or what stands in front of its weight-sync routes"
 REFUSED_PASSTHROUGH = {
-    "host": ("--host", "give the worker's own --host (before --)"),
-    "uds": ("--uds", "the trainer reaches a worker over TCP: give the worker's --host and --port"),
-    "middleware": ("--middleware", "the worker installs its own (the shared-secret check when a secret is set)"),
+    "host": ("--host", f"{BIND_OR_MIDDLEWARE}; give the worker's own --host (before --)"),
+    "uds": ("--uds", (f"{BIND_OR_MIDDLEWARE}; the trainer reaches a worker over TCP: give the worker's --host and "
+                     "--port")),
+    "middleware": ("--middleware", (f"{BIND_OR_MIDDLEWARE}; the worker installs its own (the shared-secret check "
+                                   "when a secret is set)")),
+    "logprobs_mode": ("--logprobs-mode", ("the worker reports processed log-probs (after temperature, top-k, top-p): "
+                                         "the trainer's importance weights need the distribution it sampled from")),
 }
-"""The vLLM server options that decide what a worker binds or which ASGI middleware stands in front of its routes,
-by their parser destination: the worker sets them itself, so they are refused after ``--`` however they are
-spelled there (``--host=...``, an abbreviation such as ``--hos``, a ``--config`` file): vLLM's parser lets the
-last of two options win, and pass-through arguments come last."""
+"""The vLLM server options the worker sets itself, by their parser destination, each with why it is refused after
+``--`` however it is spelled there (``--host=...``, an abbreviation such as ``--hos``, a ``--config`` file): vLLM's
+parser lets the last of two options win, and pass-through arguments come last."""
 
 
 @functools.cache
@@ -190,12 +195,18 @@ def refused_passthrough_problem(extra: list[str]) -> str | None:
     with its usage message, as the server would."""
     if not extra:
         return None
+    # argparse fills a default only where the namespace has no value yet, so a plain option still holding the
+    # sentinel after parsing was not given (one given with its default value, e.g. raw_logprobs, is caught too);
+    # an appending option (--middleware) starts from its empty default instead.
     parser = _vllm_server_parser()
-    given = parser.parse_args(list(extra))
-    for dest, (option, instead) in REFUSED_PASSTHROUGH.items():
-        if getattr(given, dest) != parser.get_default(dest):
-            return (f"`-- {option}` is refused: it changes what the worker binds or what stands in front of its "
-                    f"weight-sync routes; {instead}")
+    unset = object()
+    plain = {action.dest for action in parser._actions if type(action) is argparse._StoreAction}
+    given = parser.parse_args(list(extra), namespace=argparse.Namespace(
+        **{dest: unset for dest in REFUSED_PASSTHROUGH if dest in plain}))
+    for dest, (option, why) in REFUSED_PASSTHROUGH.items():
+        value = getattr(given, dest)
+        if (value is not unset) if dest in plain else (value != parser.get_default(dest)):
+            return f"`-- {option}` is refused: {why}"
     return None
 
 

@@ -54,6 +54,7 @@ def test_the_first_sync_asks_the_workers_dtype_once_and_sends_in_it(monkeypatch:
     asked: list[str] = []
     sent: list[tuple[torch.dtype, int]] = []
     monkeypatch.setattr(engine._control[0], "served_dtype", lambda: asked.append("dtype") or "bfloat16")
+    monkeypatch.setattr(engine._control[0], "logprobs_mode", lambda: "processed_logprobs")
 
     def send(source: Any, version: int) -> None:
         sent.append((source.dtype, version))
@@ -65,3 +66,12 @@ def test_the_first_sync_asks_the_workers_dtype_once_and_sends_in_it(monkeypatch:
     engine.update_weights(weights, version=2)
     assert sent == [(torch.bfloat16, 1), (torch.bfloat16, 2)] and asked == ["dtype"]
     engine.close()
+
+
+
+def test_a_worker_reporting_raw_log_probs_is_refused_naming_it() -> None:
+    from posttrain.engines.weight_sync.remote_sync import check_logprobs_mode
+
+    check_logprobs_mode("http://w:1", "processed_logprobs")
+    with pytest.raises(WorkerError, match="http://w:1.*raw_logprobs.*processed_logprobs"):
+        check_logprobs_mode("http://w:1", "raw_logprobs")

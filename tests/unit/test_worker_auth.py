@@ -113,3 +113,11 @@ def test_the_rule_applies_to_the_host_vllm_binds() -> None:
     # the last --host wins in vLLM's parser: the worker's 127.0.0.1 is not what it would bind
     problem = effective_bind_problem(vllm_arguments("127.0.0.1", ["--host=0.0.0.0"]), secret=False)
     assert problem is not None and "vLLM's effective --host 0.0.0.0 is not a loopback address" in problem
+
+
+def test_a_passed_through_logprobs_mode_is_refused() -> None:
+    """The worker sets --logprobs-mode processed_logprobs; a later one after `--` would win in vLLM's parser."""
+    from posttrain.engines.worker import refused_passthrough_problem
+
+    assert "--logprobs-mode" in refused_passthrough_problem(["--logprobs-mode", "raw_logprobs"])
+    assert refused_passthrough_problem(["--max-model-len", "256"]) is None

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from posttrain.engines.base import PROCESSED_LOGPROBS
 from posttrain.engines.weight_sync.rendezvous import free_port, log_nccl_interface, rendezvous_address
 from posttrain.engines.weight_sync.worker_control import ControlClient, WorkerError
 
@@ -86,8 +87,11 @@ class RemoteWeightSync:
 
     def wire_dtype(self) -> torch.dtype:
         """The workers' served dtype, asked at the first sync (``wire_dtype``: logged where it is not the
-        trainer's ``dtype``, refused where the workers disagree); sent in from then on."""
+        trainer's ``dtype``, refused where the workers disagree); sent in from then on. The first sync also checks
+        that every worker reports processed log-probs (``check_logprobs_mode``)."""
         if self.served_dtype is None:
+            for url, control in zip(self.urls, self.control):
+                check_logprobs_mode(url, control.logprobs_mode())
             served = {url: control.served_dtype() for url, control in zip(self.urls, self.control)}
             self.served_dtype = wire_dtype(self.dtype, served)
         return self.served_dtype
@@ -211,3 +215,11 @@ def _trainer_rank() -> int:
 def _local_rank() -> int | None:
     """This rank's CUDA device index (the launcher's ``LOCAL_RANK``); None without CUDA."""
     return int(os.environ.get("LOCAL_RANK", "0")) if torch.cuda.is_available() else None
+
+
+def check_logprobs_mode(url: str, mode: str) -> None:
+    """Refuse a worker whose completions report other log-probs than ``PROCESSED_LOGPROBS`` (as TRL asserts of its
+    vLLM server): the behaviour weights compare them with the trainer's log-probs at the sampling temperature."""
+    if mode != PROCESSED_LOGPROBS:
+        raise WorkerError(url, f"reports {mode} log-probs; the trainer's importance weights need {PROCESSED_LOGPROBS} "
+                               "(start the worker with `posttrain rollout-worker`, which sets it)")

@@ -98,13 +98,17 @@ def repack_cpu_heads(model: torch.nn.Module) -> None:
 class WorkerExtension:
     """``worker_extension_cls`` for vLLM engines in another process: importing it registers
     ``posttrain-gloo`` in that process and asks for its AMX tile state (``register_gloo_receiver``); its one method
-    answers the trainer's dtype question (through vLLM's ``/collective_rpc``)."""
+    answers the trainer's dtype and log-probs questions (through vLLM's ``/collective_rpc``)."""
 
     model_config: Any  # the vLLM worker's, which this class is mixed into
 
     def posttrain_served_dtype(self) -> str:
         """The dtype this worker's model weights are in, e.g. ``"bfloat16"``."""
         return str(self.model_config.dtype).removeprefix("torch.")
+
+    def posttrain_logprobs_mode(self) -> str:
+        """Which log-probs this worker's completions report (vLLM's ``logprobs_mode``)."""
+        return str(self.model_config.logprobs_mode)
 
 
 def register_gloo_receiver() -> None:

@@ -126,12 +126,21 @@ class ControlClient:
     def served_dtype(self) -> str:
         """The dtype the worker's engine holds its weights in, every rank asked (``/collective_rpc`` of
         ``WorkerExtension.posttrain_served_dtype``), e.g. ``"bfloat16"``."""
+        return self._ask_every_rank("posttrain_served_dtype", "dtypes")
+
+    def logprobs_mode(self) -> str:
+        """Which log-probs the worker's completions report (``WorkerExtension.posttrain_logprobs_mode``), e.g.
+        ``"processed_logprobs"``."""
+        return self._ask_every_rank("posttrain_logprobs_mode", "log-prob modes")
+
+    def _ask_every_rank(self, method: str, what: str) -> str:
+        """The one answer every rank of the worker's engine gives to ``method`` (through ``/collective_rpc``)."""
         try:
-            answers = self._post("/collective_rpc", {"method": "posttrain_served_dtype"}).json()["results"]
+            answers = self._post("/collective_rpc", {"method": method}).json()["results"]
         except (ValueError, KeyError, TypeError) as err:
             raise WorkerError(self.url, f"POST /collective_rpc: unexpected answer: {err}") from err
         if not answers or len(set(answers)) != 1:
-            raise WorkerError(self.url, f"its engine's ranks report the dtypes {answers}; expected one")
+            raise WorkerError(self.url, f"its engine's ranks report the {what} {answers}; expected one")
         return str(answers[0])
 
     def weight_version(self) -> str:
