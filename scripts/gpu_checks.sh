@@ -111,6 +111,47 @@ if "$python" -c "import vllm" 2>/dev/null; then
       --async_rollouts true --max_staleness 1 --steps 4 --eval_every 0 --save_every 4 --report_to jsonl \
       --output_dir "$out/async_colocated_2ranks"
     kill "$sampler" 2>/dev/null
+    # Issue 43 item 4: a worker wedged in an NCCL sync. The worker (GPU 1) is stopped (SIGSTOP) after a good sync;
+    # the next sync's broadcast cannot complete, so the trainer (GPU 0) must fail within its sync timeout with a
+    # WorkerError naming the worker and saying it must be restarted, and the process must end (no join at exit).
+    part nccl_wedged_worker "$python" - "$out/wedged-worker.log" <<'EOF'
+import os
+import signal
+import sys
+import time
+
+import torch
+
+from posttrain.engines.remote import RemoteVLLMEngine
+from posttrain.engines.weight_sync import WorkerError, free_port
+from posttrain.engines.weight_sync.nccl_sender import WEDGED_WORKER
+from posttrain.engines.worker import spawn_rollout_worker, stop_rollout_worker, wait_until_ready
+from posttrain.models.loading import load_causal_lm, load_tokenizer
+from posttrain.models.tiny import build_tiny
+
+path = str(build_tiny("causal-arithmetic-vllm"))
+port = free_port()
+worker = spawn_rollout_worker(path, port, sys.argv[1], env={"CUDA_VISIBLE_DEVICES": "1"},
+                              extra_args=["--max-model-len", "256", "--", "--gpu-memory-utilization", "0.25"])
+try:
+    url = f"http://127.0.0.1:{port}"
+    wait_until_ready(url, worker, 600, sys.argv[1])
+    model, tokenizer = load_causal_lm(path).to("cuda:0"), load_tokenizer(path)
+    engine = RemoteVLLMEngine([url], tokenizer, model, sync_timeout_s=30, generation_timeout_s=60, transport="nccl")
+    os.killpg(worker.pid, signal.SIGSTOP)
+    start = time.monotonic()
+    try:
+        engine.update_weights(model.named_parameters(), version=1)
+    except WorkerError as err:
+        elapsed = time.monotonic() - start
+        print(f"failed after {elapsed:.1f} s: {err}")
+        assert WEDGED_WORKER in str(err) and elapsed < 120, (elapsed, str(err))
+    else:
+        raise AssertionError("a sync to a stopped worker succeeded")
+finally:
+    os.killpg(worker.pid, signal.SIGCONT)
+    stop_rollout_worker(worker)
+EOF
     part async_colocated_2ranks_devices "$python" - "$out/async_colocated_2ranks_apps.csv" <<'EOF'
 import collections
 import sys
