@@ -24,7 +24,11 @@ Failure policy: transient failures (connection errors, timeouts, 429, 5xx) are r
 exponential backoff and jitter, honouring ``Retry-After``; a sample whose request still fails, or
 that the server refuses (4xx), gets ``None``, which the trainer masks out of the loss rather than
 crashing. An unreadable verdict (``parse_ok = false``) gets the server's neutral reward by default,
-or ``None`` with ``on_parse_fail="none"``.
+or ``None`` with ``on_parse_fail="none"``. Either way it never passes unseen: a call (one batch of the trainer's)
+where more than ``PARSE_FAIL_WARN_RATE`` of the answered samples got no readable verdict logs a warning with the
+rate and the counts, and the client reports ``reward/parse_fail_rate`` (``pop_metrics``; the
+``posttrain.tasks.base.ReportsRewardMetrics`` protocol), which our trainer adds to the step's metrics. (A judge
+whose every verdict is unreadable gives every completion the same neutral reward, so every advantage is 0.)
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ from rewards.mr3.official import get_format
 
 logger = logging.getLogger(__name__)
 
-
+PARSE_FAIL_WARN_RATE = 0.5
+"""A call warns when more than this share of its answered samples got no readable verdict."""
+PARSE_FAIL_METRIC = "reward/parse_fail_rate"
 
 @dataclass
 class RemoteStats(RequestStats):
@@ -103,6 +109,7 @@ class RemoteReward:
         self.stats = RemoteStats()
         self._http = RetryingPoster(self.url, api_key, timeout, max_retries, backoff, max_backoff, max_concurrency,
                                     seed, self.stats)
+        self._since_pop = [0, 0]  # answered samples, unreadable verdicts among them, since the last pop_metrics
         self.__name__ = f"remote_{mode}"  # TRL logs rewards by function name
 
     # -- the reward function -----------------------------------------------------------------------
@@ -114,14 +121,30 @@ class RemoteReward:
         todo = [i for i, it in enumerate(items) if it is not None]
         chunks = [todo[k:k + self.batch_size] for k in range(0, len(todo), self.batch_size)]
         futures = {self._pool.submit(self._score_chunk, [items[i] for i in chunk]): chunk for chunk in chunks}
+        answered = unreadable = 0
         for future in concurrent.futures.as_completed(futures):
             chunk = futures[future]
-            results = future.result()  # never raises: failures come back as None
+            results, chunk_answered, chunk_unreadable = future.result()  # never raises: failures come back as None
+            answered, unreadable = answered + chunk_answered, unreadable + chunk_unreadable
             for index, value in zip(chunk, results):
                 rewards[index] = value
         with self._lock:
             self.stats.failed_samples += sum(1 for r in rewards if r is None)
+            self._since_pop[0] += answered
+            self._since_pop[1] += unreadable
+        if answered and unreadable / answered > PARSE_FAIL_WARN_RATE:
+            logger.warning("reward server %s: %d of %d verdicts unreadable (%.0f%%) in this batch; they get %s, so "
+                           "the judge is not judging (check its model, template and max_tokens against the prompts)",
+                           self.url, unreadable, answered, 100 * unreadable / answered,
+                           "the neutral reward" if self.on_parse_fail == "neutral" else "None")
         return rewards
+
+    def pop_metrics(self) -> dict[str, float]:
+        """``reward/parse_fail_rate``: the share of answered samples since the last call without a readable
+        verdict (``posttrain.tasks.base.ReportsRewardMetrics``); empty when no sample was answered."""
+        with self._lock:
+            (answered, unreadable), self._since_pop = self._since_pop, [0, 0]
+        return {PARSE_FAIL_METRIC: unreadable / answered} if answered else {}
 
     def _item(self, i: int, prompt: Any, completion: Any, columns: dict[str, Any]) -> dict | None:
         def column(name: str) -> Any:
@@ -160,20 +183,24 @@ class RemoteReward:
                 body[key] = value
         return body
 
-    def _score_chunk(self, items: list[dict]) -> list[float | None]:
+    def _score_chunk(self, items: list[dict]) -> tuple[list[float | None], int, int]:
+        """The rewards of ``items`` (None where the request failed), how many the server answered, and how
+        many of those had no readable verdict."""
         response = self._http.post("/v1/rubric_score/batch", {"requests": items})
         if response is None:
-            return [None] * len(items)
+            return [None] * len(items), 0, 0
         try:
             results = response.json()["results"]
             if len(results) != len(items):
                 raise ValueError(f"{len(results)} results for {len(items)} items")
         except (ValueError, KeyError, TypeError) as err:
             logger.warning("reward server sent an unreadable answer (%s); %d rewards None", err, len(items))
-            return [None] * len(items)
+            return [None] * len(items), 0, 0
         out: list[float | None] = []
+        unreadable = 0
         for result in results:
             if not result.get("parse_ok", False):
+                unreadable += 1
                 with self._lock:
                     self.stats.unparsed_samples += 1
                 if self.on_parse_fail == "none":
@@ -183,7 +210,7 @@ class RemoteReward:
                 self.stats.scored_samples += 1
             value = result.get("p_first") if self.mode == "pairwise" else result.get("reward")
             out.append(None if value is None else float(value))
-        return out
+        return out, len(results), unreadable
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
@@ -194,10 +221,6 @@ def remote_reward(url: str, mode: str = "binary", rubric: dict[str, str] | None 
                   **kwargs: Any) -> RemoteReward:
     """Factory: a TRL-signature reward function backed by the reward server at ``url``."""
     return RemoteReward(url, mode, rubric, **kwargs)
-
-
-_DEFAULT: RemoteReward | None = None
-_DEFAULT_LOCK = threading.Lock()
 
 
 def from_env(environ: dict[str, str] | None = None) -> RemoteReward:
@@ -224,13 +247,28 @@ def from_env(environ: dict[str, str] | None = None) -> RemoteReward:
         good_verdict=env.get("POSTTRAIN_REWARD_GOOD_VERDICT") or None)
 
 
-def reward(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
-    """``module:function`` entry point for configs: ``--reward rewards.remote:reward`` (settings from env)."""
-    global _DEFAULT
-    with _DEFAULT_LOCK:
-        if _DEFAULT is None:
-            _DEFAULT = from_env()
-    return _DEFAULT(prompts, completions, **columns)
+class EnvRemoteReward:
+    """The ``RemoteReward`` of the ``POSTTRAIN_REWARD_*`` variables, built at its first call (so every rank
+    builds the same client), with its metrics (``pop_metrics``): the object behind ``rewards.remote:reward``."""
+
+    def __init__(self) -> None:
+        self._client: RemoteReward | None = None
+        self._lock = threading.Lock()
+        self.__name__ = "reward"  # TRL logs rewards by function name
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float | None]:
+        with self._lock:
+            if self._client is None:
+                self._client = from_env()
+        return self._client(prompts, completions, **columns)
+
+    def pop_metrics(self) -> dict[str, float]:
+        """The client's ``pop_metrics``; empty before the first call."""
+        return {} if self._client is None else self._client.pop_metrics()
+
+
+reward = EnvRemoteReward()
+"""``module:function`` entry point for configs: ``--reward rewards.remote:reward`` (settings from env)."""
 
 
 RewardFn = Callable[..., list[float | None]]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from posttrain.algos.core import group_advantages, rewards_to_tensor
-from posttrain.tasks.base import Example, reward_columns
+from posttrain.tasks.base import Example, ReportsRewardMetrics, reward_columns
 
 if TYPE_CHECKING:
     from posttrain.algos.base import AlgoContext
@@ -19,19 +19,22 @@ if TYPE_CHECKING:
     from posttrain.tasks.base import RewardFn
 
 
-def score_rollouts(ctx: AlgoContext, group: list[Example], rollouts: Rollouts,
-                   reward_fn: RewardFn | None = None) -> tuple[torch.Tensor, torch.Tensor, list[bool]]:
-    """Rewards as a float tensor, the mask of valid (non-None) rewards, and verifier correctness per completion.
-    The rewards are ``reward_fn``'s (default: the run's, ``ctx.reward_fn``).
+def score_rollouts(ctx: AlgoContext, group: list[Example], rollouts: Rollouts, reward_fn: RewardFn | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, list[bool], dict[str, float]]:
+    """Rewards as a float tensor, the mask of valid (non-None) rewards, verifier correctness per completion, and
+    the reward function's own metrics of the call (``ReportsRewardMetrics``; empty for a plain function). The
+    rewards are ``reward_fn``'s (default: the run's, ``ctx.reward_fn``).
 
     Timed as the "reward" phase; fails when the reward function returns the wrong number of rewards."""
+    fn = reward_fn or ctx.reward_fn
     with ctx.timer.phase("reward"):
-        rewards = (reward_fn or ctx.reward_fn)([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
+        rewards = fn([ex.prompt for ex in group], rollouts.texts, **reward_columns(group))
+        reported = fn.pop_metrics() if isinstance(fn, ReportsRewardMetrics) else {}
         if len(rewards) != len(group):
             raise ValueError(f"the reward function returned {len(rewards)} rewards for {len(group)} completions")
         correct = [ctx.is_correct(text, ex) for text, ex in zip(rollouts.texts, group)]
     reward_tensor, valid = rewards_to_tensor(rewards)
-    return reward_tensor, valid, correct
+    return reward_tensor, valid, correct, reported
 
 
 def rollout_metrics(reward_tensor: torch.Tensor, valid: torch.Tensor, correct: list[bool],
@@ -64,7 +67,7 @@ class ScoredGroups:
     advantages: torch.Tensor | None
     """Group-relative advantages; None where the caller asked for none (PPO's come from its critic)."""
     metrics: dict[str, float]
-    """``rollout_metrics`` of the step."""
+    """``rollout_metrics`` of the step, and the reward function's own (``ReportsRewardMetrics``)."""
 
 
 def score_groups(ctx: AlgoContext, examples: list[Example], rollouts: Rollouts, group_size: int,
@@ -72,6 +75,7 @@ def score_groups(ctx: AlgoContext, examples: list[Example], rollouts: Rollouts, 
     """Scores ``rollouts``, ``group_size`` answers per example of ``examples`` (``score_rollouts`` with
     ``reward_fn``), and, when ``advantage`` names an estimator (``core.ADVANTAGES``), their group advantages."""
     group = [ex for ex in examples for _ in range(group_size)]
-    rewards, valid, correct = score_rollouts(ctx, group, rollouts, reward_fn)
+    rewards, valid, correct, reported = score_rollouts(ctx, group, rollouts, reward_fn)
     advantages = None if advantage is None else group_advantages(rewards, group_size, advantage, valid=valid)
-    return ScoredGroups(group, rewards, valid, correct, advantages, rollout_metrics(rewards, valid, correct, rollouts))
+    metrics = {**rollout_metrics(rewards, valid, correct, rollouts), **reported}
+    return ScoredGroups(group, rewards, valid, correct, advantages, metrics)

@@ -2,18 +2,30 @@
 
 A reward function has TRL's signature, ``fn(prompts, completions, **columns) -> list[float | None]``,
 where ``columns`` holds one list per dataset column (``answer`` always among them). ``None`` marks a
-sample whose reward could not be computed; the trainer masks it out of the loss.
+sample whose reward could not be computed; the trainer masks it out of the loss. A reward function may also
+report metrics of its calls (``ReportsRewardMetrics``), which join the step's metrics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from posttrain.common.registry import Registry
 
 RewardFn = Callable[..., list[float | None]]
+
+
+@runtime_checkable
+class ReportsRewardMetrics(Protocol):
+    """A reward function that also reports metrics of its calls, e.g. the reward server's client
+    (``rewards.remote``) its share of unreadable verdicts (``reward/parse_fail_rate``)."""
+
+    def pop_metrics(self) -> dict[str, float]:
+        """The metrics of the calls since the last ``pop_metrics`` (named as step metrics, ``reward/...``),
+        then forgets them; empty when there is nothing to report."""
+        ...
 
 
 @dataclass(frozen=True)

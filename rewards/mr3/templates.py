@@ -9,7 +9,10 @@ which fixes the official text, the allowed scores and which verdict is good. Two
 - ``"mr3"`` (the default for real checkpoints): mR3's official prompt, byte for byte (``official``);
 - ``"compact"``: the project's few-character layout for the embedded character-level tiny judge
   (256-token context), e.g. ``P|12+07=|A:+019|B:+018|<think>``. Same score spaces and output contract
-  (reasoning, ``</think>``, JSON), so the same parser and rewards apply; it is *not* an mR3 layout.
+  (reasoning, ``</think>``, JSON), so the same parser and rewards apply; it is *not* an mR3 layout. It shows
+  the judge what it was trained on whatever form a prompt comes in (the problem found inside a chat-rendered
+  or instructed prompt, each answer as the integer it ends on), and refuses a prompt holding no two-operand
+  problem (a ``ValueError``; the server's 400), which the tiny judge could only answer with unreadable text.
 
 Which verdict is good is part of the item, never assumed: a binary format says it (mR3's safety formats
 use ``true`` = harmful, so ``false`` earns the reward), and an item with its own binary rubric must say
@@ -199,7 +202,8 @@ def render_prompt(item: EvalItem, tokenizer: Any = None, style: str = "mr3", see
 
 
 _INT = re.compile(r"\s*([+-]?\d{1,3})\s*")
-_PROBLEM = re.compile(r"\s*(\d{1,2})\s*([+-])\s*(\d{1,2})\s*=\s*")
+_ANY_INT = re.compile(r"[+-]?\d+")
+_PROBLEM = re.compile(r"(?<!\d)(\d{1,2})\s*([+-])\s*(\d{1,2})\s*=")
 
 
 def compact_number(text: str) -> str:
@@ -210,23 +214,39 @@ def compact_number(text: str) -> str:
 
 
 def compact_problem(text: str) -> str:
-    """Two-operand ``a+b=`` / ``a-b=`` problems with zero-padded operands (``"3+17="`` -> ``"03+17="``)."""
-    match = _PROBLEM.fullmatch(text)
-    return f"{int(match.group(1)):02d}{match.group(2)}{int(match.group(3)):02d}=" if match else text
+    """The two-operand ``a+b=`` / ``a-b=`` problem ``text`` asks, with zero-padded operands (``"3+17="`` ->
+    ``"03+17="``): the last one in it, so a prompt rendered through a chat template or led by an instruction
+    (``"<bos><|user|>3+17=<|assistant|>"``, as TRL passes a pre-rendered prompt) gives the problem the tiny judge
+    was trained on. ``ValueError`` when ``text`` holds none: the tiny judge can judge nothing else."""
+    matches = list(_PROBLEM.finditer(text))
+    if not matches:
+        raise ValueError(f"the compact layout (the embedded tiny judge) judges two-operand a+b= / a-b= problems "
+                         f"(the arithmetic task), and {text[:80]!r} holds none; serve a real judge "
+                         "(posttrain serve --model ...) for other prompts")
+    a, op, b = matches[-1].groups()
+    return f"{int(a):02d}{op}{int(b):02d}="
+
+
+def compact_answer(text: str) -> str:
+    """A response or reference as the tiny judge reads it: its last integer in fixed width (``compact_number``;
+    ``"19"``, ``" 19\n"`` and ``"so it is 19."`` -> ``"+019"``; a restated sum ``"12+7"`` -> ``"+007"``, which
+    is judged as the 7 it ends on); a text without an integer as it is."""
+    numbers = _ANY_INT.findall(text)
+    return compact_number(numbers[-1]) if numbers else text
 
 
 def compact_prompt(item: EvalItem) -> str:
-    """The tiny model's layout, e.g. ``"P|12+07=|A:+019|B:+018|<think>"`` (numbers in fixed width, see
-    ``compact_number``), with ``ref:+019`` after the problem when a reference answer is given; the
-    reasoning goes up to ``</think>``."""
+    """The tiny model's layout, e.g. ``"P|12+07=|A:+019|B:+018|<think>"`` (the problem from
+    ``compact_problem``, answers from ``compact_answer``), with ``ref:+019`` after the problem when a reference
+    answer is given; the reasoning goes up to ``</think>``."""
     tag = {"pairwise": "P", "pointwise": "S", "binary": "C"}[item.mode]
     parts = [tag, compact_problem(item.instruction)]
     if item.reference is not None:
-        parts.append(f"ref:{compact_number(item.reference)}")
+        parts.append(f"ref:{compact_answer(item.reference)}")
     if item.mode == "pairwise":
-        parts += [f"A:{compact_number(item.responses[0])}", f"B:{compact_number(item.responses[1])}"]
+        parts += [f"A:{compact_answer(item.responses[0])}", f"B:{compact_answer(item.responses[1])}"]
     else:
-        parts += [f"R:{compact_number(item.responses[0])}"]
+        parts += [f"R:{compact_answer(item.responses[0])}"]
     return "|".join(parts) + "|" + THINK_OPEN
 
 

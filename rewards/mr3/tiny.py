@@ -107,10 +107,8 @@ def worked_solution(problem: str) -> str:
     sign of the result, the operands reordered so the larger comes first for a subtraction, then the ones
     column as carry/borrow flag and digit. The answer that follows (``-006``) copies the sign and the ones
     digit and gets its tens digit from the operands' tens digits and the flag: every step looks at a
-    few characters at fixed offsets."""
-    match = _PROBLEM.fullmatch(compact_problem(problem))
-    if match is None:
-        raise ValueError(f"not a two-operand problem: {problem!r}")
+    few characters at fixed offsets. ``ValueError`` for a text without such a problem (``compact_problem``)."""
+    match = _PROBLEM.fullmatch(compact_problem(problem))  # always matches: compact_problem writes that form
     a, op, b = int(match.group(1)), match.group(2), int(match.group(3))
     x, y = (b, a) if op == "-" and a < b else (a, b)
     sign = "-" if op == "-" and a < b else "+"

@@ -1,9 +1,11 @@
 """The HTTP layer in front of the reward server's routes: settings, error shape, metrics and the guard.
 
-``ServerSettings`` holds one server's limits (the flags of ``posttrain serve``); ``APIError`` and
-``error_body`` give every error OpenAI's JSON shape; ``Metrics`` counts requests for ``/metrics``;
-``Guard`` is the pure ASGI middleware that checks the bearer token, enforces the body-size limit (413,
-buffering the body) and records every request, before FastAPI parses anything.
+``ServerSettings`` holds one server's limits (the flags of ``posttrain serve``; ``uvicorn_options`` gives
+uvicorn its share: the connection limit and the keep-alive timeout); ``APIError`` and ``error_body`` give every
+error OpenAI's JSON shape; ``Metrics`` counts requests for ``/metrics``; ``Guard`` is the pure ASGI middleware
+that checks the bearer token, enforces the body-size limit (413) and the time a body may take to arrive (408,
+connection closed; uvicorn 0.x has no such timeout), buffering the body, and records every request, before
+FastAPI parses anything.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ class ServerSettings:
     max_batch_items: int = 256  # items in one /v1/rubric_score/batch -> 413
     style: str | None = None  # rubric template style; None = the backend's default
     model_name: str | None = None  # name served in /v1/models; None = the backend's
+    body_timeout_s: float = 30.0  # time from a request's headers to the end of its body -> 408, connection closed
+    max_connections: int = 128  # open connections (idle keep-alive ones included); beyond, requests get 503
+    keep_alive_s: float = 30.0  # an idle keep-alive connection is closed after this
+
+    def uvicorn_options(self) -> dict[str, float | int]:
+        """The limits uvicorn enforces itself (``uvicorn.Config`` keyword arguments)."""
+        return {"limit_concurrency": self.max_connections, "timeout_keep_alive": self.keep_alive_s}
 
 
 class APIError(Exception):
@@ -56,7 +65,7 @@ def error_body(status: int, message: str, type_: str, code: str | None = None) -
 
 
 STATUS_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-                405: "invalid_request_error", 413: "request_too_large", 422: "invalid_request_error",
+                405: "invalid_request_error", 408: "timeout", 413: "request_too_large", 422: "invalid_request_error",
                 429: "rate_limit_error", 503: "server_busy", 504: "timeout"}
 
 
@@ -76,8 +85,13 @@ class Metrics:
         acc[1] += 1
 
 
+class BodyTimeout(Exception):
+    """The request body did not arrive within ``ServerSettings.body_timeout_s``."""
+
+
 class Guard:
-    """Pure ASGI middleware: bearer auth, body-size limit (413, buffered), and per-request metrics."""
+    """Pure ASGI middleware: bearer auth, body-size limit (413) and body-time limit (408), the body buffered,
+    and per-request metrics."""
 
     def __init__(self, app: Any, settings: ServerSettings, metrics: Metrics) -> None:
         self.app, self.settings, self.metrics = app, settings, metrics
@@ -102,6 +116,27 @@ class Guard:
             self.metrics.record(known, status_box[0], time.perf_counter() - start)
 
     async def _guarded(self, scope: dict, receive: Any, send: Any, path: str) -> None:
+        """Answers the request, or 408 (connection closed) when its body takes over ``body_timeout_s``."""
+        timeout_s = self.settings.body_timeout_s
+        deadline = time.monotonic() + timeout_s
+
+        async def timed_receive() -> dict:
+            left = deadline - time.monotonic()
+            try:
+                return await asyncio.wait_for(receive(), max(left, 0.0))
+            except TimeoutError:
+                raise BodyTimeout from None
+
+        try:
+            await self._checked(scope, timed_receive, receive, send, path)
+        except BodyTimeout:
+            await _send_json(send, 408, error_body(
+                408, f"the request body did not arrive within {timeout_s:g} s (--body_timeout)", "timeout"),
+                [(b"connection", b"close")])
+
+    async def _checked(self, scope: dict, receive: Any, raw_receive: Any, send: Any, path: str) -> None:
+        """Auth, then the size limit, then the app with the buffered body; ``receive`` raises ``BodyTimeout``
+        past the body's deadline, ``raw_receive`` is the app's own for what follows the body (disconnects)."""
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
         key = self.settings.api_key
         if key and path not in OPEN_PATHS:
@@ -129,7 +164,7 @@ class Guard:
                          "(--max_request_bytes)", "request_too_large"))
                 return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
+            await self.app(scope, raw_receive, send)
             return
         chunks, size = [], 0
         while True:
@@ -139,7 +174,8 @@ class Guard:
             body = message.get("body", b"")
             size += len(body)
             if size > limit:
-                await _drain(receive, 16 * limit)
+                if message.get("more_body", False):
+                    await _drain(receive, 16 * limit)
                 await _send_json(send, 413, error_body(
                     413, f"request body is over {limit} bytes (--max_request_bytes)", "request_too_large"))
                 return
@@ -154,18 +190,19 @@ class Guard:
             if not delivered:
                 delivered = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            return await raw_receive()
 
         await self.app(scope, replay, send)
 
 
 async def _drain(receive: Any, budget: int) -> None:
-    """Read (and discard) the rest of a request body so the client sees our answer, not a reset."""
+    """Read (and discard) the rest of a request body so the client sees our answer, not a reset; ``receive``
+    bounds the time (``BodyTimeout`` past the body's deadline)."""
     seen = 0
     while seen <= budget:
         try:
-            message = await asyncio.wait_for(receive(), 5.0)
-        except TimeoutError:
+            message = await receive()
+        except BodyTimeout:
             return
         if message["type"] != "http.request":
             return

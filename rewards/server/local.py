@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rewards.server.guard import ServerSettings
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -18,12 +20,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextmanager
 def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int | None = None,
-                    startup_timeout_s: float = 30.0) -> Iterator[str]:
-    """Start uvicorn on ``host:port`` in a daemon thread; yield ``http://host:port``; stop on exit."""
+                    startup_timeout_s: float = 30.0, settings: ServerSettings | None = None) -> Iterator[str]:
+    """Start uvicorn on ``host:port`` in a daemon thread; yield ``http://host:port``; stop on exit. uvicorn's
+    connection limit and keep-alive timeout are ``settings``' (default: ``ServerSettings()``'s, as
+    ``posttrain serve``'s defaults)."""
     import uvicorn
 
     port = port or free_port(host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=30)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                            **(settings or ServerSettings()).uvicorn_options())
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()

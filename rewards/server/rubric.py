@@ -46,7 +46,10 @@ async def score(requests: list[RubricScoreRequest], state: ServerState) -> list[
         return state.verdict_budget(served.max_context - longest_prompt)
 
     for index, (r, item) in enumerate(zip(requests, items)):
-        samples = plan_samples([item], tokenizer, style, r.n_samples, r.swap_positions)
+        try:
+            samples = plan_samples([item], tokenizer, style, r.n_samples, r.swap_positions)
+        except ValueError as err:  # a prompt the style cannot render (compact: no arithmetic problem in it)
+            raise APIError(400, f"item {index}: {err}") from None
         encoded = [served.encode(s.prompt, add_special_tokens=not templated) for s in samples]
         prompts.add(index, r, encoded, default_max_tokens, defaults)
         item_samples.append(samples)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from fastapi import FastAPI, Request
@@ -38,6 +39,21 @@ def test_unparsable_verdicts_neutral_or_none(judge_url):
     args = (["<<garbage>>"], ["x"])
     assert remote_reward(judge_url, "binary", api_key="k")(*args) == [0.5]
     assert remote_reward(judge_url, "binary", api_key="k", on_parse_fail="none")(*args) == [None]
+
+
+def test_a_mostly_unreadable_batch_warns_and_is_reported(judge_url, caplog):
+    """A judge that says nothing must not pass as a run of neutral rewards: the batch warns with the rate and
+    the counts, and ``reward/parse_fail_rate`` goes to the trainer's metrics."""
+    fn = remote_reward(judge_url, "binary", api_key="k", batch_size=2)
+    with caplog.at_level(logging.WARNING, logger="rewards.remote"):
+        assert fn(["<<garbage>>"] * 3 + ["2+2?"], ["x", "x", "x", "4"], answer=["4"] * 4) == [0.5, 0.5, 0.5, 1.0]
+    assert "3 of 4 verdicts unreadable (75%)" in caplog.text
+    assert fn.pop_metrics() == {"reward/parse_fail_rate": 0.75}
+    assert fn.pop_metrics() == {}  # popped
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rewards.remote"):
+        fn(["<<garbage>>", "2+2?"], ["x", "4"], answer=["4", "4"])  # half: no warning, still reported
+    assert "unreadable" not in caplog.text and fn.pop_metrics() == {"reward/parse_fail_rate": 0.5}
 
 
 def test_refused_requests_are_none_without_retries(judge_url):
@@ -93,7 +109,7 @@ def test_loadable_default_reads_env(judge_url, monkeypatch):
     assert fn.mode == "pointwise" and fn(["q"], ["x" * 25]) == [1.0]
     from rewards import remote
 
-    monkeypatch.setattr(remote, "_DEFAULT", None)
+    monkeypatch.setattr(remote, "reward", remote.EnvRemoteReward())
     monkeypatch.setenv("POSTTRAIN_REWARD_URL", judge_url)
     monkeypatch.setenv("POSTTRAIN_REWARD_API_KEY", "k")
     assert remote.reward(["q"], ["fine"]) == [1.0]

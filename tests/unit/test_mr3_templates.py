@@ -147,8 +147,33 @@ def test_rubric_choice_is_reproducible_across_processes():
 def test_compact_style_and_verdict_format():
     item = EvalItem("pairwise", "12+7=", ["19", "18"])
     assert compact_prompt(item) == "P|12+07=|A:+019|B:+018|<think>"
-    assert compact_prompt(EvalItem("binary", "what?", ["19 apples"])) == "C|what?|R:19 apples|<think>"
+    assert compact_prompt(EvalItem("binary", "3+4=", ["19 apples"])) == "C|03+04=|R:+019|<think>"
+    assert compact_prompt(EvalItem("binary", "3+4=", ["none"])) == "C|03+04=|R:none|<think>"
     assert compact_prompt(EvalItem("binary", "3+4=", ["7"], reference="7")) == "C|03+04=|ref:+007|R:+007|<think>"
     assert format_verdict("Assistant A", reasoning="19", style="compact") == '19</think>{"score":"A"}'
     full = format_verdict("true", "fine", "because", style="mr3")
     assert full == 'because\n</think>\n\n{"explanation": "fine", "score": "true"}'
+
+
+@pytest.mark.parametrize("prompt", [
+    "3+17=",
+    "<bos><|user|>3+17=<|assistant|>",  # TRL's plain form with a prompt rendered through the chat template
+    "<bos><|system|>Answer with a number.<|user|>3+17=<|assistant|>",
+    "<|im_start|>user\nSolve 3 + 17 =<|im_end|>\n<|im_start|>assistant\n",
+    "Example: 1+1=2. Now: 3+17=",  # the last problem is the one asked
+])
+def test_the_compact_layout_finds_the_problem_in_any_prompt_form(prompt: str) -> None:
+    """Issue 43: TRL rewarding through the embedded judge got every verdict unreadable, because a pre-rendered
+    chat prompt went to the judge as it was, a layout it never saw."""
+    assert compact_prompt(EvalItem("binary", prompt, ["20"])) == "C|03+17=|R:+020|<think>"
+
+
+@pytest.mark.parametrize("response", ["20", " 20\n", "so it is 20.", "3+17=20"])
+def test_the_compact_layout_shows_the_answer_a_response_ends_on(response: str) -> None:
+    assert compact_prompt(EvalItem("binary", "3+17=", [response])) == "C|03+17=|R:+020|<think>"
+
+
+@pytest.mark.parametrize("prompt", ["Ann has 7 pens, gets 4. How many?", "what?", "123+4=", "1+234="])
+def test_the_compact_layout_refuses_what_the_tiny_judge_cannot_judge(prompt: str) -> None:
+    with pytest.raises(ValueError, match=r"two-operand a\+b= / a-b= problems .*posttrain serve --model"):
+        compact_prompt(EvalItem("binary", prompt, ["11"]))
