@@ -23,6 +23,8 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from posttrain.common.secrets_file import read_secret_file
+
 SECRET_ENV = "POSTTRAIN_WORKER_SECRET"
 SECRET_FILE_ENV = "POSTTRAIN_WORKER_SECRET_FILE"
 SECRET_HEADER = "X-Posttrain-Worker-Secret"
@@ -37,16 +39,7 @@ def worker_secret(environ: Mapping[str, str] | None = None) -> str | None:
     if env.get(SECRET_ENV):
         return env[SECRET_ENV]
     path = env.get(SECRET_FILE_ENV)
-    if not path:
-        return None
-    try:
-        with open(path) as handle:
-            secret = handle.read().strip()
-    except OSError as err:
-        raise ValueError(f"{SECRET_FILE_ENV}={path}: cannot read the worker secret: {err.strerror}") from err
-    if not secret:
-        raise ValueError(f"{SECRET_FILE_ENV}={path}: the file is empty")
-    return secret
+    return read_secret_file(path, f"{SECRET_FILE_ENV}={path}") if path else None
 
 
 def secret_headers(secret: str | None) -> dict[str, str]:

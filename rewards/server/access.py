@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from posttrain.common.secrets_file import read_secret_file
 from posttrain.engines.worker_auth import is_loopback
 
 API_KEY_ENV = "POSTTRAIN_REWARD_API_KEY"
@@ -33,14 +34,7 @@ def read_api_key(key_file: str | None, environ: Mapping[str, str] | None = None)
         return from_env
     if from_env is not None:
         raise ValueError(f"both ${API_KEY_ENV} and --api_key_file are set: give the key one way")
-    try:
-        with open(key_file) as handle:
-            key = handle.read().strip()
-    except OSError as err:
-        raise ValueError(f"--api_key_file {key_file}: cannot read the API key: {err.strerror}") from err
-    if not key:
-        raise ValueError(f"--api_key_file {key_file}: the file is empty")
-    return key
+    return read_secret_file(key_file, f"--api_key_file {key_file}")
 
 
 def bind_problem(host: str, api_key: str | None) -> str | None:
