@@ -88,6 +88,14 @@ class RunSummary:
     num_records: int
 
 
+@dataclass(frozen=True)
+class StageOutputs:
+    """What a stage gave, read back once it has run: its outputs in input order, and its rejects with the reason."""
+
+    records: list[dict]
+    rejects: list[dict]
+
+
 class StageRunner:
     """Runs ``process`` (a ``Process`` or an ``ActorStage``) over an input block by block on Ray Data,
     resumably (see the module docstring). ``num_workers`` is the number of Ray tasks (plain stage) or actors
@@ -341,11 +349,11 @@ def run_step(path: str | Path, compute: Callable[[], StepOutput], *, config: dic
         path.unlink()
     output = compute()
     if not isinstance(output.records, list):
-        raise TypeError(f"run_once({path}): compute() must return a list of dicts, "
+        raise TypeError(f"run_step({path}): compute() must return a list of dicts, "
                         f"got {type(output.records).__name__}")
     for n, record in enumerate(output.records):
         if not isinstance(record, dict):
-            raise TypeError(f"run_once({path}): record {n} is a {type(record).__name__}, not a dict")
+            raise TypeError(f"run_step({path}): record {n} is a {type(record).__name__}, not a dict")
     if sorted(output.companions) != sorted(companions):
         raise ValueError(f"run_step({path}): the step returned companions {sorted(output.companions)}, "
                          f"declared {sorted(companions)}")

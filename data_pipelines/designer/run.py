@@ -41,14 +41,13 @@ import logging
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from data_pipelines.common.backends import embedder_identity, files_sha256, model_identity
 from data_pipelines.common.io import read_text_records
 from data_pipelines.common.resources import actor_gpus
-from data_pipelines.common.runner import ActorStage, StageRunner, StepOutput, run_step
+from data_pipelines.common.runner import ActorStage, StageOutputs, StageRunner, StepOutput, run_step
 from data_pipelines.designer import builtin, steps
 from data_pipelines.designer.options import DEMO_CAPS, STAGE_MODELS, DesignerConfig
 from data_pipelines.designer.prompts import PROMPT_VERSIONS
@@ -62,14 +61,6 @@ from data_pipelines.designer.stages import (
 from posttrain.common.files import atomic_write_jsonl, atomic_write_text
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StageOutputs:
-    """What an LLM stage gave: its outputs in input order, and the records it rejected with the reason."""
-
-    records: list[dict]
-    rejects: list[dict]
 
 
 def stage_engines(config: DesignerConfig, engine) -> dict[str, object]:

@@ -10,12 +10,11 @@ import argparse
 import functools
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from data_pipelines.common.backends import model_identity
 from data_pipelines.common.resources import actor_gpus
-from data_pipelines.common.runner import ActorStage, StageRunner
+from data_pipelines.common.runner import ActorStage, StageOutputs, StageRunner
 from data_pipelines.sci2pol.options import BenchConfig, CorpusConfig, StageSettings
 from posttrain.common.files import atomic_write_jsonl, atomic_write_text
 
@@ -34,14 +33,6 @@ def engine_factory(spec: str, device: str = "cpu", batch_size: int = 8, tokenize
 def _cache_name(identity: dict) -> str:
     """How a model names its entries in the result cache: its spec, plus the hash of its files if local."""
     return identity["spec"] + (f"@{identity['sha256'][:16]}" if "sha256" in identity else "")
-
-
-@dataclass(frozen=True)
-class StageOutputs:
-    """What an LLM stage gave: its outputs in input order, and the records it rejected with the reason."""
-
-    records: list[dict]
-    rejects: list[dict]
 
 
 def _stage(settings: StageSettings, out: Path, name: str, factory, records: list[dict], identity: dict,
