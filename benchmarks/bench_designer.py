@@ -31,14 +31,15 @@ ARMS = {"structured": [], "free_text": ["--no_structured_output"]}
 
 def run_mode(mode: str, arm: str, work: Path, extra: list[str]) -> dict:
     from data_pipelines.common.embed import load_embedder
-    from data_pipelines.designer.run import add_designer_args, run_pipeline
+    from data_pipelines.designer.options import DesignerConfig, add_designer_args
+    from data_pipelines.designer.run import run_pipeline
 
     parser = CommandParser()
     add_designer_args(parser)
-    args = parser.parse_args(["--mode", mode, "--output", str(work / f"{mode}-{arm}"), "--no_progress", *ARMS[arm],
-                              *extra])
+    config = DesignerConfig.from_args(parser.parse_args(["--mode", mode, "--output", str(work / f"{mode}-{arm}"),
+                                                         "--no_progress", *ARMS[arm], *extra]))
     started = time.perf_counter()
-    report = run_pipeline(args, args.model, load_embedder(args.embedder))
+    report = run_pipeline(config, config.model, load_embedder(config.embedder))
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     return report
 

@@ -21,7 +21,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
+from data_pipelines.sci2pol.options import add_sci2pol_args
+from data_pipelines.sci2pol.run import run_sci2pol
 from posttrain.common.cli_help import CommandParser
 from posttrain.common.files import atomic_write_text
 from posttrain.common.jsonl import iter_jsonl

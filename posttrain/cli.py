@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib
 import sys
 
-# subcommand -> ("module:function taking argv and returning an exit code", one-line description)
+# subcommand -> ("module:function taking argv and returning an exit code", one-line description); a description's
+# "{subcommands}" is filled with the names of the owning module's own SUBCOMMANDS, so it cannot go stale
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("posttrain.train:main", "post-train a model (one process; use `deepspeed posttrain/train.py` for ranks)"),
     "tiny": ("posttrain.models.tiny:tiny_main", "build or list the embedded tiny models"),
-    "data": ("data_pipelines.cli:data_main", "run a data pipeline (entropylong, dmap, text2grad-sft)"),
+    "data": ("data_pipelines.cli:data_main", "run a data pipeline ({subcommands})"),
     "serve": ("rewards.server.cli:serve_main", "serve a reward model and an OpenAI-compatible API"),
     "rollout-worker": ("posttrain.engines.worker:rollout_worker_main",
                        "a vLLM rollout worker that --rollout vllm-remote trainers sync"),
@@ -29,10 +30,20 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def describe(command: str) -> str:
+    """The one-line description of ``command``, with its own subcommands named where it says ``{subcommands}``
+    (read from its module, imported only then: the data CLI's module imports no pipeline at its top)."""
+    target, description = SUBCOMMANDS[command]
+    if "{subcommands}" not in description:
+        return description
+    names = importlib.import_module(target.split(":")[0]).SUBCOMMANDS
+    return description.replace("{subcommands}", ", ".join(names))
+
+
 def _usage() -> str:
     lines = ["usage: posttrain <command> [options]   (posttrain <command> --help for its options)", "", "commands:"]
     width = max(map(len, SUBCOMMANDS)) + 2
-    lines += [f"  {name:<{width}}{desc}" for name, (_, desc) in SUBCOMMANDS.items()]
+    lines += [f"  {name:<{width}}{describe(name)}" for name in SUBCOMMANDS]
     lines += ["", "examples:",
               "  posttrain train --algo espo          ESPO on the embedded tiny diffusion model (Sudoku), on CPU",
               "  posttrain train --algo grpo --help   every option of an algorithm, its default and meaning",

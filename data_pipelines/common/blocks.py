@@ -26,20 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from data_pipelines.common.stage import Process, Reject
 from posttrain.common.files import atomic_write_jsonl, atomic_write_text
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Reject:
-    """Returned by a stage for a record it refuses; the runner writes it to the rejects file."""
-
-    reason: str
-
-
-Process = Callable[[list[dict]], list["dict | Reject | None"]]
-"""A stage: a list of input records -> one item per input (output dict, ``Reject``, or None to drop)."""
 
 
 class StageFailed(RuntimeError):

@@ -1,4 +1,5 @@
-"""Ray start-up and the one Ray Data step that runs a stage's blocks (used by ``runner.StageRunner``).
+"""Ray start-up and the one Ray Data step that runs a stage's blocks (used by ``runner.StageRunner``; what a
+stage is: ``stage``).
 
 ``init_ray(address)`` is the single Ray entry point of every pipeline: ``None`` starts (or, if this
 process already did, reuses) a local in-process Ray with no dashboard, quiet logs, a small object store
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from data_pipelines.common.ray_read import INDEX, LINE
+from data_pipelines.common.stage import ActorStage, stage_workers
 
 logger = logging.getLogger(__name__)
 
@@ -92,10 +94,8 @@ def run_blocks(ds: Any, task, stage, *, num_workers: int | None = None, stall_ti
     a hang. The guard is off unless ``stall_timeout_s`` > 0 sets it (``--stall_timeout_s``)."""
     import ray.data
 
-    from data_pipelines.common.runner import ActorStage
-
     is_actor = isinstance(stage, ActorStage)
-    workers = num_workers or (stage.num_actors if is_actor else 1)
+    workers = stage_workers(stage, num_workers)
     ds.context.execution_options.preserve_order = True  # block k = rows [k*C, (k+1)*C)
     ds = ds.repartition(target_num_rows_per_block=task.chunk_size, strict=True)
     if is_actor:

@@ -52,38 +52,24 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_pipelines.common.blocks import (  # noqa: F401 - Reject, Process and record_id are part of this API
+from data_pipelines.common.blocks import (  # noqa: F401 - StageFailed and record_id are part of this API
     BlockTask,
-    Process,
-    Reject,
     StageFailed,
     StaleOutput,
     part_name,
     record_id,
 )
+from data_pipelines.common.ray_exec import init_ray, run_blocks
+from data_pipelines.common.ray_read import INDEX, indexed_lines
+from data_pipelines.common.stage import ActorStage, Process, Reject, stage_workers  # noqa: F401 - Reject: this API
 from posttrain.common.files import atomic_write_jsonl, atomic_write_text
 from posttrain.common.jsonl import read_jsonl
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class ActorStage:
-    """A stage built on a worker: ``factory()`` (zero arguments, picklable, e.g. a ``functools.partial``)
-    returns the ``Process``; it is called once per actor, so an engine is loaded ``num_actors`` times in
-    all. ``num_gpus`` is reserved per actor (1 for a stage on a GPU device, 0 on CPU)."""
-
-    factory: Callable[[], Process]
-    num_actors: int = 1
-    num_gpus: float = 0
-
-    def __post_init__(self) -> None:
-        if self.num_actors < 1:
-            raise ValueError(f"ActorStage: num_actors must be >= 1, got {self.num_actors}")
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -100,6 +86,14 @@ class RunSummary:
     records_rejected: int
     seconds: float
     num_records: int
+
+
+@dataclass(frozen=True)
+class StageOutputs:
+    """What a stage gave, read back once it has run: its outputs in input order, and its rejects with the reason."""
+
+    records: list[dict]
+    rejects: list[dict]
 
 
 class StageRunner:
@@ -207,14 +201,10 @@ class StageRunner:
     def run(self, source: str | Path | list[dict], *, limit: int = 0) -> RunSummary:
         """Run the stage over ``source`` (a path or URI the workers read, or records in memory; ``limit``:
         only its first ``limit`` records, 0 = all)."""
-        from data_pipelines.common.ray_exec import init_ray, run_blocks
-        from data_pipelines.common.ray_read import INDEX, indexed_lines
-
         if self.process is None:
             raise ValueError(f"{self.desc}: this runner has no process (it only reads results back)")
         start_time = time.perf_counter()
-        workers = self.num_workers or (self.process.num_actors if isinstance(self.process, ActorStage) else 1)
-        init_ray(self.ray_address, workers)
+        init_ray(self.ray_address, stage_workers(self.process, self.num_workers))
         ds, num_records = indexed_lines(source)
         if limit and limit < num_records:
             from ray.data.expressions import col
@@ -321,59 +311,57 @@ def run_once(path: str | Path, compute: Callable[[], list[dict]], *, config: dic
     the same ``config`` (every flag and model identity that shapes them) and ``inputs`` (hashed), else
     ``compute()``'s records, written to ``path`` atomically after their identity (``<stem>.run.json``).
     Finished records made with another identity raise ``StaleOutput`` naming what changed, unless
-    ``overwrite``. A run killed inside ``compute`` recomputes it next time."""
+    ``overwrite``. A run killed inside ``compute`` recomputes it next time. ``run_step`` is the same for a
+    step that has more to say than its records."""
+    return run_step(path, lambda: StepOutput(compute()), config=config, inputs=inputs, overwrite=overwrite).records
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """What a whole-dataset step (``run_step``) returns: its records, and its companions, each a file beside
+    the records (``name`` ending ``.jsonl``: a list of records; ``.json``: one object): what the step found
+    on the way (a removed count, the records it dropped and why) that a resumed run reports as a fresh one."""
+
+    records: list[dict]
+    companions: dict[str, list[dict] | dict] = field(default_factory=dict)
+
+
+def run_step(path: str | Path, compute: Callable[[], StepOutput], *, config: dict[str, Any],
+             inputs: Iterable[dict] = (), companions: tuple[str, ...] = (), overwrite: bool = False) -> StepOutput:
+    """``run_once`` for a step with ``companions`` (the file names of its ``StepOutput.companions``): the step
+    is done when its records and every companion exist under its identity; each is written atomically, the
+    companions before the records, so a run killed between them recomputes the step."""
     path = Path(path)
     identity_path = path.with_name(f"{path.stem}.run.json")
+    companion_paths = {name: path.with_name(name) for name in companions}
     identity = {"config": config, "inputs_sha256": records_digest(inputs)}
     identity = json.loads(json.dumps(identity, default=str))  # as it reads back from the file
     if path.exists():
         old = json.loads(identity_path.read_text()) if identity_path.exists() else {}
         changed = identity_changes(old, identity)
-        if not changed:
-            return read_jsonl(path)
-        if not overwrite:
+        if not changed and all(p.exists() for p in companion_paths.values()):
+            return StepOutput(read_jsonl(path), {name: read_jsonl(p) if name.endswith(".jsonl")
+                                                 else json.loads(p.read_text()) for name, p in companion_paths.items()})
+        if changed and not overwrite:
             raise StaleOutput(f"{path} was made with other settings ({'; '.join(changed)}); rerun with "
                               "--overwrite to redo it, or use another --output folder")
-        logger.warning("redoing %s (%s)", path, "; ".join(changed))
+        logger.warning("redoing %s (%s)", path, "; ".join(changed) or "a companion file is missing")
         path.unlink()
-    records = compute()
-    if not isinstance(records, list):
-        raise TypeError(f"run_once({path}): compute() must return a list of dicts, got {type(records).__name__}")
-    for n, record in enumerate(records):
+    output = compute()
+    if not isinstance(output.records, list):
+        raise TypeError(f"run_step({path}): compute() must return a list of dicts, "
+                        f"got {type(output.records).__name__}")
+    for n, record in enumerate(output.records):
         if not isinstance(record, dict):
-            raise TypeError(f"run_once({path}): record {n} is a {type(record).__name__}, not a dict")
+            raise TypeError(f"run_step({path}): record {n} is a {type(record).__name__}, not a dict")
+    if sorted(output.companions) != sorted(companions):
+        raise ValueError(f"run_step({path}): the step returned companions {sorted(output.companions)}, "
+                         f"declared {sorted(companions)}")
+    for name, content in output.companions.items():
+        if name.endswith(".jsonl"):
+            atomic_write_jsonl(companion_paths[name], content)
+        else:
+            atomic_write_text(companion_paths[name], json.dumps(content) + "\n")
     atomic_write_text(identity_path, json.dumps(identity, indent=2) + "\n")
-    atomic_write_jsonl(path, records)
-    return records
-
-
-def add_backbone_args(parser) -> None:
-    """The backbone flags every pipeline takes: ``--ray_address``, ``--num_workers``, ``--overwrite``,
-    ``--failure_retries``, ``--stall_timeout_s``."""
-    parser.add_argument("--ray_address", default=None,
-                        help="Ray cluster to run on ('auto', 'ray://host:port'); default: a local in-process Ray. "
-                        "On a cluster --output must be on storage shared by every node")
-    parser.add_argument("--num_workers", type=int, default=1,
-                        help="Ray workers per stage (tasks, or actors each holding one engine)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="redo finished steps that were made from another input, flag or model (default: "
-                        "refuse, naming what changed)")
-    parser.add_argument("--failure_retries", type=int, default=3,
-                        help="retries of a block whose stage raised (a server down, out of memory), with "
-                        "exponential backoff, before the run fails; records the stage refuses are rejects")
-    parser.add_argument("--stall_timeout_s", type=float, default=0,
-                        help="fail a stage when no block has finished for this many seconds (0, the default: no "
-                        "limit; a block of LLM calls on a loaded machine can take longer than any fixed limit, "
-                        "and every remote call has its own timeout)")
-
-
-def runner_options(args) -> dict[str, Any]:
-    """``StageRunner`` keyword arguments from the flags of ``add_backbone_args``."""
-    if args.num_workers < 1:
-        raise SystemExit(f"error: --num_workers must be >= 1, got {args.num_workers}")
-    if args.failure_retries < 0:
-        raise SystemExit(f"error: --failure_retries must be >= 0, got {args.failure_retries}")
-    if args.stall_timeout_s < 0:
-        raise SystemExit(f"error: --stall_timeout_s must be >= 0 (0 = no limit), got {args.stall_timeout_s}")
-    return {"ray_address": args.ray_address, "num_workers": args.num_workers, "retries": args.failure_retries,
-            "overwrite": args.overwrite, "stall_timeout_s": args.stall_timeout_s}
+    atomic_write_jsonl(path, output.records)
+    return output

@@ -19,6 +19,7 @@ chi-square fails), and the built-in corpus (text the model did not write).
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import logging
@@ -29,7 +30,7 @@ import torch
 
 from data_pipelines.common.backends import encode_text, engine_label
 from data_pipelines.common.resources import actor_gpus
-from data_pipelines.common.runner import add_backbone_args
+from data_pipelines.common.runner import ActorStage, Reject, StageRunner
 from data_pipelines.dmap.core import (
     Chi2Result,
     chi2_uniform,
@@ -37,12 +38,12 @@ from data_pipelines.dmap.core import (
     intervals_from_scores,
     weighted_histogram,
 )
+from data_pipelines.dmap.options import MAX_TOKENS_PER_TEXT, DmapConfig
 from posttrain.common.files import atomic_write_text
 from posttrain.engines.base import SamplingParams
 
 logger = logging.getLogger(__name__)
 
-MAX_TOKENS_PER_TEXT = 2000  # the official code truncates inputs to 2,000 tokens
 
 
 @dataclass
@@ -111,7 +112,6 @@ def make_dmap_stage(model: str | None, device: str, batch_size: int, top_logprob
     reject naming where, never scored as the other text its ``<unk>`` tokens spell."""
     from data_pipelines.common.backends import load_backend
     from data_pipelines.common.representable import representation_problem
-    from data_pipelines.common.runner import Reject
 
     backend = load_backend(model, device=device, batch_size=batch_size, top_k=top_logprobs, tokenizer=tokenizer)
 
@@ -129,21 +129,20 @@ def _validate_text(text_field: str, record: dict) -> str | None:
     return None if isinstance(text, str) and text else f"field {text_field!r} missing, empty or not a string"
 
 
-def _score_input(args, out_dir: Path) -> list[dict]:
+def _score_input(config: DmapConfig, out_dir: Path) -> list[dict]:
     """``--input``'s texts scored on the data backbone (resumable parts, merged ``scores.jsonl``)."""
     from data_pipelines.common.backends import model_identity
-    from data_pipelines.common.runner import ActorStage, StageRunner, runner_options
 
-    stage = ActorStage(functools.partial(make_dmap_stage, args.model, args.device, args.batch_size,
-                                         args.top_logprobs, args.tokenizer, args.max_tokens, args.text_field),
-                       num_actors=args.num_workers, num_gpus=actor_gpus([args.model], args.device))
-    runner = StageRunner(out_dir / "parts", stage, chunk_size=args.chunk_size, batch_size=args.batch_size,
-                         validate=functools.partial(_validate_text, args.text_field),
-                         config={"model": model_identity(args.model, tokenizer=args.tokenizer),
-                                 "tokenizer": args.tokenizer, "top_logprobs": args.top_logprobs,
-                                 "max_tokens": args.max_tokens, "text_field": args.text_field},
-                         desc="dmap", progress=not args.no_progress, **runner_options(args))
-    summary = runner.run(args.input, limit=args.limit)
+    stage = ActorStage(functools.partial(make_dmap_stage, config.model, config.device, config.batch_size,
+                                         config.top_logprobs, config.tokenizer, config.max_tokens, config.text_field),
+                       num_actors=config.backbone.num_workers, num_gpus=actor_gpus([config.model], config.device))
+    runner = StageRunner(out_dir / "parts", stage, chunk_size=config.chunk_size, batch_size=config.batch_size,
+                         validate=functools.partial(_validate_text, config.text_field),
+                         config={"model": model_identity(config.model, tokenizer=config.tokenizer),
+                                 "tokenizer": config.tokenizer, "top_logprobs": config.top_logprobs,
+                                 "max_tokens": config.max_tokens, "text_field": config.text_field},
+                         desc="dmap", progress=config.progress, **config.backbone.runner_kwargs())
+    summary = runner.run(config.input, limit=config.limit)
     print(f"blocks: {summary.chunks_run} run, {summary.chunks_done_before} already done; "
           f"{summary.records_out} texts scored, {summary.records_rejected} rejected")
     runner.merge(out_dir / "scores.jsonl", summary.num_records)
@@ -165,32 +164,35 @@ def _demo_texts(backend, n: int, max_new_tokens: int, seed: int) -> dict[str, li
     return out
 
 
-def run_dmap(args) -> int:
+def run_dmap(args: argparse.Namespace) -> int:
+    """The CLI edge: the flags parsed into a ``DmapConfig``; the map of each group plotted and reported."""
     from data_pipelines.dmap.core import plot_histogram
 
-    out_dir = Path(args.output)
+    config = DmapConfig.from_args(args)
+    out_dir = Path(config.output)
     out_dir.mkdir(parents=True, exist_ok=True)
     groups: dict[str, list[dict]] = {}
-    if args.input:
-        groups[Path(str(args.input)).stem] = _score_input(args, out_dir)
+    if config.input:
+        groups[Path(str(config.input)).stem] = _score_input(config, out_dir)
     else:
         from data_pipelines.common.backends import load_backend
         from data_pipelines.common.corpus import make_corpus
 
-        backend = load_backend(args.model, device=args.device, batch_size=args.batch_size, top_k=args.top_logprobs,
-                               tokenizer=args.tokenizer)
-        texts = _demo_texts(backend, args.demo_samples, args.demo_tokens, args.seed)
-        texts["corpus"] = [d["text"] for d in make_corpus(seed=args.seed).documents]
-        groups = {label: score_texts(backend, t, args.max_tokens) for label, t in texts.items()}
-    model = next((rows[0]["scorer"] for rows in groups.values() if rows), args.model)
-    report = {"model": model, "seed": args.seed, "alpha": args.alpha, "groups": {}}
+        backend = load_backend(config.model, device=config.device, batch_size=config.batch_size,
+                               top_k=config.top_logprobs, tokenizer=config.tokenizer)
+        texts = _demo_texts(backend, config.demo_samples, config.demo_tokens, config.seed)
+        texts["corpus"] = [d["text"] for d in make_corpus(seed=config.seed).documents]
+        groups = {label: score_texts(backend, t, config.max_tokens) for label, t in texts.items()}
+    model = next((rows[0]["scorer"] for rows in groups.values() if rows), config.model)
+    report = {"model": model, "seed": config.seed, "alpha": config.alpha, "groups": {}}
     for label, scored in groups.items():
         try:
-            result = pool_scores(scored, seed=args.seed, bins=args.bins, plot_bins=args.plot_bins, lam=args.lam)
+            result = pool_scores(scored, seed=config.seed, bins=config.bins, plot_bins=config.plot_bins,
+                                 lam=config.lam)
         except ValueError as err:
             raise SystemExit(f"error: group {label!r}: {err} (see the rejects in {out_dir / 'parts'})") from None
         summary = result.summary()
-        summary["uniform_at_alpha"] = result.chi2.p_value >= args.alpha
+        summary["uniform_at_alpha"] = result.chi2.p_value >= config.alpha
         report["groups"][label] = summary
         png = out_dir / f"dmap_{label}.png"
         plot_histogram(result.density, str(png), title=f"DMAP {label} ({report['model']})", chi2=result.chi2,
@@ -201,29 +203,3 @@ def run_dmap(args) -> int:
     atomic_write_text(out_dir / "dmap_report.json", json.dumps(report, indent=2) + "\n")
     print(f"report: {out_dir / 'dmap_report.json'}")
     return 0
-
-
-def add_dmap_args(parser) -> None:
-    parser.add_argument("--model", default=None, help="HF path/hub id, vllm:PATH, or http://host:port/v1#model "
-                        "(default: the embedded tiny corpus LM)")
-    parser.add_argument("--tokenizer", default=None, help="HF tokenizer for an HTTP backend (to send token ids)")
-    parser.add_argument("--input", default=None, help="JSONL / Parquet / save_to_disk folder / hub dataset of "
-                        "texts (default: embedded demo: pure vs top-k vs low-temperature samples + built-in corpus)")
-    parser.add_argument("--text_field", default="text", help="record field holding the text (default: text)")
-    parser.add_argument("--output", default="dmap_out", help="folder for PNG plots and dmap_report.json")
-    parser.add_argument("--device", default="cpu", help="torch device for the HF backend")
-    parser.add_argument("--batch_size", type=int, default=16, help="scoring batch size")
-    parser.add_argument("--top_logprobs", type=int, default=20, help="top-k log-probs for vLLM/HTTP (approximate)")
-    parser.add_argument("--bins", type=int, default=None, help="chi-square bins (default: ceil((2T)^(1/3)); "
-                        "the official code uses 4)")
-    parser.add_argument("--plot_bins", type=int, default=40, help="bins of the entropy-weighted density (paper: 40)")
-    parser.add_argument("--lam", type=float, default=2.0, help="entropy cap lambda in nats (paper: 2)")
-    parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the uniformity verdict")
-    parser.add_argument("--max_tokens", type=int, default=MAX_TOKENS_PER_TEXT, help="tokens scored per text")
-    parser.add_argument("--limit", type=int, default=None, help="use at most this many texts")
-    parser.add_argument("--seed", type=int, default=42, help="seed of the uniform draws and of the demo sampling")
-    parser.add_argument("--demo_samples", type=int, default=32, help="demo: texts per decoding setting")
-    parser.add_argument("--demo_tokens", type=int, default=128, help="demo: tokens per sampled text")
-    parser.add_argument("--chunk_size", type=int, default=64, help="--input: texts per resumable block")
-    parser.add_argument("--no_progress", action="store_true", help="hide the progress bar")
-    add_backbone_args(parser)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from data_pipelines.common.runner import StaleOutput
-from data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol
+from data_pipelines.sci2pol.options import add_sci2pol_args
+from data_pipelines.sci2pol.run import run_sci2pol
 from posttrain.common.cli_help import CommandParser
 from tests.unit.ray_session import (
     kill_when_parts,
@@ -22,7 +23,8 @@ from tests.unit.ray_session import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = ("import sys\nfrom posttrain.common.cli_help import CommandParser\nfrom data_pipelines.sci2pol.run import add_sci2pol_args, run_sci2pol\n"
+CLI = ("import sys\nfrom posttrain.common.cli_help import CommandParser\n"
+       "from data_pipelines.sci2pol.options import add_sci2pol_args\nfrom data_pipelines.sci2pol.run import run_sci2pol\n"
        "p = CommandParser(); add_sci2pol_args(p); sys.exit(run_sci2pol(p.parse_args(sys.argv[1:])))")
 
 

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from data_pipelines.common import backends
 from data_pipelines.common.backends import (
     encode_text,
     engine_label,
@@ -131,11 +132,19 @@ def test_load_backend_http_needs_a_tokenizer(tiny_dir):
 
 
 @pytest.mark.parametrize("spec", ["tiny_dir", "smollm2-135m", "cachelm", "http://127.0.0.1:1/v1#tiny_dir", None])
-def test_load_backend_tokenizer_is_the_engines_without_its_weights(tiny_dir, smollm2, spec):
+def test_load_backend_tokenizer_is_the_engines_without_its_weights(tiny_dir, smollm2, spec, monkeypatch):
     spec = spec.replace("tiny_dir", tiny_dir) if spec else spec
+    if spec is None:
+        # no spec resolves to the embedded corpus LM's folder through build_tiny, for the tokenizer and the engine
+        # alike; a fresh clone would train that model first (minutes), which this check of the tokenizer path
+        # does not need: the module's small model of the same recipe stands in for the build
+        built = []
+        monkeypatch.setattr(backends, "build_tiny", lambda recipe, cache_dir=None: built.append(recipe) or tiny_dir)
     alone = load_backend_tokenizer(spec)
     engine = load_backend(spec)
     text = "The seal of Velnor is V7QXM."
     assert alone.get_vocab() == engine.tokenizer.get_vocab()
     assert tokenize(alone, text) == tokenize(engine.tokenizer, text)
     assert type(alone) is type(engine.tokenizer)
+    if spec is None:
+        assert built == [backends.EMBEDDED_RECIPE] * 2

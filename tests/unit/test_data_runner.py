@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from data_pipelines.common.io import JsonlSource, open_source
-from data_pipelines.common.runner import ActorStage, Reject, StageRunner, StaleOutput, record_id, run_once
+from data_pipelines.common.runner import (
+    ActorStage,
+    Reject,
+    StageRunner,
+    StaleOutput,
+    StepOutput,
+    record_id,
+    run_once,
+    run_step,
+)
 from tests.unit.ray_session import (
     kill_when_parts,
     ray_session_fixture,  # noqa: F401 - the `ray_session` fixture
@@ -141,6 +150,28 @@ def test_run_once_computes_once_then_reads_back(tmp_path):
     with pytest.raises(TypeError, match="record 1 is a int"):
         run_once(tmp_path / "bad.jsonl", lambda: [{"a": 1}, 5], config={})
     assert not (tmp_path / "bad.jsonl").exists()
+
+
+def test_run_step_returns_its_companions_fresh_and_resumed(tmp_path):
+    """A step's companions come back as values, the same on a fresh run and on a resumed one (read from their
+    files then); a step missing a companion file is redone, and a step returning other companions than it
+    declared is an error naming both."""
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return StepOutput([{"id": 1}], {"s.dropped.jsonl": [{"id": 2, "reason": "copy"}], "s.info.json": {"n": 1}})
+
+    names = ("s.dropped.jsonl", "s.info.json")
+    first = run_step(tmp_path / "s.jsonl", compute, config={"k": 2}, companions=names)
+    second = run_step(tmp_path / "s.jsonl", compute, config={"k": 2}, companions=names)
+    assert first == second and calls == [1]
+    assert second.companions == {"s.dropped.jsonl": [{"id": 2, "reason": "copy"}], "s.info.json": {"n": 1}}
+    (tmp_path / "s.info.json").unlink()
+    assert run_step(tmp_path / "s.jsonl", compute, config={"k": 2}, companions=names) == first and calls == [1, 1]
+    with pytest.raises(ValueError, match=r"returned companions \['s.dropped.jsonl', 's.info.json'\], declared \[\]"):
+        run_step(tmp_path / "other.jsonl", compute, config={})
+    assert not (tmp_path / "other.jsonl").exists()
 
 
 def test_open_source_formats(tmp_path):

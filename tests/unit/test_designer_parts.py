@@ -56,42 +56,42 @@ def test_sample_seeds_lists_the_clusters_that_miss_the_ratio() -> None:
                            "short": {"Very Hard": 3, "Hard": 2}}]
 
 
-def _designer_args(*argv: str):
+def _designer_config(*argv: str):
     import argparse
 
-    from data_pipelines.designer.run import add_designer_args
+    from data_pipelines.designer.options import DesignerConfig, add_designer_args
 
     parser = argparse.ArgumentParser()
     add_designer_args(parser)
-    return parser.parse_args(list(argv))
+    return DesignerConfig.from_args(parser.parse_args(list(argv)))
 
 
 def test_demo_caps_apply_to_the_built_in_inputs_only() -> None:
-    from data_pipelines.designer.run import DEMO_CAPS, INPUT_DEFAULTS, resolve_sizes
+    from data_pipelines.designer.options import DEMO_CAPS, INPUT_DEFAULTS
 
-    demo = _designer_args()
-    assert resolve_sizes(demo) == ["--max-questions 24", "--k-max 3", "--max-segments 12"]
+    demo = _designer_config()
+    assert demo.demo_caps == ("--max-questions 24", "--k-max 3", "--max-segments 12")
     assert {k: getattr(demo, k) for k in DEMO_CAPS} == DEMO_CAPS
-    user = _designer_args("--input", "bank.jsonl", "--sources", "src.jsonl")
-    assert resolve_sizes(user) == []
+    user = _designer_config("--input", "bank.jsonl", "--sources", "src.jsonl")
+    assert user.demo_caps == ()
     assert {k: getattr(user, k) for k in DEMO_CAPS} == INPUT_DEFAULTS == {"max_questions": 0, "max_segments": 0,
                                                                           "k_max": 8}
-    mixed = _designer_args("--input", "bank.jsonl", "--max-questions", "5")  # built-in sources: segments capped
-    assert resolve_sizes(mixed) == ["--max-segments 12"] and (mixed.max_questions, mixed.k_max) == (5, 8)
+    mixed = _designer_config("--input", "bank.jsonl", "--max-questions", "5")  # built-in sources: segments capped
+    assert mixed.demo_caps == ("--max-segments 12",) and (mixed.max_questions, mixed.k_max) == (5, 8)
     with pytest.raises(ValueError, match="--k-max must be >= 0"):
-        resolve_sizes(_designer_args("--k-max", "-1"))
+        _designer_config("--k-max", "-1")
 
 
 def test_each_stage_takes_its_own_model_defaulting_to_model() -> None:
     from data_pipelines.designer.run import stage_engines
 
-    args = _designer_args("--model", "m", "--answer-model", "long-cot", "--annotate-model", "small")
-    assert stage_engines(args, args.model) == {"annotate": "small", "extract": "m", "generate": "m",
-                                               "answer": "long-cot"}
+    config = _designer_config("--model", "m", "--answer-model", "long-cot", "--annotate-model", "small")
+    assert stage_engines(config, config.model) == {"annotate": "small", "extract": "m", "generate": "m",
+                                                   "answer": "long-cot"}
     given = {"annotate": "a", "extract": "e", "generate": "g", "answer": "r"}
-    assert stage_engines(args, given) == given
+    assert stage_engines(config, given) == given
     with pytest.raises(ValueError, match=r"no engine for \['answer'\]"):
-        stage_engines(args, {k: v for k, v in given.items() if k != "answer"})
+        stage_engines(config, {k: v for k, v in given.items() if k != "answer"})
 
 
 GOOD = """flowchart TD

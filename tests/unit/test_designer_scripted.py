@@ -12,7 +12,8 @@ import pytest
 
 from data_pipelines.common.embed import HashingEmbedder
 from data_pipelines.common.runner import Reject, StaleOutput
-from data_pipelines.designer.run import add_designer_args, run_pipeline
+from data_pipelines.designer.options import DesignerConfig, add_designer_args
+from data_pipelines.designer.run import run_pipeline
 from data_pipelines.designer.stages import CallSettings, make_annotate_stage, make_generate_stage
 from data_pipelines.designer.steps import retrieve_step
 from posttrain.common.cli_help import CommandParser
@@ -91,10 +92,11 @@ class ScriptedAnswerEngine(ScriptedDesignerEngine):
         return super().reply(prompt).replace("Final answer: 4", "Final answer: 5")
 
 
-def designer_args(out, *extra: str) -> argparse.Namespace:
+def designer_args(out, *extra: str) -> DesignerConfig:
     parser = CommandParser()
     add_designer_args(parser)
-    return parser.parse_args(["--output", str(out), "--no_progress", "--embedder", "hashing", *extra])
+    return DesignerConfig.from_args(parser.parse_args(["--output", str(out), "--no_progress", "--embedder",
+                                                       "hashing", *extra]))
 
 
 def test_scripted_engine_meets_the_protocol() -> None:

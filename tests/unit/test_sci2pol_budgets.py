@@ -1,24 +1,20 @@
 """``posttrain data sci2pol bench`` token budgets: the demo's on the built-in items, real ones with --bench_dir,
 a flag always winning."""
 
-import argparse
-
 import pytest
 
-from data_pipelines.sci2pol.run import add_sci2pol_args, resolve_budgets
+from data_pipelines.sci2pol.options import BenchConfig, add_sci2pol_args
 from posttrain.common.cli_help import CommandParser
 
 
-def _bench_args(*argv: str) -> argparse.Namespace:
+def _bench_args(*argv: str) -> BenchConfig:
     parser = CommandParser()
     add_sci2pol_args(parser)
-    args = parser.parse_args(["bench", *argv])
-    resolve_budgets(args)
-    return args
+    return BenchConfig.from_args(parser.parse_args(["bench", *argv]))
 
 
-def _budgets(args: argparse.Namespace) -> tuple[int, int, int]:
-    return args.max_new_tokens, args.open_tokens, args.judge_tokens
+def _budgets(config: BenchConfig) -> tuple[int, int, int]:
+    return config.max_new_tokens, config.open_tokens, config.judge_tokens
 
 
 def test_built_in_items_keep_the_demo_budgets_and_bench_data_gets_real_ones(tmp_path):
