@@ -459,7 +459,9 @@ def test_worker_killed_mid_broadcast_silent_worker_and_dead_workers_are_named(wo
     os.killpg(process.pid, signal.SIGSTOP)  # alive but silent
     try:
         start = time.monotonic()
-        with pytest.raises(WorkerError, match=f"{bad}: answered none of its"):
+        # caught by the version read before any request goes out (a silent worker mid-call meets the generation
+        # watchdog instead, "answered none of its ...": tests/unit/test_remote_runner.py)
+        with pytest.raises(WorkerError, match=f"{bad}: (GET /weight_info|answered none of its)"):
             _greedy(engine, prompts * 5)  # 30 requests, 2 at a time
         assert time.monotonic() - start < 30
         start = time.monotonic()
