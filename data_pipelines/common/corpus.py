@@ -235,11 +235,9 @@ def warm_start(model, tokenizer, recipe, generator: torch.Generator) -> None:
     sequences truncated to 512 tokens. The python ``random`` stream is seeded from ``generator``, so the
     build is deterministic.
 
-    Measured (2-core shared CPU; hidden 64, 2 layers, 4 heads, batch 16, LR 3e-3, 3,000 steps, ~11 min
-    under load): copying forms in the short drills (entropy of repeated code characters 3.59 -> 0.50
-    nats, 0.57 shuffled) but stays tied to that format: far drills 2.8-3.2 nats, copy drills 3.52-3.55,
-    a definition prepended to a usage 3.57 vs 3.59 alone. With this model EntropyLong's verification
-    keeps no planted pair; ``CacheLMScorer`` (``--model cachelm``) is the copying scorer meanwhile.
+    This model learns to copy inside the short drills but stays tied to their format, so EntropyLong's
+    verification keeps no planted pair with it; ``CacheLMScorer`` (``--model cachelm``) is the copying scorer
+    meanwhile (``benchmarks/BENCHMARKS.md``).
     """
     from tqdm.auto import tqdm
 
