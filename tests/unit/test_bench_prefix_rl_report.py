@@ -53,7 +53,7 @@ def test_reuse_takes_recorded_runs_the_finished_ones_win_and_the_summary_covers_
     earlier = tmp_path / "earlier.json"  # made before the flags were recorded, as the committed report
     earlier.write_text(json.dumps({
         "command": "bench --report_only", "clustering": {"with_prefix": 0.25}, "ceiling": {"examples": 128},
-        "runs": {"full-rl": {"0": curves([0.5, 0.0]), "1": curves([0.5, 0.5])}, "lora-rl": {"1": curves([0.5, 1.0])}}}))
+        "runs": {"full-rl": {"0": curves([0.5, 0.0]), "1": curves([0.5, 0.5])}, "lora-rl": {"1": curves([0.625, 1.0])}}}))
     runs = tmp_path / "runs"
     finished_run(runs / "full-rl" / "seed0", [0.5, 0.75])  # finished under --runs: wins over the recorded 0.0
     (runs / "lora-rl" / "seed0").mkdir(parents=True)  # neither finished nor recorded: missing
@@ -73,7 +73,7 @@ def test_reuse_takes_recorded_runs_the_finished_ones_win_and_the_summary_covers_
     full, lora = report["summary"]["full-rl"], report["summary"]["lora-rl"]
     assert full["seeds"] == [0, 1] and full["per_seed_final"] == [0.75, 0.5] and full["final_mean"] == 0.625
     assert lora["seeds"] == [1] and lora["final_mean"] == 1.0
-    assert lora["fraction_of_full-rl_gain"] == 4.0  # (1.0 - 0.5) / (0.625 - 0.5)
+    assert lora["fraction_of_full-rl_gain"] == 3.0  # from its own start: (1.0 - 0.625) / (0.625 - 0.5)
     assert report["clustering"] == {"with_prefix": 0.25} and report["ceiling"] == {"examples": 128}
     assert report["carried"] == {"file": str(earlier), "rows": ["ceiling", "clustering"]}
     assert report["common"] == bench_prefix_rl.COMMON and report["arms"] == bench_prefix_rl.ARMS
