@@ -18,6 +18,7 @@ from posttrain.tasks import (  # noqa: F401  (register the tasks)
     arithmetic,
     countdown,
     dataset,
+    multistep_word,
     step_arithmetic,
     sudoku,
     word_arithmetic,

@@ -79,3 +79,21 @@ def _is_divisor(factor: object) -> bool:
     if isinstance(factor, sympy.Pow):
         return factor.exp == -1
     return isinstance(factor, sympy.Rational) and not factor.is_Integer and abs(factor.p) == 1
+
+
+_ANSWER_LINE = re.compile(r"^[ \t]*Answer:(.*)$", re.MULTILINE)
+_INTEGER_LITERAL = re.compile(r"\s*([+-]?\d+)\s*\.?\s*")
+
+
+def answer_line_integer(completion: str) -> int | None:
+    """The integer on the last line of ``completion`` that opens with ``Answer:``, or None when there is no
+    such line or it holds anything but one integer literal (optionally a trailing period and whitespace).
+
+    Strict where ``math_equal`` is lenient: nothing is evaluated, so ``Answer: 48/4``, ``Answer: 12^1`` or
+    ``Answer: 4 - 15 = -11`` give None even when their value is the answer.
+    """
+    lines = _ANSWER_LINE.findall(completion)
+    if not lines:
+        return None
+    match = _INTEGER_LITERAL.fullmatch(lines[-1])
+    return int(match.group(1)) if match else None
