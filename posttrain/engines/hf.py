@@ -19,7 +19,8 @@ log-probs agree): prompts are left-padded, positions are ``cumsum(attention_mask
   a JSON schema the grammar allows a stop token only after a complete document, and the row stops when its
   matcher terminates (on that stop token).
   Finished rows stay in the batch and are fed pad tokens with attention mask 0; the loop ends when all
-  rows are done.
+  rows are done. Identical prompts in one batch (a group's samples) are prefilled once and share the
+  prompt's cache.
 - Scoring (``score``, the ``ScoringEngine`` protocol) is exact: ``posttrain.engines.hf_scoring``.
 - Reproducibility: the same seed, inputs, ``max_batch_size``, model and device give identical outputs
   (on CPU; GPU kernels may add their own nondeterminism).
@@ -81,8 +82,26 @@ def sample_tokens(
         logprobs = F.log_softmax(logits.float(), dim=-1)
     else:
         logprobs = F.log_softmax(process_logits(logits, params), dim=-1)
-        tokens = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(-1)
+        tokens = inverse_cdf_sample(logprobs.exp(), generator)
     return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def inverse_cdf_sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row of ``probs`` ``[B, V]`` (non-negative, any positive row sum), drawn exactly from the
+    row's categorical distribution with one uniform number per row.
+
+    Why not ``torch.multinomial``: it draws an exponential variate for every vocabulary entry (``B x V`` of
+    them), which on a 49k-token vocabulary took a fifth of SmolLM2's CPU decode time; the inverse CDF needs
+    ``B`` uniforms and a cumulative sum. The sum is taken in float64 so that the picked interval is the
+    token's own up to 2^-53; ``right=True`` never lands on a zero-width (zero-probability) entry, and a draw
+    that rounds onto the total is clamped to the last token with positive probability.
+    """
+    cdf = probs.double().cumsum(-1)
+    total = cdf[:, -1:]
+    u = torch.rand(probs.size(0), 1, generator=generator, dtype=torch.float64, device=probs.device)
+    picked = torch.searchsorted(cdf, u * total, right=True)
+    last_positive = (cdf < total).sum(-1, keepdim=True)
+    return torch.minimum(picked, last_positive).squeeze(-1)
 
 
 @dataclass
@@ -179,7 +198,11 @@ class HFRolloutEngine:
         grammars: RowGrammars | None = None,
     ) -> list[_Completion]:
         batch = len(prompts)
-        input_ids, mask = left_pad(prompts, self.pad_token_id)
+        # A group's G samples share one prompt: prefill each distinct prompt once, then give every row its
+        # prompt's cache and last logits (GRPO's step prefills prompts/G rows instead of prompts).
+        distinct: dict[tuple[int, ...], int] = {}
+        source_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+        input_ids, mask = left_pad([list(p) for p in distinct], self.pad_token_id)
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         stop_ids = self._stop_ids(params)
 
@@ -193,6 +216,10 @@ class HFRolloutEngine:
             **{self._cache_kwarg: cache},
             **extra,
         ).logits[:, -1]
+        if len(distinct) < batch:
+            rows = torch.tensor(source_row, dtype=torch.long, device=self.device)
+            cache.batch_select_indices(rows)
+            logits, mask = logits[rows], mask[rows]
         next_position = mask.sum(-1)
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)
         lengths = torch.full((batch,), params.max_new_tokens, dtype=torch.long, device=self.device)

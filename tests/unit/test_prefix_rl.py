@@ -47,9 +47,17 @@ def _model(recipe: str, seed: int) -> torch.nn.Module:
 
 
 def _first_k_chars_reward(prompts, completions, **columns):
-    """Reads only the first K characters of the answer (the prefix, on the character tokenizer)."""
+    """Reads the first K characters of the answer (the prefix, on the character tokenizer, when no prefix token
+    is a special token that decodes to nothing)."""
     _first_k_chars_reward.seen = list(completions)
     return [float(sum(map(ord, c[:K])) % 3) for c in completions]
+
+
+def _first_char_reward(prompts, completions, **columns):
+    """Reads only the answer's first character, which the prefix writes for any draw (unlike its first K
+    characters: a sampled special token decodes to nothing, and then the K-th character is the target's)."""
+    _first_char_reward.seen = list(completions)
+    return [float(ord(c[:1] or " ") % 3) for c in completions]
 
 
 def _algo(target_seed: int = 1, reward=None, cls: type = PrefixRL, **overrides) -> tuple[PrefixRL, torch.nn.Module]:
@@ -124,9 +132,10 @@ def test_target_tokens_never_reach_the_loss() -> None:
     experience and the loss must be bitwise the same. Packing any target token would change both."""
     losses, tensors = [], []
     for target_seed in (1, 2):
-        algo, adapter = _algo(target_seed=target_seed, reward=_first_k_chars_reward)
+        algo, adapter = _algo(target_seed=target_seed, reward=_first_char_reward)
         experience, _ = algo.make_experience(EXAMPLES, adapter, step=1)
-        assert any(len(text) > K + 2 for text in _first_k_chars_reward.seen)  # whole answers were scored
+        assert any(len(text) > K + 2 for text in _first_char_reward.seen)  # whole answers were scored
+        assert experience["advantages"].abs().sum() > 0  # the rewards, hence the loss, depend on the prefix
         tensors.append(experience.tensors)
         losses.append(algo.loss(adapter, experience, iteration=0).loss)
     assert tensors[0].keys() == tensors[1].keys()

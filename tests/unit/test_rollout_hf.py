@@ -13,7 +13,7 @@ from transformers import PreTrainedModel
 from posttrain.common.padding import left_pad
 from posttrain.engines.base import RolloutEngine, SamplingParams
 from posttrain.engines.build import build_engine
-from posttrain.engines.hf import HFRolloutEngine
+from posttrain.engines.hf import HFRolloutEngine, inverse_cdf_sample
 from posttrain.engines.spec import HFSpec
 from posttrain.engines.weight_sync.weights import canonical_name, is_adapter_tensor
 from posttrain.models.likelihood import causal_token_logprobs
@@ -247,3 +247,39 @@ def test_registry_and_input_validation(model, tokenizer):
     assert len(engine.generate([], SamplingParams())) == 0
     with pytest.raises(ValueError, match="max_batch_size"):
         HFRolloutEngine(model, tokenizer, max_batch_size=0)
+
+
+def test_inverse_cdf_sample_follows_the_distribution() -> None:
+    """Frequencies of 20k seeded draws match the row's probabilities (an unnormalised row too); zero-probability
+    entries, leading, inner or trailing, are never drawn; a one-hot row always gives its token."""
+    probs = torch.tensor([[0.0, 0.2, 0.0, 0.3, 0.5, 0.0], [0.0, 0.0, 0.0, 2.0, 0.0, 0.0]])
+    generator = torch.Generator().manual_seed(0)
+    draws = torch.stack([inverse_cdf_sample(probs, generator) for _ in range(20000)])  # [N, 2]
+    counts = torch.bincount(draws[:, 0], minlength=6).double() / len(draws)
+    assert counts[[0, 2, 5]].tolist() == [0.0, 0.0, 0.0]
+    assert torch.allclose(counts[[1, 3, 4]], torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64), atol=0.015)
+    assert draws[:, 1].eq(3).all()
+
+
+def test_inverse_cdf_sample_clamps_a_draw_on_the_total(monkeypatch) -> None:
+    """A uniform that rounds onto the row's total (u * total == total) gives the last token with positive
+    probability, not the index past the vocabulary or a trailing zero-probability token."""
+    probs = torch.tensor([[0.25, 0.75, 0.0, 0.0]])
+    monkeypatch.setattr(torch, "rand", lambda *size, **kwargs: torch.ones(*size, dtype=torch.float64))
+    assert inverse_cdf_sample(probs, torch.Generator()).tolist() == [1]
+
+
+def test_identical_prompts_are_prefilled_once(model, tokenizer, prompt_ids) -> None:
+    """A group's G copies of a prompt share one prefill: the first forward sees the distinct prompts only, and
+    every copy still gets a full completion."""
+    engine = _engine(model, tokenizer)
+    batch_sizes: list[int] = []
+    handle = engine.model.register_forward_pre_hook(
+        lambda module, args, kwargs: batch_sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    try:
+        grouped = [p for p in prompt_ids[:2] for _ in range(3)]
+        rollouts = engine.generate(grouped, SamplingParams(max_new_tokens=4, temperature=1.0, seed=0))
+    finally:
+        handle.remove()
+    assert batch_sizes[0] == 2 and set(batch_sizes[1:]) == {6}
+    assert len(rollouts.completion_ids) == 6 and all(1 <= len(ids) <= 4 for ids in rollouts.completion_ids)
