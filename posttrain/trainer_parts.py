@@ -124,7 +124,14 @@ def build_parts(config: TrainConfig, info: DistInfo) -> TrainerParts:
             built.add_frozen(role)
     rollout: RolloutEngine | None = None
     if engine_spec is not None:  # a PEFT-wrapped policy serves as is: its adapters start at zero
-        rollout = built.engine(engine_spec, initial_policy if engine_spec.borrows_module else policy, tokenizer)
+        engine_module = initial_policy if engine_spec.borrows_module else policy
+        if amp_dtype is not None and engine_spec.borrows_module:
+            # Under autocast the rollouts decode with bf16 weights, not fp32 ones cast at every matmul: decoding
+            # reads every weight once per token, so half the bytes is about half the time. The roles above have
+            # taken their copies of the initial policy already, so the engine's copy is cast in place; weight
+            # syncs cast the trainer's fp32 tensors on copy (``WeightReceiver``).
+            engine_module = engine_module.to(amp_dtype)
+        rollout = built.engine(engine_spec, engine_module, tokenizer, dtype=amp_dtype)
         built.engines[POLICY] = rollout
     deepspeed_model = initialize_deepspeed_model(policy, config, info.world_size)
     ctx = AlgoContext(tokenizer=tokenizer, reward_fn=reward_fn, is_correct=task.is_correct, timer=timer,
@@ -191,14 +198,16 @@ class _RoleBuilder:
     refreshed_roles: dict[str, ModelRole] = field(default_factory=dict)
     refreshed_modules: dict[str, torch.nn.Module] = field(default_factory=dict)
 
-    def engine(self, spec: EngineSpec, model: torch.nn.Module, tokenizer: Any) -> Any:
-        """The engine ``spec`` names for ``model``: moved to this rank's device only when the engine runs it."""
+    def engine(self, spec: EngineSpec, model: torch.nn.Module, tokenizer: Any, dtype: torch.dtype | None = None) -> Any:
+        """The engine ``spec`` names for ``model``: moved to this rank's device only when the engine runs it;
+        ``dtype`` is the weights' dtype an engine that loads or receives its own weights serves (the model's
+        when None)."""
         config, info = self.config, self.info
         if spec.borrows_module:
             model = model.to(info.device)
         return build_engine(spec, model=model, tokenizer=tokenizer, device=info.device,
                             max_batch_size=config.rollout_batch_size or config.per_rank_samples(info.world_size),
-                            seed=config.seed)
+                            seed=config.seed, dtype=dtype)
 
     def module(self, role: ModelRole) -> tuple[torch.nn.Module, Any]:
         """A role's own module and tokenizer: a copy of the initial policy (the policy's tokenizer) or its
