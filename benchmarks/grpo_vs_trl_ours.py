@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace, rollout: str, out_dir: str) -> dict[str, Any]
     async_rollouts = overrides.get("async_rollouts", False)
     # async: one step more than timed, since the last step only drains (nothing is left to generate ahead)
     total = args.warmup + args.steps + (1 if async_rollouts else 0)
-    config = GRPOConfig(
+    fields = dict(
         algo="grpo", model=args.model_dir, task="arithmetic", output_dir=out_dir, seed=args.seed, steps=total,
         save_every=0, eval_every=0, report_to="jsonl", progress=False, num_threads=args.threads,
         prompts_per_step=args.prompts, group_size=args.group, micro_batch_size=args.micro_batch, mu=1,
@@ -91,8 +91,9 @@ def _run(args: argparse.Namespace, rollout: str, out_dir: str) -> dict[str, Any]
         precision=args.precision, gradient_checkpointing=False, rollout=rollout,
         max_new_tokens=args.max_new_tokens,
         temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
-        advantage="grpo", **overrides,
+        advantage="grpo",
     )
+    config = GRPOConfig(**(fields | overrides))  # a side's fields (e.g. ours-autocast's precision) win
     trainer = Trainer.from_config(config)
     rss_before = current_rss_mb()
     from posttrain.tasks.verifiers import math_equal

@@ -12,10 +12,14 @@ from posttrain.metrics import peak_memory_mb
 
 SIDE_OVERRIDES: dict[str, dict[str, Any]] = {
     "ours": {}, "ours-async": {"async_rollouts": True}, "ours-packed": {"padding_free": True},
-    "ours-server": {"async_rollouts": True},
+    "ours-server": {"async_rollouts": True}, "ours-autocast": {"precision": "fp32", "autocast": "bf16"},
+    "ours-zero1": {"zero_stage": 1},
 }
 """Our sides: the shipped GRPOConfig defaults plus these fields (ours-packed: the padding-free lever on;
-ours-server: async rollouts from a ``posttrain rollout-worker`` on cores of its own)."""
+ours-server: async rollouts from a ``posttrain rollout-worker`` on cores of its own; ours-autocast: TRL's bf16
+configuration, fp32 weights and optimizer with the forwards under bf16 autocast, and bf16 rollouts, whatever
+``--precision`` says; ours-zero1: DeepSpeed's ZeRO stage 1 optimizer, whose flat fp32 master partition replaces the
+per-parameter casts of its stage-0 bf16 optimizer)."""
 
 SERVER_SIDES = ("ours-server", "trl-server")
 """Sides whose vLLM runs as a server process on ``--server_cpus`` while the trainer runs on ``--trainer_cpus``."""
