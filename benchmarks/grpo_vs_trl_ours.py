@@ -11,6 +11,7 @@ the worker's command line (``--no-enforce-eager`` after our ``--enforce-eager``)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -83,7 +84,7 @@ def _run(args: argparse.Namespace, rollout: str, out_dir: str) -> dict[str, Any]
     async_rollouts = overrides.get("async_rollouts", False)
     # async: one step more than timed, since the last step only drains (nothing is left to generate ahead)
     total = args.warmup + args.steps + (1 if async_rollouts else 0)
-    fields = dict(
+    config = GRPOConfig(
         algo="grpo", model=args.model_dir, task="arithmetic", output_dir=out_dir, seed=args.seed, steps=total,
         save_every=0, eval_every=0, report_to="jsonl", progress=False, num_threads=args.threads,
         prompts_per_step=args.prompts, group_size=args.group, micro_batch_size=args.micro_batch, mu=1,
@@ -93,7 +94,7 @@ def _run(args: argparse.Namespace, rollout: str, out_dir: str) -> dict[str, Any]
         temperature=1.0, top_p=1.0, top_k=0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, loss_agg="token-mean",
         advantage="grpo",
     )
-    config = GRPOConfig(**(fields | overrides))  # a side's fields (e.g. ours-autocast's precision) win
+    config = dataclasses.replace(config, **overrides)  # a side's fields (e.g. ours-autocast's precision) win
     trainer = Trainer.from_config(config)
     rss_before = current_rss_mb()
     from posttrain.tasks.verifiers import math_equal
