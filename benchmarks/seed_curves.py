@@ -40,16 +40,24 @@ def finished(output_dir: Path, final_step: int | None = None) -> bool:
     return (output_dir / "metrics.jsonl").exists() and any(output_dir.glob(pattern))
 
 
+TRAINING_ENV = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+"""What ``run_training`` adds to the environment of every run (offline, single-threaded)."""
+
+
+def training_command(flags: Sequence[str], seed: int, output_dir: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The command ``run_training`` runs: ``posttrain/train.py FLAGS --seed SEED --output_dir OUTPUT_DIR EXTRA``."""
+    return [sys.executable, str(REPO / "posttrain" / "train.py"), *flags, "--seed", str(seed),
+            "--output_dir", str(output_dir), *extra]
+
+
 def run_training(flags: Sequence[str], seed: int, output_dir: Path, extra: Sequence[str] = (),
                  final_step: int | None = None) -> None:
-    """``posttrain/train.py FLAGS --seed SEED --output_dir OUTPUT_DIR EXTRA`` single-threaded and offline, unless
-    it already ``finished`` (at ``final_step`` when given); a failed run raises ``CalledProcessError``."""
+    """``training_command`` under ``TRAINING_ENV``, unless the run already ``finished`` (at ``final_step`` when
+    given); a failed run raises ``CalledProcessError``."""
     if finished(output_dir, final_step):
         return
-    cmd = [sys.executable, str(REPO / "posttrain" / "train.py"), *flags, "--seed", str(seed),
-           "--output_dir", str(output_dir), *extra]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    subprocess.run(cmd, cwd=REPO, check=True, env=env)
+    subprocess.run(training_command(flags, seed, output_dir, extra), cwd=REPO, check=True,
+                   env={**os.environ, **TRAINING_ENV})
 
 
 @dataclass
