@@ -19,6 +19,11 @@ the prompt longer than the 256-token default), a checkpoint every 5 steps and ``
 - ``gpo``: GPO (``--algo gpo``), rollouts from the guider, whose prompt is the problem followed by its worked
   solution (``--privileged_template`` = ``SOLUTION_TEMPLATE``), the learner trained on the plain prompt; the
   held-out evaluation answers the plain prompt, so its curve is the learner's;
+- ``dupo-vllm``: DuPO (``--algo dupo``), no labels: each group's distinct ``Answer:`` values go into the task's
+  dual questions (``multistep_word.story_masked_problems``: one number of the story hidden, ``Given that the
+  answer is 9, what is Vqe?``, at most 3 per problem: the start count and two operands) and the live policy
+  answers them greedily in at most ``DUAL_TOKENS`` tokens (``--dual_solver policy``); the dual answers are
+  generated on top of the same 32 policy samples, and its ``perf/step_seconds`` includes them;
 - ``prefix-rl``: Prefix-RL (self-prefix form, as on arithmetic): the trainable copy writes the first
   ``PREFIX_TOKENS`` tokens, the frozen SmolLM2 (its own HF engine) the rest of the 64-token budget.
   ``PREFIX_TOKENS`` = 16 is not measured on this task (no ceiling run, unlike arithmetic's k = 8): the base
@@ -38,6 +43,8 @@ COMMON = ["--model", "smollm2-135m", "--task", "multistep-word", "--prompts_per_
           "--max_prompt_tokens", "512", "--eval_every", "10", "--eval_examples", "256", "--pass_k", "1",
           "--autocast", "auto", "--save_every", "5", "--keep_last", "1", "--resume", "auto", "--progress", "false",
           "--num_threads", "1"]
+DUAL_TOKENS = 24
+"""DuPO's dual answer budget: room for a sentence before the number (``Vqe is 7.``), which the dual reads last."""
 PREFIX_TOKENS = 16
 """Prefix-RL's k on this task (module docstring: chosen, not measured)."""
 ARMS: dict[str, list[str]] = {
@@ -45,6 +52,8 @@ ARMS: dict[str, list[str]] = {
     "grpo-hf": ["--algo", "grpo", "--rollout", "hf"],
     "grpo-vllm-lora": ["--algo", "grpo", "--rollout", "vllm", "--lora_r", "8", "--lr", "2e-4"],
     "gpo": ["--algo", "gpo", "--rollout", "vllm", "--privileged_template", SOLUTION_TEMPLATE],
+    "dupo-vllm": ["--algo", "dupo", "--rollout", "vllm", "--dual_solver", "policy", "--dual_max_new_tokens",
+                  str(DUAL_TOKENS)],
     "prefix-rl": ["--algo", "prefix-rl", "--rollout", "hf", "--target_rollout", "hf", "--prefix_tokens",
                   str(PREFIX_TOKENS)],
 }
