@@ -253,6 +253,21 @@ def arm_summaries(runs: dict[str, dict]) -> dict[str, dict]:
     return summaries
 
 
+def lora_against_full(summaries: dict[str, dict], lora: str = "grpo-vllm-lora", full: str = "grpo-vllm"
+                      ) -> dict[str, float] | None:
+    """The LoRA arm's mean s/step and mean peak RSS as fractions of the full fine-tuning arm's (same engine,
+    same samples); None until both arms have finished seeds that logged them."""
+    if lora not in summaries or full not in summaries:
+        return None
+    ratios = {}
+    for name in ("seconds_per_step_mean", "peak_memory_mb"):
+        measured = summaries[lora][name], summaries[full][name]
+        if None in measured:
+            return None
+        ratios[f"{name}_lora_over_full"] = measured[0]["mean"] / measured[1]["mean"]
+    return ratios
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="arithmetic", choices=list(TASK_SETUPS))
@@ -323,13 +338,14 @@ def main(argv: list[str] | None = None) -> int:
             out.parent.mkdir(parents=True, exist_ok=True)
             out_json.write_text(json.dumps(report, indent=2))
     report["summary"] = arm_summaries(report["runs"])
+    report["lora_against_full"] = lora_against_full(report["summary"])
     out_json.write_text(json.dumps(report, indent=2))
     curves: dict[str, list] = {}
     for key, run in report["runs"].items():
         if run["finished"]:  # an unfinished run's shorter curve would cut its arm's mean curve short
             curves.setdefault(key.split("/")[0], []).append(run["curve"])
     if curves:
-        plot_seed_curves(curves, out.with_suffix(".png"), setup.title)
+        plot_seed_curves(curves, out.with_suffix(".png"), setup.title, sd_band=args.task != "arithmetic")
     print(json.dumps({key: (run["curve"][0][1], run["curve"][-1][1]) for key, run in report["runs"].items()}))
     return 0
 

@@ -47,3 +47,13 @@ def test_print_commands_prints_one_train_command_per_arm_and_seed(tmp_path: Path
 def test_an_arm_of_another_task_is_refused() -> None:
     with pytest.raises(SystemExit):
         bench.main(["--task", "multistep-word", "--arms", "grpo-vllm-lora-lr2e-4", "--print_commands"])
+
+
+def test_lora_is_set_against_full_fine_tuning() -> None:
+    def arm(seconds: float, peak: float) -> dict:
+        return {"seconds_per_step_mean": {"mean": seconds}, "peak_memory_mb": {"mean": peak}}
+
+    summaries = {"grpo-vllm": arm(10.0, 2000.0), "grpo-vllm-lora": arm(8.0, 1500.0)}
+    assert bench.lora_against_full(summaries) == {"seconds_per_step_mean_lora_over_full": 0.8,
+                                                  "peak_memory_mb_lora_over_full": 0.75}
+    assert bench.lora_against_full({"grpo-vllm": arm(10.0, 2000.0)}) is None
