@@ -25,7 +25,8 @@ the prompt longer than the 256-token default), a checkpoint every 5 steps and ``
   answers them greedily in at most ``DUAL_TOKENS`` tokens (``--dual_solver policy``); the dual answers are
   generated on top of the same 32 policy samples, and its ``perf/step_seconds`` includes them;
 - ``prefix-rl``: Prefix-RL (self-prefix form, as on arithmetic): the trainable copy writes the first
-  ``PREFIX_TOKENS`` tokens, the frozen SmolLM2 (its own HF engine) the rest of the 64-token budget.
+  ``PREFIX_TOKENS`` tokens, the frozen SmolLM2 (its own HF engine) the rest of the 64-token budget, both
+  sampled at the shared temperature 0.8 (``--target_temperature``; its default is 0.7).
   ``PREFIX_TOKENS`` = 16 is not measured on this task (no ceiling run, unlike arithmetic's k = 8): the base
   model's answers open with the story's first sentence and first equation (``Eva has 2 cups. 2 + 5 = 7.``,
   13-16 tokens), so 16 tokens let the adapter choose the solution's form and its first step, and leave the
@@ -55,5 +56,5 @@ ARMS: dict[str, list[str]] = {
     "dupo-vllm": ["--algo", "dupo", "--rollout", "vllm", "--dual_solver", "policy", "--dual_max_new_tokens",
                   str(DUAL_TOKENS)],
     "prefix-rl": ["--algo", "prefix-rl", "--rollout", "hf", "--target_rollout", "hf", "--prefix_tokens",
-                  str(PREFIX_TOKENS)],
+                  str(PREFIX_TOKENS), "--target_temperature", "0.8"],
 }

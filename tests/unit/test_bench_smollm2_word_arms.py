@@ -57,3 +57,8 @@ def test_lora_is_set_against_full_fine_tuning() -> None:
     assert bench.lora_against_full(summaries) == {"seconds_per_step_mean_lora_over_full": 0.8,
                                                   "peak_memory_mb_lora_over_full": 0.75}
     assert bench.lora_against_full({"grpo-vllm": arm(10.0, 2000.0)}) is None
+
+
+def test_prefix_rl_samples_its_target_at_the_shared_temperature() -> None:
+    config = build_config(get_algorithm("prefix-rl").config_class, [*word.COMMON, *word.ARMS["prefix-rl"]])
+    assert config.target_temperature == config.temperature == 0.8
