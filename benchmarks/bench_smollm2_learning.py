@@ -3,6 +3,12 @@ smollm2-135m``) on the built-in ``arithmetic`` task, held-out greedy accuracy ov
 
     python benchmarks/bench_smollm2_learning.py --arms grpo-vllm grpo-hf --seeds 0
 
+``--task multistep-word`` runs the arms of ``smollm2_word_arms.py`` instead (issue 44: that file says what they
+share and how they differ); everything below about recording, resuming and equal compute holds for both tasks,
+the rest of this docstring is about ``arithmetic``. ``--print_commands`` prints the ``posttrain/train.py``
+command of every (arm, seed) and runs nothing; ``--train_flags`` appends flags to every run (e.g. a smoke's
+``--eval_examples 16``; recorded in the JSON).
+
 Every run is ``posttrain/train.py --model smollm2-135m --task arithmetic`` as a user would start it
 (single-threaded, one process, offline); the arms differ only in the flags named in ``ARMS``:
 
@@ -77,9 +83,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import shlex
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -87,9 +95,19 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks import smollm2_word_arms
 from benchmarks.bench_prefix_rl import parameter_counts
-from benchmarks.seed_curves import finished, metric_curves, plot_seed_curves, run_training
+from benchmarks.seed_curves import (
+    TRAINING_ENV,
+    finished,
+    metric_curves,
+    plot_seed_curves,
+    run_training,
+    training_command,
+)
+from benchmarks.smollm2_task_headroom import cpu_model
 from posttrain.common.cli_help import CommandParser
+from posttrain.models.autocast import autocast_dtype
 from posttrain.models.loading import load_tokenizer
 from posttrain.models.pretrained import resolve_model_name
 from posttrain.tasks import TASKS
@@ -110,6 +128,56 @@ ARMS: dict[str, list[str]] = {
     "prefix-rl": ["--algo", "prefix-rl", "--rollout", "hf", "--target_rollout", "hf", "--prefix_tokens",
                   str(PREFIX_TOKENS)],
 }
+
+
+
+@dataclass(frozen=True)
+class TaskSetup:
+    """One task's benchmark: the flags every arm shares, the arms' own flags, the default steps and where its
+    runs and results go."""
+
+    common: list[str]
+    arms: dict[str, list[str]]
+    steps: int
+    runs: Path
+    out: Path
+    title: str
+
+
+TASK_SETUPS = {
+    "arithmetic": TaskSetup(COMMON, ARMS, 12, REPO / "outputs" / "bench_smollm2_learning",
+                            REPO / "benchmarks" / "results" / "smollm2_learning",
+                            "SmolLM2-135M-Instruct on arithmetic (held-out greedy)"),
+    "multistep-word": TaskSetup(smollm2_word_arms.COMMON, smollm2_word_arms.ARMS, smollm2_word_arms.STEPS,
+                                REPO / "outputs" / "bench_smollm2_word", REPO / "benchmarks" / "results" / "smollm2_word",
+                                "SmolLM2-135M-Instruct on multistep-word (held-out greedy)"),
+}
+
+
+def flag_value(flags: list[str], name: str, default: str) -> str:
+    """The value of ``--name`` in ``flags`` (the last one wins, as in ``posttrain/train.py``), else ``default``."""
+    values = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == f"--{name}"]
+    return values[-1] if values else default
+
+
+def precision_record(flags: list[str]) -> dict[str, str]:
+    """What precision the runs' flags resolve to on this CPU: ``--precision``, ``--autocast`` and the autocast
+    dtype ``posttrain.models.autocast`` picks for them here (``none`` without autocast), and the CPU's name."""
+    precision, autocast = flag_value(flags, "precision", "fp32"), flag_value(flags, "autocast", "off")
+    dtype = autocast_dtype(autocast, precision, "cpu")
+    return {"cpu": cpu_model(), "precision": precision, "autocast": autocast,
+            "autocast_dtype": str(dtype).removeprefix("torch.") if dtype is not None else "none"}
+
+
+def shell_line(command: list[str]) -> str:
+    """``command`` as one bash line: ``shlex.quote`` per word, bash's ``$'...'`` for a word holding a newline
+    (GPO's ``--privileged_template``), so every printed command is one pasteable line."""
+    def word(arg: str) -> str:
+        if "\n" not in arg:
+            return shlex.quote(arg)
+        return "$'" + arg.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+    return " ".join(word(arg) for arg in command)
 
 
 def run_summary(output_dir: Path) -> dict[str, float | None]:
@@ -185,39 +253,76 @@ def arm_summaries(runs: dict[str, dict]) -> dict[str, dict]:
     return summaries
 
 
+def lora_against_full(summaries: dict[str, dict], lora: str = "grpo-vllm-lora", full: str = "grpo-vllm"
+                      ) -> dict[str, float] | None:
+    """The LoRA arm's mean s/step and mean peak RSS as fractions of the full fine-tuning arm's (same engine,
+    same samples); None until both arms have finished seeds that logged them."""
+    if lora not in summaries or full not in summaries:
+        return None
+    ratios = {}
+    for name in ("seconds_per_step_mean", "peak_memory_mb"):
+        measured = summaries[lora][name], summaries[full][name]
+        if None in measured:
+            return None
+        ratios[f"{name}_lora_over_full"] = measured[0]["mean"] / measured[1]["mean"]
+    return ratios
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", nargs="+", default=["grpo-vllm", "grpo-hf"], choices=list(ARMS))
+    parser.add_argument("--task", default="arithmetic", choices=list(TASK_SETUPS))
+    parser.add_argument("--arms", nargs="+", default=None,
+                        help="arms of --task (default: all of them; arithmetic: grpo-vllm grpo-hf)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--runs", type=Path, default=REPO / "outputs" / "bench_smollm2_learning",
-                        help="run directories (ARM/seedS)")
+    parser.add_argument("--steps", type=int, default=None, help="default: the task's (arithmetic 12, multistep-word 100)")
+    parser.add_argument("--train_flags", default="",
+                        help="flags appended to every run's command (one shell-quoted string), e.g. a smoke's "
+                             "'--eval_examples 16 --eval_every 2'")
+    parser.add_argument("--print_commands", "--dry_run", action="store_true",
+                        help="print the posttrain/train.py command of every (arm, seed) and run nothing")
+    parser.add_argument("--runs", type=Path, default=None,
+                        help="run directories (ARM/seedS); default outputs/bench_smollm2_learning (arithmetic), "
+                             "outputs/bench_smollm2_word (multistep-word)")
     parser.add_argument("--collect_only", action="store_true",
                         help="start no run: record what the run directories hold so far (an unfinished run's curve "
                              "is marked finished: false), e.g. at a session's end; rerun without it to resume")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "smollm2_learning",
-                        help="output prefix: writes PREFIX.json and PREFIX.png")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output prefix: writes PREFIX.json and PREFIX.png; default benchmarks/results/"
+                             "smollm2_learning (arithmetic), benchmarks/results/smollm2_word (multistep-word)")
     args = parser.parse_args(argv)
+    setup = TASK_SETUPS[args.task]
+    arms = args.arms or (["grpo-vllm", "grpo-hf"] if args.task == "arithmetic" else list(setup.arms))
+    unknown = [arm for arm in arms if arm not in setup.arms]
+    if unknown:
+        parser.error(f"--arms {unknown} are not arms of --task {args.task}: choose from {list(setup.arms)}")
+    steps = args.steps if args.steps is not None else setup.steps
+    runs, out = args.runs or setup.runs, args.out or setup.out
+    common = setup.common + ["--steps", str(steps)] + shlex.split(args.train_flags)
+    if args.print_commands:
+        env = " ".join(f"{name}={value}" for name, value in TRAINING_ENV.items())
+        for arm in arms:
+            for seed in args.seeds:
+                print(env, shell_line(training_command([*common, *setup.arms[arm]], seed, runs / arm / f"seed{seed}")))
+        return 0
 
-    out_json = args.out.with_suffix(".json")
+    out_json = out.with_suffix(".json")
     report = json.loads(out_json.read_text()) if out_json.exists() else {"runs": {}}
     invocation = " ".join([sys.executable, *sys.argv])
-    report.update({"collect_command" if args.collect_only else "command": invocation,
-                   "common_flags": COMMON + ["--steps", str(args.steps)]})
-    for arm in args.arms:
+    report.update({"collect_command" if args.collect_only else "command": invocation, "task": args.task,
+                   "common_flags": common, **precision_record(common)})
+    for arm in arms:
         for seed in args.seeds:
-            output_dir = args.runs / arm / f"seed{seed}"
+            output_dir = runs / arm / f"seed{seed}"
             key = f"{arm}/seed{seed}"
             wall = None
             if args.collect_only and not (output_dir / "metrics.jsonl").exists():
                 continue
-            done = finished(output_dir, args.steps)
+            done = finished(output_dir, steps)
             resumed = None
             if not args.collect_only and not done:
                 resumed = (output_dir / "metrics.jsonl").exists()
                 start = time.perf_counter()
-                run_training([*COMMON, "--steps", str(args.steps), *ARMS[arm]], seed, output_dir,
-                             final_step=args.steps)
+                run_training([*common, *setup.arms[arm]], seed, output_dir, final_step=steps)
                 wall = time.perf_counter() - start
             if out_json.exists():  # another invocation (another arm, run at the same time) may have written since
                 report["runs"] = json.loads(out_json.read_text())["runs"]
@@ -226,19 +331,21 @@ def main(argv: list[str] | None = None) -> int:
                        "wall_seconds_last_invocation": wall} if wall is not None else
                       {name: previous.get(name) for name in ("wall_seconds", "resumed", "wall_seconds_last_invocation")})
             report["runs"][key] = {
-                "flags": ARMS[arm], "finished": finished(output_dir, args.steps), **timing,
+                "flags": setup.arms[arm], "finished": finished(output_dir, steps), **timing,
                 "curve": metric_curves(output_dir, ["eval/accuracy"])["eval/accuracy"], **run_summary(output_dir),
                 "training_flops_per_step": training_flops_per_step(output_dir),
             }
-            args.out.parent.mkdir(parents=True, exist_ok=True)
+            out.parent.mkdir(parents=True, exist_ok=True)
             out_json.write_text(json.dumps(report, indent=2))
     report["summary"] = arm_summaries(report["runs"])
+    report["lora_against_full"] = lora_against_full(report["summary"])
     out_json.write_text(json.dumps(report, indent=2))
     curves: dict[str, list] = {}
     for key, run in report["runs"].items():
         if run["finished"]:  # an unfinished run's shorter curve would cut its arm's mean curve short
             curves.setdefault(key.split("/")[0], []).append(run["curve"])
-    plot_seed_curves(curves, args.out.with_suffix(".png"), "SmolLM2-135M-Instruct on arithmetic (held-out greedy)")
+    if curves:
+        plot_seed_curves(curves, out.with_suffix(".png"), setup.title, sd_band=args.task != "arithmetic")
     print(json.dumps({key: (run["curve"][0][1], run["curve"][-1][1]) for key, run in report["runs"].items()}))
     return 0
 

@@ -40,16 +40,24 @@ def finished(output_dir: Path, final_step: int | None = None) -> bool:
     return (output_dir / "metrics.jsonl").exists() and any(output_dir.glob(pattern))
 
 
+TRAINING_ENV = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+"""What ``run_training`` adds to the environment of every run (offline, single-threaded)."""
+
+
+def training_command(flags: Sequence[str], seed: int, output_dir: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The command ``run_training`` runs: ``posttrain/train.py FLAGS --seed SEED --output_dir OUTPUT_DIR EXTRA``."""
+    return [sys.executable, str(REPO / "posttrain" / "train.py"), *flags, "--seed", str(seed),
+            "--output_dir", str(output_dir), *extra]
+
+
 def run_training(flags: Sequence[str], seed: int, output_dir: Path, extra: Sequence[str] = (),
                  final_step: int | None = None) -> None:
-    """``posttrain/train.py FLAGS --seed SEED --output_dir OUTPUT_DIR EXTRA`` single-threaded and offline, unless
-    it already ``finished`` (at ``final_step`` when given); a failed run raises ``CalledProcessError``."""
+    """``training_command`` under ``TRAINING_ENV``, unless the run already ``finished`` (at ``final_step`` when
+    given); a failed run raises ``CalledProcessError``."""
     if finished(output_dir, final_step):
         return
-    cmd = [sys.executable, str(REPO / "posttrain" / "train.py"), *flags, "--seed", str(seed),
-           "--output_dir", str(output_dir), *extra]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    subprocess.run(cmd, cwd=REPO, check=True, env=env)
+    subprocess.run(training_command(flags, seed, output_dir, extra), cwd=REPO, check=True,
+                   env={**os.environ, **TRAINING_ENV})
 
 
 @dataclass
@@ -125,11 +133,13 @@ def mean_curve(series: Sequence[Curve]) -> Curve:
 def plot_seed_curves(curves_by_arm: dict[str, Sequence[Curve]], path: Path, title: str,
                      figsize: tuple[float, float] = (6.5, 4), alpha: float = 0.25, label: str = "{arm} ({n} seeds)",
                      legend: dict[str, Any] | None = None, decorate: Callable[[Any], None] | None = None,
-                     ylabel: str = "held-out greedy accuracy", mean_width: float | None = None) -> None:
+                     ylabel: str = "held-out greedy accuracy", mean_width: float | None = None,
+                     sd_band: bool = False) -> None:
     """One PNG at ``path``: per arm (colours C0, C1, ... in order) every seed's curve at ``alpha`` and the mean
     (``mean_curve``) opaque with markers and line width ``mean_width`` (None: matplotlib's), labelled
-    ``label.format(arm=..., n=seeds)``; ``decorate(ax)`` may add reference lines before the legend (``legend``
-    holds its keyword arguments)."""
+    ``label.format(arm=..., n=seeds)``; with ``sd_band`` also the mean +- the sample standard deviation over
+    seeds, shaded, for arms of two seeds or more; ``decorate(ax)`` may add reference lines before the legend
+    (``legend`` holds its keyword arguments)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -140,8 +150,13 @@ def plot_seed_curves(curves_by_arm: dict[str, Sequence[Curve]], path: Path, titl
         color = f"C{i}"
         for curve in series:
             ax.plot(*zip(*curve), color=color, alpha=alpha)
-        ax.plot(*zip(*mean_curve(series)), color=color, marker="o", linewidth=mean_width,
-                label=label.format(arm=arm, n=len(series)))
+        mean = mean_curve(series)
+        ax.plot(*zip(*mean), color=color, marker="o", linewidth=mean_width, label=label.format(arm=arm, n=len(series)))
+        if sd_band and len(series) > 1:
+            sd = [statistics.stdev(curve[i][1] for curve in series) for i in range(len(mean))]
+            steps = [step for step, _ in mean]
+            ax.fill_between(steps, [m - s for (_, m), s in zip(mean, sd)], [m + s for (_, m), s in zip(mean, sd)],
+                            color=color, alpha=alpha / 2, linewidth=0)
     if decorate is not None:
         decorate(ax)
     ax.set_xlabel("training step")

@@ -30,6 +30,7 @@ import hashlib
 import random
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 
 DUAL_TEMPLATE = "{problem} Given that the answer is {answer}, what is {variable}?"
@@ -55,6 +56,11 @@ class MaskedProblem:
     """The number that was replaced, as written in the problem (what the dual must recover)."""
     start: int
     """Character offset of the hidden number in the original problem."""
+
+
+DualMasker = Callable[[str, int | None], list[MaskedProblem]]
+"""What builds a prompt's dual questions: ``masked_problems``, or a task's own (the task class's
+``masked_problems``, e.g. ``multistep_word.story_masked_problems``)."""
 
 
 def _function_argument_spans(problem: str) -> list[tuple[int, int]]:

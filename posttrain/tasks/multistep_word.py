@@ -22,6 +22,17 @@ Every example carries its worked solution in the ``solution`` column (``Eva star
 12 - 3 = 9.`` then ``Answer: 9``): GPO's privileged context (``posttrain.algos.gpo.hint``) with
 ``--privileged_template`` set to ``SOLUTION_TEMPLATE``. Unlike the arithmetic task's hint it states the
 answer: the guider sees the whole solution.
+
+DuPO's dual (``--algo dupo``, She et al. 2025): the generic math dual hides the first numbers of the whole
+prompt, which here are the worked example's, so the task brings its own (``story_masked_problems``, the task
+class's ``masked_problems``): one dual question per number of the problem's story (the start count, then each
+operation's operand, in text order), the story alone with that number behind a fresh variable:
+
+    Eva has Vqe cards. Then she gets 5 more. Then she gives 3 away. How many cards does she have now?
+    Given that the answer is 9, what is Vqe?
+
+and the answer a completion states is read as the verifier reads it (``stated_answer``: the last ``Answer:``
+line's integer), so a completion without that line gets the reward of a failed recovery.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posttrain.tasks.base import TASKS, Example, head_tail_split
+from posttrain.tasks.dual_questions import MaskedProblem, masked_problems
 from posttrain.tasks.verifiers import answer_line_integer
 
 EXAMPLE = ("Here is an example.\nProblem: Ann has 3 pens. Then she gets 2 more. Then she ends up with 2 times as many. "
@@ -88,6 +100,32 @@ class MultistepProblem:
             left = result
         return " ".join(equations) + f"\nAnswer: {left}"
 
+PROBLEM_MARKER = "\nProblem: "
+"""What opens the problem's story in a prompt (after the worked example and the instruction)."""
+
+
+def story(prompt: str) -> tuple[int, str]:
+    """The character offset and text of the story a ``multistep-word`` prompt asks about (after its last
+    ``PROBLEM_MARKER``); a prompt without one raises ``ValueError`` naming it."""
+    start = prompt.rfind(PROBLEM_MARKER)
+    if start < 0:
+        raise ValueError(f"multistep-word: prompt {prompt[:80]!r} has no {PROBLEM_MARKER.strip()!r} line")
+    start += len(PROBLEM_MARKER)
+    return start, prompt[start:].strip()
+
+
+def story_masked_problems(prompt: str, max_questions: int | None = None) -> list[MaskedProblem]:
+    """DuPO's dual questions of a ``multistep-word`` prompt: ``masked_problems`` of its story alone (one per
+    number, at most ``max_questions``, in text order), ``start`` counted in the whole prompt."""
+    offset, text = story(prompt)
+    return [MaskedProblem(m.text, m.variable, m.hidden, offset + m.start) for m in masked_problems(text, max_questions)]
+
+
+def stated_answer(completion: str) -> str | None:
+    """The answer a completion states, as the verifier reads it: the last ``Answer:`` line's integer."""
+    value = answer_line_integer(completion)
+    return None if value is None else str(value)
+
 
 def apply(value: int, op: str, n: int) -> int:
     """``value op n`` for one of ``OPERATORS`` (``/`` only where it is exact)."""
@@ -108,6 +146,9 @@ class MultistepWordTask:
     answered step by step with a final ``Answer: <integer>`` line; ``test_size`` held out."""
 
     name = "multistep-word"
+    masked_problems = staticmethod(story_masked_problems)
+    """DuPO's dual questions (module docstring); ``stated_answer`` the primal answer they are given."""
+    stated_answer = staticmethod(stated_answer)
 
     def __init__(self, size: int = 4000, test_size: int = 512, min_operations: int = 2, max_operations: int = 2,
                  max_number: int = 5, max_factor: int = 2, max_value: int = 20,

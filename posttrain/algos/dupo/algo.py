@@ -36,6 +36,7 @@ from typing import Any
 
 from posttrain.algos.base import ALGORITHMS
 from posttrain.algos.dupo.back_translation import group_back_translation_rewards
+from posttrain.algos.dupo.dual import final_answer
 from posttrain.algos.dupo.offline_selection import SELECTOR, OfflineSelection, selector_role
 from posttrain.algos.dupo.reward import SELECTIONS, DualSettings, DualStats, group_dual_rewards
 from posttrain.algos.dupo.solver import DUAL_SOLVERS, SOLVER, snapshot_step, solver_role
@@ -45,7 +46,8 @@ from posttrain.algos.scoring import ScoredGroups, score_groups
 from posttrain.common.seeds import derive_seed
 from posttrain.config import defaults, opt
 from posttrain.engines.base import GenerationEngine, Rollouts, SamplingParams
-from posttrain.tasks.base import Example
+from posttrain.tasks.base import TASKS, Example
+from posttrain.tasks.dual_questions import masked_problems
 
 DUAL_TASKS = ("math", "translation")
 """The duals ``--algo dupo`` trains with (``DuPOConfig.dual_task``)."""
@@ -131,9 +133,12 @@ class DuPO(GRPO):
         cfg = self.config
         params = SamplingParams(max_new_tokens=cfg.dual_max_new_tokens, temperature=cfg.dual_temperature,
                                 seed=derive_seed(self.sampling_seed(step), "dual"))
+        task_class = TASKS.get(cfg.task) if cfg.task != "dataset" else None
         return DualSettings(max_questions=cfg.dual_questions, samples=cfg.dual_samples, lam=cfg.dual_lambda,
                             selection=cfg.dual_selection, params=params, system_prompt=cfg.system_prompt,
-                            max_prompt_tokens=cfg.max_prompt_tokens)
+                            max_prompt_tokens=cfg.max_prompt_tokens,
+                            masker=getattr(task_class, "masked_problems", masked_problems),
+                            stated_answer=getattr(task_class, "stated_answer", final_answer))
 
     def dual_solver(self) -> GenerationEngine:
         """The engine that answers the dual questions: the snapshot role's, or the live policy's."""

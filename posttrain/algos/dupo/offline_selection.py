@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from posttrain.algos.dupo.dual import final_answer
 from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_distances
 from posttrain.algos.dupo.reward import DualSettings
 from posttrain.algos.dupo.selection import select_unknown
@@ -28,7 +27,6 @@ from posttrain.algos.roles import INITIAL_POLICY, ModelRole
 from posttrain.common.seeds import derive_seed
 from posttrain.engines.base import GenerationEngine, SamplingParams
 from posttrain.tasks.base import Example
-from posttrain.tasks.dual_questions import masked_problems
 from posttrain.tasks.prompts import encode_prompts
 
 SELECTOR = "selector"
@@ -56,7 +54,7 @@ class OfflineSelection:
         self.verdicts: dict[str, tuple[int, ...]] = {}
 
     def kept(self, prompts: Sequence[str]) -> dict[str, tuple[int, ...]]:
-        """For each of ``prompts``: the indices (into ``masked_problems(prompt, max_questions)``) of the dual
+        """For each of ``prompts``: the indices (into ``settings.masker(prompt, max_questions)``) of the dual
         questions the selection kept."""
         for prompt in dict.fromkeys(prompts):
             if prompt not in self.verdicts:
@@ -64,14 +62,14 @@ class OfflineSelection:
         return {prompt: self.verdicts[prompt] for prompt in prompts}
 
     def _select(self, prompt: str) -> tuple[int, ...]:
-        masked = masked_problems(prompt, self.settings.max_questions)
+        masked = self.settings.masker(prompt, self.settings.max_questions)
         if not masked:
             return ()
         seed = problem_seed(prompt, self.run_seed)
         ids = encode_prompts(self.engine.tokenizer, [Example(prompt, "")], self.settings.system_prompt,
                              self.settings.max_prompt_tokens)[0]
         texts = self.engine.generate([ids] * self.pool, dataclasses.replace(self.primal, seed=seed)).texts
-        distinct = sorted({a for a in map(final_answer, texts) if a is not None})
+        distinct = sorted({a for a in map(self.settings.stated_answer, texts) if a is not None})
         if not distinct:
             return ()
         dual_params = dataclasses.replace(self.settings.params, seed=derive_seed(seed, "dual"))

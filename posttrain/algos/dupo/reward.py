@@ -2,8 +2,8 @@
 
 For each group of G completions of one problem x:
 
-1. the problem's dual questions are built (``posttrain.tasks.dual_questions.masked_problems``: one per numeric
-   candidate, at most ``max_questions``); a problem without a usable number gets no reward (None: masked
+1. the problem's dual questions are built (``DualSettings.masker``: ``posttrain.tasks.dual_questions.masked_problems``,
+   one per numeric candidate, or the task's own; at most ``max_questions``); a problem without a usable number gets no reward (None: masked
    out of the loss) and is counted in ``no_number``;
 2. every distinct final answer y of the group is put into every dual question, and the dual solver answers
    each K times: the distance d(x_u, x̂_u) of each dual answer is variable equality (``posttrain.algos.dupo.dual``);
@@ -24,14 +24,14 @@ function is handed prompts and completions only: it never sees the dataset's ans
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from posttrain.algos.dupo.dual import dual_reward, final_answer
 from posttrain.algos.dupo.dual_solve import DualJob, backward_accuracy, dual_distances
 from posttrain.algos.dupo.selection import select_unknown
 from posttrain.engines.base import GenerationEngine, SamplingParams
-from posttrain.tasks.dual_questions import masked_problems
+from posttrain.tasks.dual_questions import DualMasker, masked_problems
 
 SELECTIONS = ("online", "offline", "none")
 """Unknown-component selection: over each group's answers, once per problem beforehand, or none."""
@@ -49,6 +49,10 @@ class DualSettings:
     params: SamplingParams
     system_prompt: str | None
     max_prompt_tokens: int
+    masker: DualMasker = masked_problems
+    """Builds a prompt's dual questions (a task's own, e.g. multistep-word's, which hides its story's numbers)."""
+    stated_answer: Callable[[str], str | None] = final_answer
+    """The answer a primal completion states (a task's own reading, e.g. multistep-word's ``Answer:`` line)."""
 
 
 @dataclass
@@ -124,9 +128,9 @@ def group_dual_rewards(prompts: Sequence[str], completions: Sequence[str], group
     plans = []
     jobs: list[DualJob] = []
     for prompt, group in prompt_groups(prompts, completions, group_size):
-        answers = [final_answer(c) for c in group]
+        answers = [settings.stated_answer(c) for c in group]
         distinct = sorted({a for a in answers if a is not None})
-        masked = masked_problems(prompt, settings.max_questions)
+        masked = settings.masker(prompt, settings.max_questions)
         stats.questions += len(masked)
         has_number = bool(masked)
         if kept_offline is not None:
