@@ -104,6 +104,8 @@ def test_spans_become_rewards_on_exactly_their_tokens() -> None:
     assert dense[0, len(WRONG_SECOND)] == 0.0  # EOS
     assert dense[1, : len(RIGHT)].min() >= 0.0 and dense[1].max() == 1.0
     assert metrics["span_rm/unparsable_fraction"] == 0.0 and metrics["span_rm/spans_matched"] == 6.0
+    assert metrics["span_rm/verdict_mean"] == 0.0  # one -1 (a poor step), one +1: logged for span rewards too
+    assert metrics["span_rm/token_reward_mean"] == pytest.approx(float(dense.sum()) / (2 * (len(RIGHT) + 1)))
 
 
 def test_unparsable_feedback_loses_its_span_reward_but_keeps_its_kl() -> None:

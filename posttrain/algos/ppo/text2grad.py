@@ -270,9 +270,10 @@ class SpanRewards:
         parsed = torch.tensor([r is not None for r in spans.rewards])
         dense = torch.zeros(len(rollouts), completion_len)
         metrics = spans.metrics()
+        terminal = torch.tensor([v if v is not None else 0.0 for v in spans.verdicts])
+        # logged in both modes: the critic's verdict is its judgement of the batch, trained on or not
+        metrics["span_rm/verdict_mean"] = float(terminal[parsed].mean()) if parsed.any() else 0.0
         if self.config.span_reward == "verdict":
-            terminal = torch.tensor([v if v is not None else 0.0 for v in spans.verdicts])
-            metrics["span_rm/verdict_mean"] = float(terminal[parsed].mean()) if parsed.any() else 0.0
             return dense, terminal, parsed, metrics
         for i, row in enumerate(spans.rewards):
             if row is not None:
