@@ -31,6 +31,7 @@ critique is short and templated.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -42,7 +43,8 @@ from posttrain.tasks.base import Example
 from rewards.text2grad.policy_samples import policy_feedback_examples
 
 POLICY_PROBLEMS = 4000
-"""Train problems sampled from the policy, per temperature."""
+"""Train problems sampled from the policy, per temperature (fewer when the warm start draws fewer policy samples
+than that: a short test build does not sample thousands)."""
 POLICY_TEMPERATURES = (0.7, 1.0)
 """The benchmark's sampling temperature, and a hotter one for the more varied mistakes of a policy in training."""
 POLICY_SHARE = 0.5
@@ -73,14 +75,16 @@ def warm_start(model: Any, tokenizer: Any, recipe: Any, generator: torch.Generat
     (restored afterwards): on a shared 2-core machine a tiny model trains faster single-threaded."""
     task = TASKS.get(recipe.task)()
     noisy = task.split("train")
+    draws = recipe.warm_start_steps * recipe.batch_size * POLICY_SHARE / len(POLICY_TEMPERATURES)
+    per_temperature = min(POLICY_PROBLEMS, math.ceil(draws))
     problems = [e.prompt for e in TASKS.get("step-arithmetic")().split("train")]
-    taken = problems[len(noisy):len(noisy) + POLICY_PROBLEMS * len(POLICY_TEMPERATURES)]
-    if len(taken) < POLICY_PROBLEMS * len(POLICY_TEMPERATURES):
+    taken = problems[len(noisy):len(noisy) + per_temperature * len(POLICY_TEMPERATURES)]
+    if len(taken) < per_temperature * len(POLICY_TEMPERATURES):
         raise ValueError(f"recipe {recipe.name!r}: {len(taken)} train problems left past the noisy split's "
-                         f"{len(noisy)}, need {POLICY_PROBLEMS * len(POLICY_TEMPERATURES)}")
+                         f"{len(noisy)}, need {per_temperature * len(POLICY_TEMPERATURES)}")
     policy = [ex for k, temperature in enumerate(POLICY_TEMPERATURES)
-              for ex in policy_feedback_examples(taken[k * POLICY_PROBLEMS:(k + 1) * POLICY_PROBLEMS], temperature,
-                                                 recipe.seed + k, critique=task.critique)]
+              for ex in policy_feedback_examples(taken[k * per_temperature:(k + 1) * per_temperature],
+                                                 temperature, recipe.seed + k, critique=task.critique)]
     examples = mixed_examples(noisy, policy, len(noisy) + len(policy), recipe.seed)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
