@@ -98,9 +98,14 @@ ARMS: dict[str, list[str]] = {
 }
 DIAGNOSTICS = {"kl": "ppo/sequence_kl", "kl_coef": "ppo/kl_coef", "length": "completion/length_mean",
                "truncated": "completion/truncated_fraction", "unparsable": "span_rm/unparsable_fraction",
-               "train_accuracy": "train/accuracy"}
+               "train_accuracy": "train/accuracy", "span_reward": "span_rm/token_reward_mean",
+               "verdict": "span_rm/verdict_mean"}
 """Per-step training metrics kept per run (``runs[arm][seed]["diagnostics"]``) and averaged per arm over the first
-and the last ``WINDOW`` steps (``summary[arm]["diagnostics"]``); GRPO logs no PPO KL nor span metrics."""
+and the last ``WINDOW`` steps (``summary[arm]["diagnostics"]``); GRPO logs no PPO KL nor span metrics, the verdict
+arms no span reward. ``span_reward`` (the critic's mean token reward over parsed samples) and ``verdict`` (its mean
+verdict, +1 all good, -1 something poor or missing) show whether the critic still tells the policy anything: a
+verdict near +1 while the sampled accuracy falls is a critic that calls wrong answers right. Runs recorded before
+they were logged (``--reuse``) have no points for them (None in the summary)."""
 WINDOW = 10
 
 
@@ -128,8 +133,8 @@ def summarise(runs: Runs, gain: float) -> dict[str, dict]:
         finals = [curve[-1][1] for curve in per_seed.values()]
         reached = {seed: steps_to(curve, level) for seed, curve in per_seed.items()}
         hits = [s for s in reached.values() if s is not None]
-        diagnostics = {name: {f"first_{WINDOW}": window_means([runs[arm][s][key] for s in per_seed], True),
-                              f"last_{WINDOW}": window_means([runs[arm][s][key] for s in per_seed], False)}
+        diagnostics = {name: {f"first_{WINDOW}": window_means([runs[arm][s].get(key, []) for s in per_seed], True),
+                              f"last_{WINDOW}": window_means([runs[arm][s].get(key, []) for s in per_seed], False)}
                        for name, key in DIAGNOSTICS.items()}
         summary[arm] = {"seeds": list(per_seed), "start_mean": statistics.mean(c[0][1] for c in per_seed.values()),
                         "final_mean": statistics.mean(finals),

@@ -10,6 +10,7 @@ prompt and target one visit of an example learns: label noise and GPO's hinted p
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -56,28 +57,39 @@ def label_generators(recipe: TinyRecipe) -> tuple[torch.Generator, torch.Generat
     return torch.Generator().manual_seed(recipe.seed + 1), torch.Generator().manual_seed(recipe.seed + 2)
 
 
+TargetWeights = Callable[[str, list[int]], list[float]]
+"""``(target text, target ids with EOS) -> one loss weight per id``: which target tokens count more in the SFT loss."""
+
+
 def sft_warm_start(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, recipe: TinyRecipe, generator: torch.Generator
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, recipe: TinyRecipe, generator: torch.Generator,
+    examples: Sequence[Example] | None = None, target_weights: TargetWeights | None = None,
 ) -> None:
     """Supervised fine-tuning on the train split of ``recipe.task`` (prompt tokens masked), in place.
 
     Plain AdamW for ``recipe.warm_start_steps`` steps of ``recipe.batch_size`` examples drawn with
     ``generator``; the learning rate decays linearly to zero. Deliberately short, so the model ends
-    partly right: a starting point that RL can improve.
+    partly right: a starting point that RL can improve. ``examples`` replaces the train split (a warm start that
+    builds its own data, e.g. the span critic's over policy samples); ``target_weights`` makes the loss the
+    weighted token mean (unset: every target token weighs 1).
     """
     if recipe.task is None:
         raise ValueError(f"recipe {recipe.name!r}: sft_warm_start needs a task")
     task = TASKS.get(recipe.task)()
-    examples = task.split("train")
+    examples = list(examples) if examples is not None else task.split("train")
     noise_generator, hint_generator = label_generators(recipe)
-    encoded: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+    encoded: dict[tuple[str, str], tuple[list[int], list[int], list[float]]] = {}
 
-    def encode(i: int) -> tuple[list[int], list[int]]:
+    def encode(i: int) -> tuple[list[int], list[int], list[float]]:
         example, answer = sft_warm_start_pair(task, examples[i], recipe, noise_generator, hint_generator)
         if (example.prompt, answer) not in encoded:
             prompt = encode_prompts(tokenizer, [example], None, recipe.max_position_embeddings)[0]
             target = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            encoded[(example.prompt, answer)] = (prompt, target)
+            weights = target_weights(answer, target) if target_weights is not None else [1.0] * len(target)
+            if len(weights) != len(target):
+                raise ValueError(f"recipe {recipe.name!r}: target_weights gave {len(weights)} weights for "
+                                 f"{len(target)} target tokens of {answer[:60]!r}")
+            encoded[(example.prompt, answer)] = (prompt, target, weights)
         return encoded[(example.prompt, answer)]
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0)
@@ -87,8 +99,10 @@ def sft_warm_start(
     progress = WarmStartProgress(recipe.name, recipe.warm_start_steps)
     for _ in range(recipe.warm_start_steps):
         pairs = [encode(i) for i in torch.randint(len(examples), (recipe.batch_size,), generator=generator).tolist()]
-        batch = pack_sequences([p for p, _ in pairs], [t for _, t in pairs], tokenizer.pad_token_id)
+        batch = pack_sequences([p for p, _, _ in pairs], [t for _, t, _ in pairs], tokenizer.pad_token_id)
         mask = batch["completion_mask"]
+        for row, (_, _, weights) in enumerate(pairs):
+            mask[row, : len(weights)] = torch.tensor(weights)
         logprobs, _ = causal_token_logprobs(model, batch["input_ids"], batch["attention_mask"], last=mask.shape[1])
         loss = sft_loss(logprobs, mask)
         warm_start_update(model, optimizer, scheduler, loss)

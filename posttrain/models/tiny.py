@@ -245,11 +245,13 @@ _declare(TinyRecipe(name="reward-mr3", kind="reward", task=None, warm_start="rew
 _declare(TinyRecipe(name="causal-step-arithmetic", kind="causal", task="step-arithmetic", warm_start=_SFT_TASK,
                     warm_start_steps=800, target_noise=0.5, **_POLICY))
 # The tiny span reward model (rewards.text2grad.tiny): program-written "spans" feedback as compact JSON on responses
-# with injected step errors; small batches keep the ~190-token examples to about 2 CPU-minutes. data_version 1:
-# the targets say "incomplete" when steps are missing.
+# with injected step errors and on the warm-start policy's own samples, the poor spans weighted in the loss. data
+# version 1: the targets say "incomplete" when steps are missing; 2: the policy samples and the weights, wider
+# (128) and longer (2500 steps), because the 700-step, 96-wide critic on noisy responses alone flagged poor steps
+# at chance (issue 41; benchmarks/text2grad.md).
 _declare(TinyRecipe(name="reward-text2grad", kind="reward", task="step-arithmetic-feedback",
-                    warm_start="rewards.text2grad.tiny:warm_start", warm_start_steps=700, data_version=1,
-                    **{**_POLICY, "batch_size": 16}))
+                    warm_start="rewards.text2grad.tiny:warm_start", warm_start_steps=2500, data_version=2,
+                    **{**_POLICY, "batch_size": 16, "hidden_size": 128, "intermediate_size": 384, "lr": 2e-3}))
 # Text2Grad's "spans without critique" ablation: the same model, data and warm start with the critique field
 # removed from every target, so the model marks spans without writing its analysis first.
 _declare(dataclasses.replace(RECIPES.get("reward-text2grad"), name="reward-text2grad-nocritique",

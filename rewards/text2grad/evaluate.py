@@ -1,21 +1,22 @@
-"""Span precision / recall of a span reward model against the program's labels (Text2Grad, arXiv 2505.22338).
+"""``posttrain text2grad-eval``: a span reward model's precision / recall against the program's labels, beside the
+chance baselines, on two held-out splits (Text2Grad, arXiv 2505.22338).
 
-The paper's ``3_metrics.py`` scores its reward model's spans against held-out annotations at the word
-level and by span overlap. Here the labels are exact (``posttrain.tasks.step_arithmetic.program_feedback``
-on held-out problems with injected step errors) and, for each kind (``poor``, ``good``):
+The metrics and baselines are ``rewards.text2grad.span_metrics``. The splits, both on ``step-arithmetic``'s test
+problems (disjoint from every warm start's):
 
-- token level: precision / recall / F1 of the response characters the predicted spans cover (after
-  ``alignment.match_span``) against those the program's spans cover; with the character tokenizer of the
-  embedded models a character is a token;
-- span overlap: a predicted span is correct when its located extent overlaps a gold span of the same kind
-  (precision), a gold span is found when a predicted span overlaps it (recall).
+- ``noisy``: the critic's own task's test split (``step-arithmetic-feedback`` or its ``-nocritique`` twin): one
+  response per problem with ``noisy_response``'s injected step errors (35% right), labels its targets;
+- ``policy_samples``: one response per problem sampled from the warm-start policy ``causal-step-arithmetic``
+  (``rewards.text2grad.policy_samples``; temperature ``POLICY_TEMPERATURE``, seed ``POLICY_SEED``), whose errors
+  come from its ``distractor``; labels ``program_feedback``. This is what the critic scores during RL.
 
-Unparsable outputs count as predicting nothing (they lower recall) and are reported as ``parse_rate``;
-``exact_match`` is the share of outputs whose parsed feedback equals the label (the program's feedback as the
-model's training task writes it: without the critique for a spans-only model). ``posttrain text2grad-eval``
-runs it on an embedded span reward model (``--recipe``: ``reward-text2grad``, or the spans-only
-``reward-text2grad-nocritique``) or on ``--model DIR``, and writes the JSON summary (``--output``; the
-benchmarks keep ``benchmarks/results/text2grad_span_rm*.json``).
+Each split reports the critic's ``span_metrics``, the ``all_good`` and ``random`` baselines with the ``base_rate``,
+and a ``verdict`` (poor-span token precision and recall both ``MARGIN`` above the random flagger's). The top-level
+``verdict`` is the ``policy_samples`` split's: the distribution the trainer feeds the critic. Greedy decoding
+through ``HFRolloutEngine``, one intra-op thread. ``--recipe``: an embedded span reward model (built on first
+use); ``--model DIR``: any compact-style one. ``--output`` also writes the JSON (the benchmarks keep
+``benchmarks/results/text2grad_span_rm*.json``); ``--store`` writes it beside the embedded critic's build
+(``posttrain.algos.span_reward.stored_eval``), where ``--algo text2grad --span_oracle false`` reads it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.algos.span_reward import SPAN_RM_RECIPES
-from posttrain.algos.span_reward.alignment import match_span
 from posttrain.algos.span_reward.scorer import SpanRewardModel
+from posttrain.algos.span_reward.stored_eval import write_stored_eval
 from posttrain.common.cli_help import CommandParser, summary_command
 from posttrain.engines.base import SamplingParams
 from posttrain.engines.hf import HFRolloutEngine
@@ -36,88 +37,64 @@ from posttrain.models.loading import load_causal_lm, load_tokenizer
 from posttrain.models.tiny import RECIPES, build_tiny
 from posttrain.tasks import TASKS
 from posttrain.tasks.span_feedback import SpanFeedback, parse_feedback
+from posttrain.tasks.step_arithmetic import program_feedback
+from rewards.text2grad.policy_samples import POLICY_RECIPE, policy_responses
+from rewards.text2grad.span_metrics import MARGIN, chance_baselines, span_metrics, verdict
 
-KINDS = ("poor", "good")
-
-
-def _located(spans: Sequence[str], response: str) -> list[tuple[int, int]]:
-    return [w for w in (match_span(s, response) for s in spans) if w is not None]
-
-
-def _overlaps(x: tuple[int, int], ys: list[tuple[int, int]]) -> bool:
-    return any(x[0] < y[1] and y[0] < x[1] for y in ys)
+POLICY_TEMPERATURE, POLICY_SEED = 0.7, 0
+"""The policy-sample split: the benchmark's sampling temperature, one fixed seed."""
 
 
-def _prf(tp: float, n_pred: float, n_gold: float) -> dict[str, float]:
-    p = tp / n_pred if n_pred else (1.0 if not n_gold else 0.0)
-    r = tp / n_gold if n_gold else 1.0
-    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
+def _critic(model_dir: str, max_batch_size: int) -> SpanRewardModel:
+    engine = HFRolloutEngine(load_causal_lm(model_dir), load_tokenizer(model_dir), max_batch_size=max_batch_size)
+    return SpanRewardModel(engine, "spans", sampling=SamplingParams(max_new_tokens=160, temperature=0.0),
+                           style="compact", max_prompt_tokens=128)
 
 
-def span_metrics(predicted: Sequence[SpanFeedback | None], gold: Sequence[SpanFeedback],
-                 responses: Sequence[str]) -> dict[str, Any]:
-    """Token-level and span-overlap P/R/F1 per kind, parse rate and exact match (module docstring)."""
-    if not len(predicted) == len(gold) == len(responses):
-        raise ValueError(f"{len(predicted)} predictions, {len(gold)} labels, {len(responses)} responses")
-    out: dict[str, Any] = {"n": len(gold), "parse_rate": sum(p is not None for p in predicted) / max(1, len(gold)),
-                           "exact_match": sum(p == g for p, g in zip(predicted, gold)) / max(1, len(gold))}
-    for kind in KINDS:
-        tok = [0, 0, 0]  # tp, predicted, gold characters
-        span = [0, 0, 0, 0]  # predicted correct, predicted, gold found, gold
-        for pred, lab, response in zip(predicted, gold, responses):
-            p_ext = _located(getattr(pred, kind), response) if pred is not None else []
-            g_ext = _located(getattr(lab, kind), response)
-            p_chars = {i for a, b in p_ext for i in range(a, b)}
-            g_chars = {i for a, b in g_ext for i in range(a, b)}
-            tok[0] += len(p_chars & g_chars)
-            tok[1] += len(p_chars)
-            tok[2] += len(g_chars)
-            span[0] += sum(_overlaps(x, g_ext) for x in p_ext)
-            span[1] += len(p_ext)
-            span[2] += sum(_overlaps(y, p_ext) for y in g_ext)
-            span[3] += len(g_ext)
-        out[kind] = {"token": _prf(*tok),
-                     "span": {"precision": span[0] / span[1] if span[1] else float(not span[3]),
-                              "recall": span[2] / span[3] if span[3] else 1.0}}
-        s = out[kind]["span"]
-        s["f1"] = 2 * s["precision"] * s["recall"] / (s["precision"] + s["recall"]) if sum(s.values()) else 0.0
-    return out
+def score_split(critic: SpanRewardModel, problems: Sequence[str], responses: Sequence[str],
+                gold: Sequence[SpanFeedback]) -> dict[str, Any]:
+    """The critic's ``span_metrics`` on one split, with the chance baselines and the verdict."""
+    parsed = critic.feedback(problems, responses)
+    predicted = [p if isinstance(p, SpanFeedback) else None for p in parsed]
+    metrics = span_metrics(predicted, gold, responses)
+    baselines = chance_baselines(gold, responses)
+    return {**metrics, "base_rate": baselines.pop("base_rate"), "baselines": baselines,
+            "verdict": verdict(metrics, baselines["random"])}
 
 
 def evaluate_model(model_dir: str, n: int = 256, max_batch_size: int = 64,
                    task: str = "step-arithmetic-feedback") -> dict[str, Any]:
-    """``span_metrics`` of the compact-style span reward model at ``model_dir`` on ``n`` held-out examples of
-    ``task`` (``step-arithmetic-feedback`` or its ``-nocritique`` twin; greedy decoding through
-    ``HFRolloutEngine``); the labels are the examples' own targets, parsed."""
+    """Both splits (module docstring) of the compact-style span reward model at ``model_dir`` on ``n`` held-out
+    problems; ``task`` is the critic's SFT task (its test split is the ``noisy`` one)."""
     import torch
 
-
     torch.set_num_threads(1)
+    critic = _critic(model_dir, max_batch_size)
     examples = TASKS.get(task)().split("test")[:n]
-    engine = HFRolloutEngine(load_causal_lm(model_dir), load_tokenizer(model_dir), max_batch_size=max_batch_size)
-    rm = SpanRewardModel(engine, "spans", sampling=SamplingParams(max_new_tokens=160, temperature=0.0),
-                         style="compact", max_prompt_tokens=128)
     problems = [e.columns["problem"] for e in examples]
-    responses = [e.columns["response"] for e in examples]
-    parsed = rm.feedback(problems, responses)
-    predicted = [p if isinstance(p, SpanFeedback) else None for p in parsed]
-    gold = [parse_feedback(e.answer, "spans") for e in examples]
-    return span_metrics(predicted, gold, responses)
+    noisy = [e.columns["response"] for e in examples]
+    sampled = policy_responses(problems, POLICY_TEMPERATURE, POLICY_SEED)
+    splits = {"noisy": score_split(critic, problems, noisy, [parse_feedback(e.answer, "spans") for e in examples]),
+              "policy_samples": score_split(critic, problems, sampled,
+                                            [program_feedback(p, r) for p, r in zip(problems, sampled)])}
+    return {"splits": splits, "verdict": splits["policy_samples"]["verdict"]}
 
 
 def build_parser() -> argparse.ArgumentParser:
-
     parser = CommandParser(prog="posttrain text2grad-eval",
                            description="Span precision / recall of a Text2Grad span reward model against "
-                           "the step-arithmetic program's labels, on held-out problems.\nWith no --model: an "
-                           "embedded tiny span reward model (--recipe, built on first use).")
+                           "the step-arithmetic program's labels, beside the all-good and random baselines, on "
+                           "held-out noisy responses and held-out samples of the warm-start policy.\nWith no "
+                           "--model: an embedded tiny span reward model (--recipe, built on first use).")
     parser.add_argument("--model", default=None, help="A span reward model folder (compact style, trained on "
                         "--recipe's task); default: the embedded --recipe.")
     parser.add_argument("--recipe", default=SPAN_RM_RECIPES[0], choices=list(SPAN_RM_RECIPES),
                         help="The embedded span reward model: reward-text2grad (critique, then spans) or "
-                        "reward-text2grad-nocritique (spans only); its task gives the held-out labels.")
-    parser.add_argument("--n", type=int, default=256, help="Held-out examples.")
+                        "reward-text2grad-nocritique (spans only); its task gives the noisy split's labels.")
+    parser.add_argument("--n", type=int, default=256, help="Held-out problems per split.")
     parser.add_argument("--output", type=Path, default=None, help="Also write the JSON summary here.")
+    parser.add_argument("--store", action="store_true", help="Also store the summary beside the embedded "
+                        "--recipe's build, where --algo text2grad --span_oracle false checks it (not with --model).")
     return parser
 
 
@@ -126,6 +103,8 @@ def text2grad_eval_main(argv: list[str] | None = None) -> int:
     def check(args: argparse.Namespace) -> None:
         if args.n < 1:
             raise ValueError(f"--n must be >= 1, got {args.n}")
+        if args.store and args.model:
+            raise ValueError("--store writes beside an embedded --recipe's build; it takes no --model")
 
     def run(args: argparse.Namespace) -> dict[str, Any]:
         started = time.time()
@@ -133,15 +112,24 @@ def text2grad_eval_main(argv: list[str] | None = None) -> int:
         model = args.model or str(build_tiny(recipe.name))
         summary: dict[str, Any] = {"command": "posttrain text2grad-eval" + (f" --model {args.model}" if args.model else "")
                                    + (f" --recipe {args.recipe}" if args.recipe != SPAN_RM_RECIPES[0] else "")
-                                   + (f" --n {args.n}" if args.n != 256 else ""), "model": model}
+                                   + (f" --n {args.n}" if args.n != 256 else "") + (" --store" if args.store else ""),
+                                   "model": model}
         if args.model is None:
             summary["recipe"] = {"name": recipe.name, "task": recipe.task,
                                  **{k: getattr(recipe, k) for k in ("warm_start_steps", "batch_size", "lr",
-                                                                     "hidden_size", "num_layers")}}
-        summary["held_out"] = (f"{recipe.task} test split: problems disjoint from the warm start's, one response "
-                               "each with injected step errors (35% right)")
+                                                                     "hidden_size", "num_layers", "data_version")}}
+        summary["held_out"] = {
+            "noisy": f"{recipe.task} test split: problems disjoint from the warm starts', one response each with "
+                     "injected step errors (35% right)",
+            "policy_samples": f"the same problems, one response each sampled from {POLICY_RECIPE} at temperature "
+                              f"{POLICY_TEMPERATURE} (seed {POLICY_SEED}), labelled by program_feedback"}
+        summary["verdict_rule"] = (f"beats chance: poor-span token precision and recall both >= the random "
+                                   f"flagger's + {MARGIN} (random: each step poor at the split's base rate, mean "
+                                   "of seeded draws); the top-level verdict is the policy_samples split's")
         summary.update(evaluate_model(model, args.n, task=recipe.task))
         summary["wall_s"] = round(time.time() - started, 1)
+        if args.store:
+            summary["stored"] = str(write_stored_eval(Path(model), summary))
         return summary
 
     return summary_command(argv, build_parser(), check, run)

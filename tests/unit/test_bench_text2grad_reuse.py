@@ -36,3 +36,14 @@ def test_a_report_with_another_budget_or_other_arm_flags_is_refused(tmp_path: Pa
 def test_the_committed_report_loads_with_the_scripts_flags() -> None:
     recorded = recorded_runs(REPO / "benchmarks" / "results" / "text2grad.json", {"budget": BUDGET}, ARMS)
     assert recorded.unchecked_flags == [] and 0 in recorded.runs["grpo"]
+
+
+def test_the_critics_reward_and_verdict_are_summarised_and_absent_from_older_runs() -> None:
+    from benchmarks.bench_text2grad import DIAGNOSTICS, summarise
+
+    assert DIAGNOSTICS["span_reward"] == "span_rm/token_reward_mean" and DIAGNOSTICS["verdict"] == "span_rm/verdict_mean"
+    logged = {"eval/accuracy": [(0, 0.4), (10, 0.5)], "span_rm/verdict_mean": [(1, 0.5), (2, -0.5)]}
+    older = {"eval/accuracy": [(0, 0.4), (10, 0.3)]}  # recorded before the critic's verdict was logged
+    summary = summarise({"text2grad": {0: logged, 1: older}}, gain=0.05)
+    assert summary["text2grad"]["diagnostics"]["verdict"] == {"first_10": 0.0, "last_10": 0.0}
+    assert summary["text2grad"]["diagnostics"]["span_reward"] == {"first_10": None, "last_10": None}

@@ -104,6 +104,8 @@ def test_spans_become_rewards_on_exactly_their_tokens() -> None:
     assert dense[0, len(WRONG_SECOND)] == 0.0  # EOS
     assert dense[1, : len(RIGHT)].min() >= 0.0 and dense[1].max() == 1.0
     assert metrics["span_rm/unparsable_fraction"] == 0.0 and metrics["span_rm/spans_matched"] == 6.0
+    assert metrics["span_rm/verdict_mean"] == 0.0  # one -1 (a poor step), one +1: logged for span rewards too
+    assert metrics["span_rm/token_reward_mean"] == pytest.approx(float(dense.sum()) / (2 * (len(RIGHT) + 1)))
 
 
 def test_unparsable_feedback_loses_its_span_reward_but_keeps_its_kl() -> None:
@@ -206,3 +208,35 @@ def test_span_recipe_picks_the_embedded_reward_model() -> None:
     assert span_role(span_recipe="reward-text2grad-nocritique").recipe == "reward-text2grad-nocritique"
     chosen = span_role(span_model="some/rm", span_recipe="reward-text2grad-nocritique")
     assert (chosen.checkpoint, chosen.recipe) == ("some/rm", None)  # a named model wins over the recipe
+
+
+def _stub_eval(directory, beats: bool) -> None:
+    import json
+
+    from posttrain.algos.span_reward.stored_eval import EVAL_FILE
+
+    verdict = {"beats_chance": beats, "margin": 0.05, "precision": 0.251, "recall": 0.047,
+               "random_precision": 0.204, "random_recall": 0.237}
+    (directory / EVAL_FILE).write_text(json.dumps({"verdict": verdict}))
+
+
+def test_a_critic_at_chance_warns_loudly_with_its_numbers(tmp_path, caplog) -> None:
+    _stub_eval(tmp_path, beats=False)
+    with caplog.at_level("WARNING", logger="posttrain.algos.ppo.text2grad"):
+        _algo(span_model=str(tmp_path))
+    assert "does NOT beat chance" in caplog.text and "0.251 / 0.047" in caplog.text and "0.204 / 0.237" in caplog.text
+    with pytest.raises(ValueError, match=r"span_refuse_at_chance.*0\.251 / 0\.047"):
+        _algo(span_model=str(tmp_path), span_refuse_at_chance=True)
+
+
+def test_a_critic_that_beats_chance_or_the_oracle_is_quiet_and_a_missing_evaluation_warns(tmp_path, caplog) -> None:
+    _stub_eval(tmp_path, beats=True)
+    with caplog.at_level("WARNING", logger="posttrain.algos.ppo.text2grad"):
+        _algo(span_model=str(tmp_path), span_refuse_at_chance=True)
+        _algo(span_oracle=True, span_refuse_at_chance=True)  # the program's spans: nothing to check
+    assert "chance" not in caplog.text and "evaluation" not in caplog.text
+    unmeasured = tmp_path / "unmeasured"
+    unmeasured.mkdir()
+    with caplog.at_level("WARNING", logger="posttrain.algos.ppo.text2grad"):
+        _algo(span_model=str(unmeasured))
+    assert "no stored evaluation" in caplog.text and "text2grad-eval --store" in caplog.text

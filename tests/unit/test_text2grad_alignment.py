@@ -38,6 +38,18 @@ def test_window_match_at_the_thresholds():
     assert match_span("", TEXT) is None and match_span("fox", "") is None
 
 
+def test_a_misquoted_step_covers_its_wrong_result():
+    # issue 41: the critic quotes 12-3=9 for the wrong step 12-3=8; the match is on "12-3=", and the extent must
+    # also cover the result digit (the part that is wrong), past the best window's end too
+    response = "7+5=12,12-3=8,8+8=16"
+    start, end = match_span("12-3=9", response)
+    assert response[start:end] == "12-3=8"
+    assert match_span("12-3=9", "7+5=12,12-3=8") == (7, 13)  # at the response's end
+    assert match_span("x2-3=8", "12-3=8,8+8=16") == (0, 6)  # a misquote at the front: extended backwards
+    rewards = char_rewards(spans(poor=["12-3=9"]), response, "spans")
+    assert rewards[response.index("=8") + 1] == -1.0 and rewards[response.index(",8+8")] == 0.0
+
+
 def test_short_spans_get_the_relaxed_floor():
     # 'cta' vs 'cat' has ratio 2/3: under 0.7, accepted because spans under 5 characters start at 0.5
     assert match_span("cta", "a cat") is not None

@@ -13,7 +13,7 @@ from posttrain.models.tiny import build_tokenizer
 from posttrain.tasks import TASKS
 from posttrain.tasks.span_feedback import SpanFeedback
 from posttrain.tasks.step_arithmetic import noisy_response, program_feedback, solution
-from rewards.text2grad.evaluate import span_metrics
+from rewards.text2grad.span_metrics import span_metrics
 
 
 class CannedEngine:

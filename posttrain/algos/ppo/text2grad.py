@@ -30,7 +30,10 @@ on by default there: the role the paper's GPT-4o annotations play, asked at trai
 embedded learned span reward model (recipe ``reward-text2grad``, trained on that program's feedback), and
 ``--span_recipe reward-text2grad-nocritique`` the same model trained without the critique (the paper's "spans
 without critique" ablation). The learned models are not the default because they miss most wrong steps and PPO
-on them falls below its start (``benchmarks/text2grad.md``, ``benchmarks/BENCHMARKS.md``).
+on them falls below its start (``benchmarks/text2grad.md``, ``benchmarks/BENCHMARKS.md``). Before training on a
+local learned critic, its stored evaluation (``posttrain text2grad-eval --store``, beside its build:
+``posttrain.algos.span_reward.stored_eval``) is read: when it is missing or says the critic does not beat a
+random flagger, a loud warning names the numbers (``--span_refuse_at_chance``: refuse instead).
 
 Defaults differ from the paper's scripts where the tiny default run needs it (``benchmarks/text2grad.md``): 64
 prompts a step and the critic at 1e-3 (the benchmark's), lr 1e-5 (at the benchmark's 3e-5 the span oracle
@@ -54,7 +57,9 @@ horizon (above).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -66,10 +71,14 @@ from posttrain.algos.span_reward import SPAN_RM_RECIPES
 from posttrain.algos.span_reward.alignment import resolve_rule
 from posttrain.algos.span_reward.remote import RemoteSpanRewardModel
 from posttrain.algos.span_reward.scorer import ProgramSpanScorer, SpanRewardModel
+from posttrain.algos.span_reward.stored_eval import critic_problem
 from posttrain.config import opt
 from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.models.tiny import RECIPES, recipe_dir
 from posttrain.tasks.base import Example
 from posttrain.tasks.step_arithmetic import program_feedback
+
+logger = logging.getLogger(__name__)
 
 SPAN_RM = "span_rm"
 """The span reward model's role name (``ctx.engines["span_rm"]``)."""
@@ -132,6 +141,10 @@ class Text2GradConfig(PPOConfig):
                                     "the baseline PPO on the same feedback's scalar verdict (+1 / -1).", SPAN_REWARDS)
     span_max_new_tokens: int = opt(192, "Longest feedback the reward model writes (greedy; the paper's 500-768).")
     span_max_prompt_tokens: int = opt(1024, "Longest reward-model request; a longer one fails naming the sample.")
+    span_refuse_at_chance: bool = opt(False, "Refuse to train on a learned span critic whose stored evaluation "
+                                             "(posttrain text2grad-eval --store, beside its build) is missing or "
+                                             "says it does not beat chance; default: a loud warning naming the "
+                                             "numbers.")
     kl_estimator: str = opt("full", "Per-token KL(pi || ref): full (Text2Grad's exact full-vocabulary KL) or the "
                                     "k1/k2/k3 estimators.", ("full", "k1", "k2", "k3"))
     max_new_tokens: int = opt(32, "Maximum completion length in tokens.")
@@ -193,6 +206,30 @@ class SpanRewards:
     def __init__(self, config: Text2GradConfig, ctx: Any) -> None:
         self.config, self.ctx = config, ctx
         self._scorer = None  # built on first use: the span reward model's engine exists once the trainer built it
+        self.check_critic()
+
+    def critic_dir(self) -> Path | None:
+        """Where the learned span critic lives (``span_model``'s folder, else the ``span_recipe``'s build), or
+        None when no local critic is used (the program's spans, a reward server, a hub id)."""
+        cfg = self.config
+        if cfg.uses_oracle or cfg.span_url:
+            return None
+        if cfg.span_model:
+            return Path(cfg.span_model) if Path(cfg.span_model).is_dir() else None
+        return recipe_dir(RECIPES.get(cfg.span_recipe))
+
+    def check_critic(self) -> None:
+        """Warn loudly (or, with ``span_refuse_at_chance``, refuse) when the critic's stored evaluation is missing
+        or says it does not beat chance: PPO on a critic at chance collapses (``benchmarks/text2grad.md``)."""
+        directory = self.critic_dir()
+        if directory is None:
+            return
+        problem = critic_problem(directory, self.config.span_model or self.config.span_recipe)
+        if problem is None:
+            return
+        if self.config.span_refuse_at_chance:
+            raise ValueError(f"--span_refuse_at_chance: {problem}")
+        logger.warning("!" * 100 + "\nWARNING: %s\n" + "!" * 100, problem)
 
     @staticmethod
     def roles(config: Text2GradConfig) -> tuple[ModelRole, ...]:
@@ -233,9 +270,10 @@ class SpanRewards:
         parsed = torch.tensor([r is not None for r in spans.rewards])
         dense = torch.zeros(len(rollouts), completion_len)
         metrics = spans.metrics()
+        terminal = torch.tensor([v if v is not None else 0.0 for v in spans.verdicts])
+        # logged in both modes: the critic's verdict is its judgement of the batch, trained on or not
+        metrics["span_rm/verdict_mean"] = float(terminal[parsed].mean()) if parsed.any() else 0.0
         if self.config.span_reward == "verdict":
-            terminal = torch.tensor([v if v is not None else 0.0 for v in spans.verdicts])
-            metrics["span_rm/verdict_mean"] = float(terminal[parsed].mean()) if parsed.any() else 0.0
             return dense, terminal, parsed, metrics
         for i, row in enumerate(spans.rewards):
             if row is not None:

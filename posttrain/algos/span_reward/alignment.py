@@ -5,7 +5,8 @@ Three steps, each a pure function:
 1. ``match_span(span, response)``: where a quoted span sits in the response. Generative reward models
    misquote, so the search follows the paper's code: an exact match; a match after normalisation
    (lowercase, punctuation as spaces, whitespace collapsed); difflib ``SequenceMatcher`` over sliding
-   windows (stride a quarter of the span, width twice the span) at thresholds 0.7, then 0.6, then 0.5
+   windows (stride a quarter of the span, width twice the span; the extent aligned with the whole span, so a misquoted
+   result digit stays inside) at thresholds 0.7, then 0.6, then 0.5
    (``THRESHOLDS``; a span under 5 characters gets 0.2 less, never below 0.5; a window holding a common
    block longer than 70% of the span counts as a 0.7 match); for spans over 10 characters, the front or
    the back half at the threshold minus 0.1; for spans over 5 words, the front or back half of the words
@@ -136,7 +137,15 @@ def _normalized_find(span: str, response: str) -> tuple[int, int] | None:
 
 
 def _window_match(span: str, response: str, threshold: float) -> tuple[int, int] | None:
-    """The best sliding-window ``SequenceMatcher`` match of ``span`` at ``threshold`` (see the module doc)."""
+    """The best sliding-window ``SequenceMatcher`` match of ``span`` at ``threshold`` (see the module doc).
+
+    The extent is the response text aligned with the **whole** span: from the first matching block back by the
+    span characters before it, to the last block forward by the span characters after it (within the response, past the window's end too).
+    A misquote differs from the response exactly where the critic is wrong about it, and that is often the part
+    its judgement is about: ``12-3=9`` quoted for the wrong step ``12-3=8`` matches on ``12-3=``, and an extent of
+    the matched blocks alone would leave the wrong result ``8`` outside the poor span (issue 41). Extending to
+    the span's ends puts it inside. Refusing such matches instead would drop most misquotes of a small model,
+    which are one digit off; extending never reaches past what the span's own length covers."""
     if len(span) < SHORT_SPAN_CHARS:
         threshold = max(THRESHOLD_FLOOR, threshold - SHORT_SPAN_RELAX)
     stride = max(1, len(span) // 4)
@@ -152,7 +161,10 @@ def _window_match(span: str, response: str, threshold: float) -> tuple[int, int]
         if max(b.size for b in blocks) > BLOCK_SHARE * len(span):
             ratio = max(ratio, 0.7)
         if ratio > best_ratio:
-            best_ratio, best = ratio, (start + blocks[0].a, start + blocks[-1].a + blocks[-1].size)
+            first, last = blocks[0], blocks[-1]
+            head = max(0, first.a - first.b)
+            tail = min(len(response) - start, last.a + last.size + len(span) - (last.b + last.size))
+            best_ratio, best = ratio, (start + head, start + tail)
     return best if best is not None and best_ratio >= threshold else None
 
 
