@@ -11,9 +11,16 @@ from its own AdamW state (lr, betas, eps, weight decay and the clipping norm are
   drops the gradients and steps the LR schedule;
 - ``ours-single-tensor``: the same DeepSpeed engine built with ``AdamW(foreach=False)``, what the trainer used before
   (the "before" of the fix);
+- ``deepspeed-bf16`` (``--precision bf16`` only): the same engine with DeepSpeed's own ``bf16`` section on (its
+  ``FP16_UnfusedOptimizer`` around the fused AdamW, clipping in DeepSpeed), what the trainer ran in bf16 before
+  ``posttrain.master_weight_adamw``;
 - ``torch-single-tensor``, ``torch-foreach``, ``torch-fused``: ``torch.nn.utils.clip_grad_norm_`` then
   ``torch.optim.AdamW`` with that implementation, ``zero_grad(set_to_none=True)`` and ``LambdaLR.step()``;
   ``torch-fused`` is what transformers' Trainer (so TRL's ``GRPOTrainer``) runs by default (``adamw_torch_fused``).
+
+``--precision bf16`` times the trainer's bf16 path: the DeepSpeed variants step a bf16 copy of the model (``ours`` is
+then ``MasterWeightAdamW``: fp32 master weights, fused AdamW, one copy back), the torch variants the fp32 model, as
+TRL's bf16 autocast keeps its weights and AdamW in fp32; both get the same gradient values each round.
 
 Each step's seconds are split by pass-through timers (``benchmarks.grpo_phases.PhaseClock``; no computation changes)
 into ``clip`` (for the DeepSpeed variants, ``optimizer_step`` outside ``engine.step()``), ``adamw``
@@ -28,6 +35,7 @@ parameter each): about 1.1 GB + 1.1 GB per variant for SmolLM2-135M.
 
 from __future__ import annotations
 
+import copy
 import cProfile
 import json
 import os
@@ -43,8 +51,10 @@ from typing import Any
 import torch
 
 from benchmarks.grpo_phases import PhaseClock
+from benchmarks.matmul_peak import cpu_name
 
-VARIANTS = ("ours", "ours-single-tensor", "torch-single-tensor", "torch-foreach", "torch-fused")
+VARIANTS = ("ours", "ours-single-tensor", "deepspeed-bf16", "torch-single-tensor", "torch-foreach", "torch-fused")
+DEEPSPEED_VARIANTS = ("ours", "ours-single-tensor", "deepspeed-bf16")
 TORCH_IMPLEMENTATIONS = {"torch-single-tensor": {"foreach": False}, "torch-foreach": {"foreach": True},
                          "torch-fused": {"fused": True}}
 PARTS = ("clip", "adamw", "zero_grad", "scheduler")
@@ -56,25 +66,28 @@ def _train_config(args: Any) -> Any:
 
     return TrainConfig(model=args.model, output_dir="unused", steps=1000, prompts_per_step=1, group_size=1,
                        micro_batch_size=1, lr=args.lr, weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
-                       zero_stage=0, lr_scheduler="constant", warmup_steps=0, precision="fp32")
+                       zero_stage=0, lr_scheduler="constant", warmup_steps=0, precision=args.precision)
 
 
-def _deepspeed_variant(model: torch.nn.Module, config: Any, single_tensor: bool,
-                       clock: PhaseClock) -> Callable[[], None]:
-    """``optimizer_step`` of a DeepSpeed engine over ``model``: the trainer's own (``initialize_deepspeed_model``),
-    or, with ``single_tensor``, the same engine around the single-tensor AdamW the trainer used before."""
+def _deepspeed_variant(model: torch.nn.Module, config: Any, variant: str, clock: PhaseClock) -> Callable[[], None]:
+    """``optimizer_step`` of a DeepSpeed engine over ``model``: the trainer's own (``ours``:
+    ``initialize_deepspeed_model``), the same engine around the single-tensor AdamW the trainer used before
+    (``ours-single-tensor``), or DeepSpeed's bf16 optimizer around the fused AdamW (``deepspeed-bf16``)."""
     import deepspeed
 
     from posttrain.dist import deepspeed_config, initialize_deepspeed_model, lr_lambda, optimizer_step
 
-    if single_tensor:
-        params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay, foreach=False)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
-                                               config=deepspeed_config(config, 1))
-    else:
+    if variant == "ours":
         engine = initialize_deepspeed_model(model, config, 1)
+    else:
+        params = [p for p in model.parameters() if p.requires_grad]
+        implementation = {"foreach": False} if variant == "ours-single-tensor" else {"fused": True}
+        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay, **implementation)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
+        ds = deepspeed_config(config, 1)
+        if variant == "deepspeed-bf16":
+            ds.update({"bf16": {"enabled": True}, "gradient_clipping": config.max_grad_norm})
+        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds)
     if engine.gradient_accumulation_steps() != 1:
         raise RuntimeError(f"expected one micro-batch per step, got {engine.gradient_accumulation_steps()}")
     clock.wrap(engine, "step", "engine_step")  # not a part: what it leaves of optimizer_step is the clip
@@ -116,10 +129,15 @@ def _torch_variant(params: list[torch.nn.Parameter], config: Any, implementation
     return step
 
 
-def _fill_gradients(params: list[torch.nn.Parameter], seed: int, scale: float) -> None:
+def _fill_gradients(params: list[torch.nn.Parameter], low_precision: list[torch.nn.Parameter], seed: int,
+                    scale: float) -> None:
+    """Seeded random gradients on ``params``; ``low_precision`` (a bf16 copy of the same parameters, or empty) gets the
+    same values in its dtype."""
     generator = torch.Generator().manual_seed(seed)
     for p in params:
         p.grad = torch.empty_like(p).normal_(generator=generator).mul_(scale)
+    for p, source in zip(low_precision, params):
+        p.grad = source.grad.to(p.dtype)
 
 
 def _top_functions(step: Callable[[], None], count: int) -> list[dict[str, Any]]:
@@ -152,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max_grad_norm", type=float, default=1.0, help="Gradient clipping norm.")
     parser.add_argument("--grad_scale", type=float, default=1e-3,
                         help="Standard deviation of the random gradients (SmolLM2: a norm of ~12, so clipping acts).")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="bf16: the DeepSpeed variants step a bf16 copy of the model (the trainer's --precision "
+                             "bf16), the torch variants the fp32 model (TRL's bf16 autocast).")
     parser.add_argument("--profile", action="store_true", help="Add cProfile's top functions of one DeepSpeed step.")
     parser.add_argument("--out", type=Path, default=None, help="Results JSON (written after every round).")
     args = parser.parse_args(argv)
@@ -159,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
         parser.error(f"--variants: unknown {unknown or variants}; choose from {', '.join(VARIANTS)}")
+    if "deepspeed-bf16" in variants and args.precision != "bf16":
+        parser.error("--variants deepspeed-bf16 needs --precision bf16")
 
     # The pass-through timer around each optimizer's step makes LambdaLR warn that step was overridden; it still runs.
     warnings.filterwarnings("ignore", message="Seems like `optimizer.step\\(\\)` has been overridden")
@@ -168,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     model = load_causal_lm(resolve_model_name(args.model))
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    deepspeed_model = copy.deepcopy(model).to(torch.bfloat16) if args.precision == "bf16" else model
+    low_precision = [p for p in deepspeed_model.parameters() if p.requires_grad] if args.precision == "bf16" else []
     config = _train_config(args)
     clocks = {v: PhaseClock() for v in variants}
     steps: dict[str, Callable[[], None]] = {}
@@ -175,13 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         if v in TORCH_IMPLEMENTATIONS:
             steps[v] = _torch_variant(params, config, TORCH_IMPLEMENTATIONS[v], clocks[v])
         else:
-            steps[v] = _deepspeed_variant(model, config, v == "ours-single-tensor", clocks[v])
+            steps[v] = _deepspeed_variant(deepspeed_model, config, v, clocks[v])
 
     seconds: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     report: dict[str, Any] = {
         "command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
         "model": args.model, "parameters": sum(p.numel() for p in params), "tensors": len(params),
-        "threads": args.threads, "torch": torch.__version__, "cpu_count": os.cpu_count(),
+        "threads": args.threads, "torch": torch.__version__, "cpu_count": os.cpu_count(), "cpu": cpu_name(),
+        "precision": args.precision,
         "variants": variants, "rounds": args.rounds, "warmup_rounds": args.warmup,
         "hyperparameters": {"lr": args.lr, "weight_decay": args.weight_decay, "max_grad_norm": args.max_grad_norm,
                             "grad_scale": args.grad_scale},
@@ -190,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     for round_index in range(args.warmup + args.rounds):
         shift = round_index % len(variants)
         for v in variants[shift:] + variants[:shift]:
-            _fill_gradients(params, round_index, args.grad_scale)
+            _fill_gradients(params, low_precision, round_index, args.grad_scale)
             start = time.perf_counter()
             steps[v]()
             total = time.perf_counter() - start
@@ -203,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         report["profile_top_tottime"] = {}
         for v in variants:
-            if v not in TORCH_IMPLEMENTATIONS:
-                _fill_gradients(params, 0, args.grad_scale)
+            if v in DEEPSPEED_VARIANTS:
+                _fill_gradients(params, low_precision, 0, args.grad_scale)
                 report["profile_top_tottime"][v] = _top_functions(steps[v], 12)
     report["partial"] = False
     report["load_average_after"] = os.getloadavg()

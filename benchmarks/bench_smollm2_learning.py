@@ -97,6 +97,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import smollm2_word_arms
 from benchmarks.bench_prefix_rl import parameter_counts
+from benchmarks.matmul_peak import cpu_name
 from benchmarks.seed_curves import (
     TRAINING_ENV,
     finished,
@@ -105,7 +106,6 @@ from benchmarks.seed_curves import (
     run_training,
     training_command,
 )
-from benchmarks.smollm2_task_headroom import cpu_model
 from posttrain.common.cli_help import CommandParser
 from posttrain.models.autocast import autocast_dtype
 from posttrain.models.loading import load_tokenizer
@@ -165,7 +165,7 @@ def precision_record(flags: list[str]) -> dict[str, str]:
     dtype ``posttrain.models.autocast`` picks for them here (``none`` without autocast), and the CPU's name."""
     precision, autocast = flag_value(flags, "precision", "fp32"), flag_value(flags, "autocast", "off")
     dtype = autocast_dtype(autocast, precision, "cpu")
-    return {"cpu": cpu_model(), "precision": precision, "autocast": autocast,
+    return {"cpu": cpu_name(), "precision": precision, "autocast": autocast,
             "autocast_dtype": str(dtype).removeprefix("torch.") if dtype is not None else "none"}
 
 

@@ -59,6 +59,7 @@ def matmul_peak(sizes: list[int], threads: list[int], seconds: float, device: st
 
 
 def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (``platform.processor()`` elsewhere, "unknown" if that is empty)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -66,4 +67,4 @@ def cpu_name() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor()
+    return platform.processor() or "unknown"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.matmul_peak import cpu_name
 from posttrain.algos.core import pass_at_k
 from posttrain.algos.gpo.hint import privileged_examples
 from posttrain.common.cli_help import CommandParser
@@ -41,16 +41,6 @@ from posttrain.tasks.prompts import encode_prompts
 MAX_PROMPT_TOKENS = 512
 KNOBS = ("min_operations", "max_operations", "max_number", "max_factor", "max_value")
 """The task's difficulty knobs (``MultistepWordTask``'s constructor arguments)."""
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (``platform.processor()`` elsewhere)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def bf16_capable() -> bool:
@@ -108,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     greedy = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
     sampled = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     header: dict[str, Any] = {
-        "command": " ".join([sys.executable, *sys.argv]), "cpu": cpu_model(), "dtype": dtype, "engine": args.engine,
+        "command": " ".join([sys.executable, *sys.argv]), "cpu": cpu_name(), "dtype": dtype, "engine": args.engine,
         "model": "smollm2-135m (SmolLM2-135M-Instruct)", "task": task.name,
         "difficulty": {name: getattr(task, name) for name in KNOBS},
         "problems_asked": len(examples), "samples": args.samples, "temperature": args.temperature,

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as torch_dist
 
 from posttrain.config import TrainConfig
+from posttrain.master_weight_adamw import MasterWeightAdamW
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,14 @@ def deepspeed_config(config: TrainConfig, world_size: int) -> dict[str, Any]:
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": micro,
         "gradient_accumulation_steps": config.grad_accum_steps(world_size),
-        "gradient_clipping": 0.0 if trainer_clips_gradients(config) else config.max_grad_norm,
+        "gradient_clipping": (0.0 if trainer_clips_gradients(config) or uses_master_weight_adamw(config)
+                              else config.max_grad_norm),
         "zero_optimization": {"stage": config.zero_stage},
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
-    if config.precision == "bf16":
+    if config.precision == "bf16" and not uses_master_weight_adamw(config):
         ds["bf16"] = {"enabled": True}
     if config.zero_stage == 3:
         ds["zero_optimization"].update({"stage3_param_persistence_threshold": 0,
@@ -118,12 +120,19 @@ def deepspeed_config(config: TrainConfig, world_size: int) -> dict[str, Any]:
     return ds
 
 
+def uses_master_weight_adamw(config: TrainConfig) -> bool:
+    """Whether the trained models step ``MasterWeightAdamW`` (bf16 at ZeRO stage 0): it keeps the fp32 master weights,
+    clips in fp32 and reports the norm itself, so DeepSpeed runs with its ``bf16`` section off and no clipping of its
+    own. At stages 1-3 DeepSpeed's ZeRO optimizer shards the fp32 masters and keeps them."""
+    return config.zero_stage == 0 and config.precision == "bf16"
+
+
 def trainer_clips_gradients(config: TrainConfig) -> bool:
     """Whether ``optimizer_step`` clips the gradients itself (DeepSpeed's ``gradient_clipping`` is then 0).
 
     DeepSpeed keeps the global gradient norm it clips with (``get_global_grad_norm``) only where it wraps the client
-    optimizer: ZeRO stages 1-3 and bf16 (its ``FP16_UnfusedOptimizer``), which shard or cast the gradients and compute
-    the norm anyway. At ZeRO stage 0 in fp32 it steps the client AdamW directly and clips in ``clip_fp32_gradients``,
+    optimizer: ZeRO stages 1-3, which shard the gradients and compute the norm anyway (in bf16 at stage 0,
+    ``MasterWeightAdamW`` clips and reports its own norm the same way). At ZeRO stage 0 in fp32 it steps the client AdamW directly and clips in ``clip_fp32_gradients``,
     which discards the norm it computes, so ``get_global_grad_norm()`` stays None. There the trainer clips with
     ``torch.nn.utils`` instead: the same one norm and one scaling pass over the same (already all-reduced) gradients,
     now kept. DeepSpeed's clip also all-reduced that norm over the data-parallel ranks (for its own MoE layers, whose
@@ -189,12 +198,18 @@ def initialize_deepspeed_model(model: torch.nn.Module, config: TrainConfig, worl
     DeepSpeed ``step()`` than the loop or a CPU's ``foreach=True`` (measured on SmolLM2-135M in
     ``benchmarks/grpo_vs_trl.md``, "The optimizer phase, measured apart"; ``benchmarks/bench_optimizer_phase.py``). The gradients are clipped once before this step, by DeepSpeed
     (``gradient_clipping``) or, where ``trainer_clips_gradients``, by ``optimizer_step``: step the model with it.
+    In bf16 at ZeRO stage 0 it is ``MasterWeightAdamW`` (the same fused AdamW on fp32 master weights, clipping in
+    fp32 itself) in place of DeepSpeed's bf16 optimizer (``uses_master_weight_adamw``).
     """
     import deepspeed
 
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr if lr is None else lr, weight_decay=config.weight_decay,
-                                  fused=True)
+    peak_lr = config.lr if lr is None else lr
+    if uses_master_weight_adamw(config):
+        optimizer: torch.optim.Optimizer = MasterWeightAdamW(params, lr=peak_lr, weight_decay=config.weight_decay,
+                                                             max_grad_norm=config.max_grad_norm)
+    else:
+        optimizer = torch.optim.AdamW(params, lr=peak_lr, weight_decay=config.weight_decay, fused=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
     deepspeed_model, _, _, _ = deepspeed.initialize(
         model=model, optimizer=optimizer, lr_scheduler=scheduler, config=deepspeed_config(config, world_size)

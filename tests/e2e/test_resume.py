@@ -1,10 +1,13 @@
 """A run killed with SIGKILL and resumed with ``--resume auto`` ends with the same weights and
-metrics as an uninterrupted run, including when the checkpoint falls exactly on an epoch boundary."""
+metrics as an uninterrupted run, including when the checkpoint falls exactly on an epoch boundary, and in bf16
+(``--precision bf16``: the resumed run must step from the saved fp32 master weights, not their bf16 rounding)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from tests.e2e.resume import assert_same_end, kill_and_resume
 
@@ -17,11 +20,13 @@ def _args(model: Path, out: Path, data: Path) -> list[str]:
             "--progress", "false", "--keep_last", "3"]
 
 
-def test_sigkill_and_resume_equals_uninterrupted(tiny_arithmetic: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_sigkill_and_resume_equals_uninterrupted(tiny_arithmetic: Path, tmp_path: Path, precision: str) -> None:
     data = tmp_path / "problems.jsonl"
     # 10 rows, 2 held out: 8 training prompts = 2 steps of 4, so the step-2 checkpoint is an epoch boundary.
     data.write_text("".join(json.dumps({"prompt": f"{a}+{a + 1}", "answer": str(2 * a + 1)}) + "\n"
                             for a in range(10)))
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    kill_and_resume(lambda out: _args(tiny_arithmetic, out, data), straight, killed, kill_after=2, final=4)
+    kill_and_resume(lambda out: [*_args(tiny_arithmetic, out, data), "--precision", precision], straight, killed,
+                    kill_after=2, final=4)
     assert_same_end(tiny_arithmetic, straight, killed, final=4)

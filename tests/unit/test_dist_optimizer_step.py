@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from posttrain.config import TrainConfig
-from posttrain.dist import deepspeed_config, optimizer_step, trainer_clips_gradients
+from posttrain.dist import deepspeed_config, optimizer_step, trainer_clips_gradients, uses_master_weight_adamw
 
 
 class StandInEngine:
@@ -52,7 +52,7 @@ def test_a_micro_step_that_only_accumulates_neither_clips_nor_reports() -> None:
     torch.testing.assert_close(engine.grads_at_step[0], torch.tensor([[3.0, 4.0]]), atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("stage,precision", [(1, "fp32"), (2, "fp32"), (3, "fp32"), (0, "bf16"), (2, "bf16")])
+@pytest.mark.parametrize("stage,precision", [(1, "fp32"), (2, "fp32"), (3, "fp32"), (2, "bf16")])
 def test_where_deepspeed_wraps_the_optimizer_it_clips_and_its_norm_is_returned(stage: int, precision: str) -> None:
     config = TrainConfig(zero_stage=stage, precision=precision, max_grad_norm=1.0)
     assert not trainer_clips_gradients(config) and deepspeed_config(config, 1)["gradient_clipping"] == 1.0
@@ -64,3 +64,15 @@ def test_where_deepspeed_wraps_the_optimizer_it_clips_and_its_norm_is_returned(s
 def test_an_optimizer_step_without_a_norm_fails_loudly() -> None:
     with pytest.raises(RuntimeError, match=r"no gradient norm after an optimizer step \(zero_stage 2, precision fp32\)"):
         optimizer_step(StandInEngine(reported_norm=None), TrainConfig(zero_stage=2))
+
+
+def test_bf16_at_stage_0_leaves_clipping_and_the_fp32_masters_to_master_weight_adamw() -> None:
+    config = TrainConfig(zero_stage=0, precision="bf16", max_grad_norm=1.0)
+    ds = deepspeed_config(config, 1)
+    assert uses_master_weight_adamw(config) and not trainer_clips_gradients(config)
+    assert ds["gradient_clipping"] == 0.0 and "bf16" not in ds  # DeepSpeed neither clips nor casts
+    engine = StandInEngine(reported_norm=7.0)  # MasterWeightAdamW's norm, read through DeepSpeed
+    assert optimizer_step(engine, config) == 7.0
+    torch.testing.assert_close(engine.grads_at_step[0], torch.tensor([[3.0, 4.0]]), atol=0, rtol=0)
+    assert not uses_master_weight_adamw(TrainConfig(zero_stage=2, precision="bf16"))
+    assert deepspeed_config(TrainConfig(zero_stage=2, precision="bf16"), 1)["bf16"] == {"enabled": True}
