@@ -79,6 +79,12 @@ part grpo_vs_trl_smollm2 "$python" benchmarks/bench_grpo_vs_trl.py --device cuda
   --sides ours,ours-packed,trl --prompts 16 --group 8 --micro_batch 64 --max_new_tokens 128 --steps 5 --warmup 1 \
   --repeats 3 --keep_going --out "$out/grpo_vs_trl_smollm2_cuda.json"
 if "$python" -c "import vllm" 2>/dev/null; then
+  # Issue 42 on one GPU: bf16 on both sides, each side's rollouts from its colocated vLLM engine (ours --rollout vllm
+  # with the weight sync after every step; TRL use_vllm=True, vllm_mode='colocate'), and TRL's plain generate for
+  # reference; bf16 weights and MasterWeightAdamW on ours, TRL's bf16 autocast.
+  part grpo_vs_trl_smollm2_bf16_vllm_cuda "$python" benchmarks/bench_grpo_vs_trl.py --device cuda --precision bf16 \
+    --model_dir smollm2-135m --rollout vllm --sides ours,trl-vllm,trl --prompts 16 --group 8 --micro_batch 64 \
+    --max_new_tokens 128 --steps 5 --warmup 1 --repeats 3 --keep_going --out "$out/grpo_vs_trl_smollm2_bf16_vllm_cuda.json"
   part vllm_rollout "$python" benchmarks/bench_vllm_rollout.py --out "$out/vllm_rollout_cuda.json"
   # Issue 27 on CUDA. Each part's log ends with pytest's PASSED / FAILED line per test (-rA) or the script's
   # printed measurements. Colocated --rollout vllm: vLLM under external_launcher in the trainer's process, each
