@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pass_k", type=int, nargs="+", default=[8, 16], help="the k of pass@k (<= --samples)")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature of the pass@k answers")
     parser.add_argument("--max_new_tokens", type=int, default=64, help="answer budget (tokens)")
+    parser.add_argument("--model", default="smollm2-135m",
+                        help="the model measured: the packaged alias, or a trained run's checkpoint (RUN/checkpoints/"
+                             "step_N/hf) to read what RL changed")
     parser.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="the project engine that generates")
     for knob in KNOBS:
         parser.add_argument(f"--{knob}", type=int, default=None, help="task difficulty knob (default: the task's)")
@@ -93,13 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     task = MultistepWordTask(**knobs)
     examples = task.split("test")[: args.problems]
     dtype = "bfloat16" if bf16_capable() else "float32"
-    engine = build_engine(parse_engine_spec(f"{args.engine}:smollm2-135m"), device="cpu", dtype=dtype, seed=args.seed,
+    engine = build_engine(parse_engine_spec(f"{args.engine}:{args.model}"), device="cpu", dtype=dtype, seed=args.seed,
                           max_batch_size=256)
     greedy = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
     sampled = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     header: dict[str, Any] = {
         "command": " ".join([sys.executable, *sys.argv]), "cpu": cpu_name(), "dtype": dtype, "engine": args.engine,
-        "model": "smollm2-135m (SmolLM2-135M-Instruct)", "task": task.name,
+        "model": ("smollm2-135m (SmolLM2-135M-Instruct)" if args.model == "smollm2-135m" else args.model),
+        "task": task.name,
         "difficulty": {name: getattr(task, name) for name in KNOBS},
         "problems_asked": len(examples), "samples": args.samples, "temperature": args.temperature,
         "max_new_tokens": args.max_new_tokens, "privileged_template": SOLUTION_TEMPLATE,
