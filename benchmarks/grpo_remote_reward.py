@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from posttrain.common.cli_help import CommandParser
-from rewards.server.local import free_port
+from posttrain.engines.weight_sync import free_port
 
 
 def summarize(curve: list[dict]) -> dict[str, float | None]:

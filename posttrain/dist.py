@@ -8,7 +8,6 @@ make a world of one. On CPU the process group uses gloo; on CUDA, NCCL.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import torch
 import torch.distributed as torch_dist
 
 from posttrain.config import TrainConfig
+from posttrain.engines.weight_sync.rendezvous import free_port
 from posttrain.master_weight_adamw import MasterWeightAdamW
 
 
@@ -33,12 +33,6 @@ class DistInfo:
         return self.rank == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def init_distributed(timeout_s: float | None = None) -> DistInfo:
     """Join (or create) the process group; idempotent. ``timeout_s`` bounds every collective of the group
     (None: DeepSpeed's default), so the other ranks fail within it when one rank fails."""
@@ -51,7 +45,7 @@ def init_distributed(timeout_s: float | None = None) -> DistInfo:
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
-        os.environ["MASTER_PORT"] = str(_free_port())
+        os.environ["MASTER_PORT"] = str(free_port())
     cuda = torch.cuda.is_available()
     if not torch_dist.is_initialized():
         timeout = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}

@@ -78,29 +78,39 @@ class Workflow:
         return seconds
 
     @contextmanager
-    def served(self, step: str, argv: list[str], startup_timeout_s: float = 900.0) -> Iterator[str]:
+    def served(self, step: str, argv: list[str], startup_timeout_s: float = 900.0,
+               port_attempts: int = 3) -> Iterator[str]:
         """``posttrain serve ARGV`` on a free loopback port until the block ends; yields its URL once
-        ``/health`` answers (the first start may build the embedded judge)."""
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
+        ``/health`` answers (the first start may build the embedded judge). ``free_port``'s port can be taken by
+        another process before the server binds it: a start that fails with "address already in use" is made
+        again on another port, up to ``port_attempts`` starts in all."""
         log_path = self.logs / f"{step}.log"
+        for attempt in range(1, port_attempts + 1):
+            url, server = self._start_server(argv, log_path)
+            try:
+                wait_until_ready(url, server, startup_timeout_s, log_path)
+                break
+            except RuntimeError as err:
+                _stop(server)
+                if "address already in use" not in str(err).lower() or attempt == port_attempts:
+                    raise
+                print(f"[{self.name}] {step}: {url} was taken before the server bound it; starting again", flush=True)
+        try:
+            yield url
+        finally:
+            _stop(server)
+
+    def _start_server(self, argv: list[str], log_path: Path) -> tuple[str, subprocess.Popen]:
+        """Start ``posttrain serve ARGV`` on a free loopback port, in a session of its own, logging to
+        ``log_path``; its URL and process. The command is recorded in ``summary.json``."""
+        port = free_port()
         full = ["posttrain", "serve", "--host", "127.0.0.1", "--port", str(port), *argv]
-        print(f"[{self.name}] {step}: {' '.join(full)}", flush=True)
-        self.commands.append({"step": step, "command": " ".join(full), "seconds": None, "returncode": None})
+        print(f"[{self.name}] {log_path.stem}: {' '.join(full)}", flush=True)
+        self.commands.append({"step": log_path.stem, "command": " ".join(full), "seconds": None, "returncode": None})
         with open(log_path, "w") as log:
             server = subprocess.Popen(POSTTRAIN + full[1:], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True)
-        try:
-            wait_until_ready(url, server, startup_timeout_s, log_path)
-            yield url
-        finally:
-            if server.poll() is None:
-                os.killpg(server.pid, signal.SIGTERM)
-                try:
-                    server.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(server.pid, signal.SIGKILL)
-                    server.wait(timeout=30)
+        return f"http://127.0.0.1:{port}", server
 
     def train(self, step: str, flags: list[str], output_dir: Path, extra: list[str],
               env: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -117,6 +127,19 @@ class Workflow:
                                     **results, "commands": self.commands}, indent=2) + "\n")
         print(f"[{self.name}] -> {path}", flush=True)
         return path
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """Stop a server started by ``Workflow._start_server`` and every process it started: SIGTERM, then SIGKILL
+    after 30 s."""
+    if server.poll() is not None:
+        return
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=30)
 
 
 def remote_reward_env(url: str, reference: bool, timeout_s: int) -> dict[str, str]:

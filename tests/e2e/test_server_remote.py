@@ -9,10 +9,11 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from posttrain.engines.weight_sync import free_port
 from rewards.remote import from_env, remote_reward
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import load_served_model
-from rewards.server.local import free_port, serve_in_thread
+from rewards.server.local import serve_in_thread
 
 
 @pytest.fixture(scope="module")

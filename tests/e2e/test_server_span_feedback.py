@@ -10,12 +10,13 @@ import pytest
 
 from posttrain.algos.span_reward.remote import RemoteSpanRewardModel
 from posttrain.engines.base import Rollouts, SamplingParams
+from posttrain.engines.weight_sync import free_port
 from posttrain.models.tiny import build_tokenizer
 from posttrain.tasks.span_templates import feedback_json
 from posttrain.tasks.step_arithmetic import program_feedback
 from rewards.server.app import ServerSettings, create_app
 from rewards.server.backends import ServedModel
-from rewards.server.local import free_port, serve_in_thread
+from rewards.server.local import serve_in_thread
 
 
 class ProgramEngine:

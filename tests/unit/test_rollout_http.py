@@ -15,8 +15,9 @@ from posttrain.common.http import RequestFailed
 from posttrain.engines.base import GenerationEngine, SamplingParams, ScoringEngine, sample_seed, sample_seeds
 from posttrain.engines.hf import HFRolloutEngine
 from posttrain.engines.http import OpenAIHTTPEngine, completions_url
+from posttrain.engines.weight_sync import free_port
 from rewards.server.app import ServerSettings, create_app
-from rewards.server.local import free_port, serve_in_thread
+from rewards.server.local import serve_in_thread
 
 
 @pytest.fixture(scope="module")
