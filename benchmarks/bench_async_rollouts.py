@@ -29,12 +29,11 @@ from pathlib import Path
 
 from posttrain.common.cli_help import CommandParser
 from posttrain.common.files import atomic_write_text
-from posttrain.engines.weight_sync import free_port
 from posttrain.engines.worker import (
     cpu_affinity_prefix,
     spawn_rollout_worker,
+    start_on_a_free_port,
     stop_rollout_worker,
-    wait_until_ready,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,14 +87,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model = build_model(root / "model")
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
         log = root / "worker.log"
-        worker = spawn_rollout_worker(str(model), port, log, extra_args=["--max-model-len", "256"],
-                                      env={"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
-                                      cpus=[0] if args.pin else None)
+        url, worker = start_on_a_free_port(
+            lambda port, log_path: spawn_rollout_worker(str(model), port, log_path, extra_args=["--max-model-len", "256"],
+                                                        env={"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+                                                        cpus=[0] if args.pin else None),
+            log, 600)
         try:
-            wait_until_ready(url, worker, 600, log)
             started = time.time()
             results = {}
             for name, asynchronous in (("sync", False), ("async", True)):

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.engines.weight_sync import free_port
-from posttrain.engines.worker import stop_rollout_worker, wait_until_ready
+from posttrain.engines.worker import start_on_a_free_port, stop_rollout_worker
 
 SERVER_START_TIMEOUT_S = 900.0
 """Seconds a server side's vLLM server may take to answer ``/health`` (vLLM's CPU build under load is slow)."""
@@ -73,18 +72,17 @@ def vllm_server(start: Callable[[int, Path], subprocess.Popen], log_dir: str) ->
     """Run the vLLM server that ``start(port, log_path)`` launches (in a session of its own) until the block ends,
     yielding it once it answers ``/health``; if the block fails, the server log's tail goes to stderr (the driver
     records it with the side's failure). The server and its engine processes are killed at the end."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     log = Path(log_dir) / "vllm-server.log"
-    process = start(port, log)
+    process = None
     try:
-        wait_until_ready(url, process, SERVER_START_TIMEOUT_S, log)
+        url, process = start_on_a_free_port(start, log, SERVER_START_TIMEOUT_S)
         yield VLLMServer(url, process)
     except BaseException:
         sys.stderr.write(f"--- vLLM server log (tail) ---\n{log.read_text(errors='replace')[-4000:]}\n")
         raise
     finally:
-        stop_rollout_worker(process)
+        if process is not None:
+            stop_rollout_worker(process)
 
 
 def run_with_server(start: Callable[[int, Path], subprocess.Popen],

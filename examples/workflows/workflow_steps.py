@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.common.cli_help import CommandParser
-from posttrain.engines.weight_sync import free_port
-from posttrain.engines.worker import wait_until_ready
+from posttrain.engines.worker import start_on_a_free_port
 
 REPO = Path(__file__).resolve().parents[2]
 POSTTRAIN = [sys.executable, "-m", "posttrain.cli"]
@@ -78,39 +77,24 @@ class Workflow:
         return seconds
 
     @contextmanager
-    def served(self, step: str, argv: list[str], startup_timeout_s: float = 900.0,
-               port_attempts: int = 3) -> Iterator[str]:
+    def served(self, step: str, argv: list[str], startup_timeout_s: float = 900.0) -> Iterator[str]:
         """``posttrain serve ARGV`` on a free loopback port until the block ends; yields its URL once
-        ``/health`` answers (the first start may build the embedded judge). ``free_port``'s port can be taken by
-        another process before the server binds it: a start that fails with "address already in use" is made
-        again on another port, up to ``port_attempts`` starts in all."""
-        log_path = self.logs / f"{step}.log"
-        for attempt in range(1, port_attempts + 1):
-            url, server = self._start_server(argv, log_path)
-            try:
-                wait_until_ready(url, server, startup_timeout_s, log_path)
-                break
-            except RuntimeError as err:
-                _stop(server)
-                if "address already in use" not in str(err).lower() or attempt == port_attempts:
-                    raise
-                print(f"[{self.name}] {step}: {url} was taken before the server bound it; starting again", flush=True)
+        ``/health`` answers (the first start may build the embedded judge; a port taken before the server bound it
+        is replaced by another, ``start_on_a_free_port``). Every start is recorded in ``summary.json``."""
+
+        def start(port: int, log_path: Path) -> subprocess.Popen:
+            full = ["posttrain", "serve", "--host", "127.0.0.1", "--port", str(port), *argv]
+            print(f"[{self.name}] {step}: {' '.join(full)}", flush=True)
+            self.commands.append({"step": step, "command": " ".join(full), "seconds": None, "returncode": None})
+            with open(log_path, "w") as log:
+                return subprocess.Popen(POSTTRAIN + full[1:], cwd=REPO, env=self.env, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+
+        url, server = start_on_a_free_port(start, self.logs / f"{step}.log", startup_timeout_s)
         try:
             yield url
         finally:
             _stop(server)
-
-    def _start_server(self, argv: list[str], log_path: Path) -> tuple[str, subprocess.Popen]:
-        """Start ``posttrain serve ARGV`` on a free loopback port, in a session of its own, logging to
-        ``log_path``; its URL and process. The command is recorded in ``summary.json``."""
-        port = free_port()
-        full = ["posttrain", "serve", "--host", "127.0.0.1", "--port", str(port), *argv]
-        print(f"[{self.name}] {log_path.stem}: {' '.join(full)}", flush=True)
-        self.commands.append({"step": log_path.stem, "command": " ".join(full), "seconds": None, "returncode": None})
-        with open(log_path, "w") as log:
-            server = subprocess.Popen(POSTTRAIN + full[1:], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
-        return f"http://127.0.0.1:{port}", server
 
     def train(self, step: str, flags: list[str], output_dir: Path, extra: list[str],
               env: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -130,7 +114,7 @@ class Workflow:
 
 
 def _stop(server: subprocess.Popen) -> None:
-    """Stop a server started by ``Workflow._start_server`` and every process it started: SIGTERM, then SIGKILL
+    """Stop a server started by ``Workflow.served`` and every process it started: SIGTERM, then SIGKILL
     after 30 s."""
     if server.poll() is not None:
         return

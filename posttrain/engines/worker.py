@@ -43,12 +43,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from posttrain.common.cli_help import CommandParser
 from posttrain.common.memory import MALLOC_ENV
 from posttrain.engines.base import PROCESSED_LOGPROBS
 from posttrain.engines.remote import SERVED_MODEL_NAME
 from posttrain.engines.vllm_setup import INSTALL_HINT, cpu_scheduler_options, vllm_servable_problem
+from posttrain.engines.weight_sync.rendezvous import free_port
 from posttrain.engines.worker_auth import (
     SECRET_ENV,
     SECRET_FILE_ENV,
@@ -261,6 +264,29 @@ def wait_until_ready(url: str, process: subprocess.Popen, timeout_s: float, log_
             pass
         time.sleep(1.0)
     raise TimeoutError(f"rollout worker {url} did not become ready within {timeout_s:.0f} s:\n{_tail(log_path)}")
+
+
+def start_on_a_free_port(start: Callable[[int, Path], subprocess.Popen], log_path: Path, timeout_s: float,
+                         attempts: int = 3) -> tuple[str, subprocess.Popen]:
+    """Start a server on a free loopback port, ``start(port, log_path)`` launching it in a session of its own, and
+    wait until it answers (``wait_until_ready``); its URL and process. ``free_port``'s port can be taken by another
+    process before the server binds it: a start that fails with "address already in use" is made again on another
+    port, up to ``attempts`` starts in all. Any other failure kills the server's processes and raises with the log's
+    tail."""
+    for attempt in range(1, attempts + 1):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        process = start(port, log_path)
+        try:
+            wait_until_ready(url, process, timeout_s, log_path)
+            return url, process
+        except RuntimeError as err:
+            stop_rollout_worker(process)
+            if "address already in use" not in str(err).lower() or attempt == attempts:
+                raise
+            print(f"{url} was taken before the server bound it; starting again on another port", file=sys.stderr,
+                  flush=True)
+    raise ValueError(f"start_on_a_free_port: attempts must be at least 1, got {attempts}")
 
 
 def stop_rollout_worker(process: subprocess.Popen) -> None:
